@@ -1,0 +1,44 @@
+# The two commands of the README: `make conformance` (the main job) and `make test`.
+# Each sets up what it needs on first use: a project virtual environment in .venv with
+# hal installed in editable mode, its dev tools, PyOpenCL and PoCL (OpenCL on the CPU).
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.hal-installed
+
+.PHONY: conformance test lint unit wheel-test cuda-compile clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || \
+		{ echo "hal needs Python 3.10 or newer (found $$($(PYTHON) --version))"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e ".[dev,pocl]"
+	@touch $(STAMP)
+
+conformance: $(STAMP)
+	$(BIN)/hal devices
+	$(BIN)/hal conformance
+
+test: lint cuda-compile wheel-test unit
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+cuda-compile: $(STAMP)
+	$(BIN)/python tools/nvcc_check.py
+
+# Build the wheel, install it into a fresh environment and use it from outside the repository.
+wheel-test: $(STAMP)
+	rm -rf build dist $(VENV)-wheel
+	$(BIN)/python -m pip wheel -q --no-deps -w dist .
+	$(PYTHON) -m venv $(VENV)-wheel
+	$(VENV)-wheel/bin/python -m pip install -q dist/hal_kernels-*.whl
+	cd /tmp && $(CURDIR)/$(VENV)-wheel/bin/hal conformance --device cpu --quick --dtype float32,float16
+
+clean:
+	rm -rf $(VENV) $(VENV)-wheel build dist *.egg-info

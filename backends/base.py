@@ -1,0 +1,177 @@
+"""The backend contract.
+
+A backend is a small runtime (allocate, upload, download, synchronize; building
+and launching stay inside it) plus one launcher per kernel family that maps a
+frozen spec and a validated parameter set onto launch geometry. Backends never
+see raw user arguments: the op layer (``hal.ops``) has already validated
+everything and allocated the outputs.
+
+Buffer conventions every launcher follows:
+
+* activations (x, y) hold ``spec.dtype`` in the spec's physical layout, NCHW
+  (``n, c, h, w`` contiguous) or NHWC (``n, h, w, c`` contiguous);
+* pooling indices are int64 in the output's layout, the flat per-plane index
+  ``h * in_w + w`` (PyTorch's);
+* conv weights hold ``spec.dtype`` as (C_out, C_in/groups, KH, KW) contiguous in
+  either layout; a conv bias and every BatchNorm vector (weight, bias,
+  running_mean, running_var) are float32 of length C;
+* ``None`` stands for an absent optional buffer: a missing BatchNorm weight
+  means 1, a missing bias 0, missing running statistics are neither read nor
+  written.
+
+Nothing initializes at import time: ``probe`` reports availability with a
+reason instead of raising.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from hal.spec import AdaptivePool2dSpec, BatchNormSpec, Conv2dSpec, Pool2dSpec
+from hal.tuning.schema import KernelSchema
+
+#: an opaque device allocation owned by a backend (numpy array, cl.Buffer, DeviceAllocation...).
+Buffer = Any
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """What hal knows about one device: identity, signature and limits."""
+
+    backend: str
+    index: int
+    name: str
+    vendor: str
+    arch_family: str
+    arch: str
+    compute_units: int
+    max_work_group: int
+    local_mem_bytes: int
+    global_mem_bytes: int
+    fp16: bool
+    subgroup: int
+    platform: str = ""
+    driver: str = ""
+    extras: tuple[tuple[str, str], ...] = field(default=())
+
+    @property
+    def id(self) -> str:
+        """Canonical device string: ``cpu``, ``opencl:1``, ``cuda:0``."""
+        return "cpu" if self.backend == "cpu" else f"{self.backend}:{self.index}"
+
+    def signature(self) -> dict[str, object]:
+        """The fields tuning tables key on, as plain JSON values."""
+        return {
+            "backend": self.backend,
+            "vendor": self.vendor,
+            "arch_family": self.arch_family,
+            "arch": self.arch,
+            "device": self.name,
+            "compute_units": self.compute_units,
+            "max_work_group": self.max_work_group,
+            "local_mem_bytes": self.local_mem_bytes,
+            "fp16": self.fp16,
+            "driver": self.driver,
+        }
+
+
+@dataclass(frozen=True)
+class BackendProbe:
+    """Result of looking for a backend: its devices, or why there are none."""
+
+    available: bool
+    reason: str
+    devices: tuple[DeviceInfo, ...] = ()
+
+
+class Backend(ABC):
+    """One device's runtime plus its kernel launchers."""
+
+    #: "cpu", "opencl" or "cuda".
+    name: ClassVar[str]
+    #: the kernel folder this backend reads ("kernels_c", "kernels_cl", "kernels_cu").
+    kernel_folder: ClassVar[str]
+
+    def __init__(self, info: DeviceInfo) -> None:
+        self.info = info
+
+    # -- discovery -------------------------------------------------------------------
+    @classmethod
+    @abstractmethod
+    def probe(cls) -> BackendProbe:
+        """Find this backend's devices. Never raises; unavailability carries a reason."""
+
+    @classmethod
+    @abstractmethod
+    def schemas(cls) -> Mapping[str, KernelSchema]:
+        """Tunable parameters per kernel family: 'pool2d', 'adaptive_pool2d', 'conv2d', 'batch_norm'."""
+
+    # -- runtime ---------------------------------------------------------------------
+    @abstractmethod
+    def allocate(self, nbytes: int) -> Buffer:
+        """An uninitialised buffer of ``nbytes`` (>= 1); raises ``OutOfMemory``."""
+
+    @abstractmethod
+    def upload(self, array: np.ndarray) -> Buffer:
+        """A new buffer holding a copy of the C-contiguous ``array``."""
+
+    @abstractmethod
+    def download(self, buffer: Buffer, out: np.ndarray) -> None:
+        """Copy ``out.nbytes`` bytes from ``buffer`` into C-contiguous ``out`` (synchronous)."""
+
+    @abstractmethod
+    def copy(self, src: Buffer, dst: Buffer, nbytes: int) -> None:
+        """Device-to-device copy of ``nbytes``."""
+
+    @abstractmethod
+    def synchronize(self) -> None:
+        """Wait for every queued launch on this device."""
+
+    # -- kernel launchers ------------------------------------------------------------
+    @abstractmethod
+    def pool2d(
+        self, spec: Pool2dSpec, x: Buffer, y: Buffer, indices: Buffer | None, params: Mapping[str, int]
+    ) -> None:
+        """Max or average sliding-window pooling (``spec.kind``)."""
+
+    @abstractmethod
+    def adaptive_pool2d(
+        self,
+        spec: AdaptivePool2dSpec,
+        x: Buffer,
+        y: Buffer,
+        indices: Buffer | None,
+        params: Mapping[str, int],
+    ) -> None:
+        """Adaptive max or average pooling."""
+
+    @abstractmethod
+    def conv2d(
+        self,
+        spec: Conv2dSpec,
+        x: Buffer,
+        weight: Buffer,
+        bias: Buffer | None,
+        y: Buffer,
+        params: Mapping[str, int],
+    ) -> None:
+        """2-D convolution; ``bias`` is float32 or None."""
+
+    @abstractmethod
+    def batch_norm(
+        self,
+        spec: BatchNormSpec,
+        x: Buffer,
+        y: Buffer,
+        weight: Buffer | None,
+        bias: Buffer | None,
+        running_mean: Buffer | None,
+        running_var: Buffer | None,
+        params: Mapping[str, int],
+    ) -> None:
+        """BatchNorm forward; in training also updates the running statistics in place."""

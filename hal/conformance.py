@@ -1,0 +1,291 @@
+"""Conformance: every op on every device against the float64 oracle.
+
+The tolerances here are the single source of truth (``docs/conformance.md``
+repeats them and a test keeps the two equal). An output element passes when
+
+    |got - ref| <= atol * scale + rtol * |ref|
+
+where ``scale`` is 1 except for conv2d, where it is the output's
+sum of |x| * |w| (the size of the terms that were added up). NaN must be NaN
+at exactly the places the oracle has NaN; max pooling is exact; indices are exact.
+Reference values are computed from the input as rounded to the op's dtype.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from hal import ops, reference
+from hal.device import Device
+from hal.tensor import Tensor, asarray, poison_outputs
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Per op and dtype: ``|got - ref| <= atol * scale + rtol * |ref|``."""
+
+    rtol: float
+    atol: float
+
+
+#: (op family, dtype) -> tolerance. Keep docs/conformance.md equal to this table.
+TOLERANCES: dict[tuple[str, str], Tolerance] = {
+    ("max_pool", "float32"): Tolerance(0.0, 0.0),
+    ("max_pool", "float16"): Tolerance(0.0, 0.0),
+    ("avg_pool", "float32"): Tolerance(1e-5, 1e-6),
+    ("avg_pool", "float16"): Tolerance(1e-3, 1e-4),
+    ("conv2d", "float32"): Tolerance(1e-5, 1e-5),
+    ("conv2d", "float16"): Tolerance(1e-3, 1e-4),
+    ("batch_norm", "float32"): Tolerance(1e-4, 1e-4),
+    ("batch_norm", "float16"): Tolerance(1e-3, 2e-3),
+}
+
+OP_FAMILY = {
+    "max_pool2d": "max_pool",
+    "adaptive_max_pool2d": "max_pool",
+    "avg_pool2d": "avg_pool",
+    "adaptive_avg_pool2d": "avg_pool",
+    "conv2d": "conv2d",
+    "batch_norm": "batch_norm",
+}
+
+
+@dataclass
+class Comparison:
+    """Outcome of comparing one output against the oracle."""
+
+    ok: bool
+    max_error: float
+    detail: str = ""
+
+
+def compare(
+    op: str, dtype: np.dtype | str, got: np.ndarray, ref: np.ndarray, scale: np.ndarray | float = 1.0
+) -> Comparison:
+    """Compare a device result with the oracle under the op's tolerance."""
+    tol = TOLERANCES[(OP_FAMILY[op], np.dtype(dtype).name)]
+    got64 = np.asarray(got, dtype=np.float64)
+    ref64 = np.asarray(ref, dtype=np.float64)
+    if got64.shape != ref64.shape:
+        return Comparison(False, float("inf"), f"shape {got64.shape} != oracle {ref64.shape}")
+    nan_got, nan_ref = np.isnan(got64), np.isnan(ref64)
+    if (nan_got != nan_ref).any():
+        where = tuple(int(i) for i in np.argwhere(nan_got != nan_ref)[0])
+        return Comparison(
+            False, float("inf"),
+            f"NaN mismatch at {where}: got {got64[where]}, oracle {ref64[where]} "
+            f"({int((nan_got & ~nan_ref).sum())} unexpected NaN, {int((nan_ref & ~nan_got).sum())} missing)",
+        )
+    finite = ~nan_ref
+    inf_mismatch = np.isinf(ref64) & finite & (got64 != ref64)
+    if inf_mismatch.any():
+        where = tuple(int(i) for i in np.argwhere(inf_mismatch)[0])
+        return Comparison(False, float("inf"), f"infinity mismatch at {where}")
+    fin = finite & ~np.isinf(ref64)
+    err = np.where(fin, np.abs(got64 - ref64), 0.0)
+    bound = tol.atol * np.asarray(scale, dtype=np.float64) + tol.rtol * np.abs(ref64)
+    bad = err > bound
+    max_error = float(err.max()) if err.size else 0.0
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        return Comparison(
+            False, max_error,
+            f"{int(bad.sum())} of {bad.size} elements off; first at {where}: got {got64[where]!r}, "
+            f"oracle {ref64[where]!r}, allowed {float(np.broadcast_to(bound, err.shape)[where]):.3g}",
+        )
+    return Comparison(True, max_error)
+
+
+def compare_indices(got: np.ndarray, ref: np.ndarray) -> Comparison:
+    """Pooling indices must match exactly."""
+    if got.shape != ref.shape:
+        return Comparison(False, float("inf"), f"indices shape {got.shape} != oracle {ref.shape}")
+    bad = got != ref
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        return Comparison(False, float("inf"), f"{int(bad.sum())} indices differ; first at {where}: "
+                                               f"got {got[where]}, oracle {ref[where]}")
+    return Comparison(True, 0.0)
+
+
+def conv_scale(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, **kwargs: Any) -> np.ndarray:
+    """Sum of |x| * |w| per output element (plus |bias|): the conv tolerance's scale."""
+    scale = reference.conv2d(np.abs(x), np.abs(w), None, **kwargs)
+    if bias is not None:
+        scale = scale + np.abs(bias)[None, :, None, None]
+    return np.maximum(scale, 1e-30)
+
+
+# ----------------------------------------------------------------------------
+# the case matrix
+# ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    """One op call with fixed geometry; inputs are drawn fresh each run."""
+
+    op: str
+    name: str
+    shape: tuple[int, int, int, int]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    weight_shape: tuple[int, int, int, int] | None = None
+    bias: bool = False
+    nan: bool = False
+    big_mean: bool = False
+    quick: bool = True
+
+
+CASES: tuple[Case, ...] = (
+    Case("max_pool2d", "3x3/2 pad1", (2, 5, 17, 23), {"kernel_size": 3, "stride": 2, "padding": 1}),
+    Case("max_pool2d", "2x2/2 ceil indices", (1, 3, 9, 13), {"kernel_size": 2, "ceil_mode": True,
+                                                            "return_indices": True}),
+    Case("max_pool2d", "3x2 dil2 pad(1,0,0,1)", (2, 4, 15, 11),
+         {"kernel_size": (3, 2), "stride": (1, 2), "padding": (1, 0, 0, 1), "dilation": 2}, quick=False),
+    Case("max_pool2d", "3x3 same NaN indices", (1, 7, 10, 12),
+         {"kernel_size": 3, "stride": 2, "padding": "same", "return_indices": True}, nan=True),
+    Case("avg_pool2d", "3x3/2 pad1", (2, 5, 17, 23), {"kernel_size": 3, "stride": 2, "padding": 1}),
+    Case("avg_pool2d", "3x3/2 pad1 ceil exclude-pad", (1, 3, 12, 15),
+         {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True, "count_include_pad": False}),
+    Case("avg_pool2d", "2x3 divisor 5", (2, 3, 9, 10), {"kernel_size": (2, 3), "stride": 1,
+                                                         "divisor_override": 5}, quick=False),
+    Case("avg_pool2d", "5x5/3 pad3 valid ceil", (1, 6, 19, 21), {"kernel_size": 5, "stride": 3,
+                                                               "padding": 3, "ceil_mode": True}, quick=False),
+    Case("adaptive_avg_pool2d", "global", (3, 37, 7, 7), {"output_size": 1}),
+    Case("adaptive_avg_pool2d", "5x3 from 13x11", (2, 4, 13, 11), {"output_size": (5, 3)}),
+    Case("adaptive_max_pool2d", "4x6 indices NaN", (2, 5, 9, 14), {"output_size": (4, 6), "return_indices": True},
+         nan=True),
+    Case("conv2d", "3x3 pad1 bias", (2, 7, 11, 13), {"padding": 1}, weight_shape=(9, 7, 3, 3), bias=True),
+    Case("conv2d", "3x3/2 same", (1, 5, 12, 9), {"stride": 2, "padding": "same"}, weight_shape=(6, 5, 3, 3)),
+    Case("conv2d", "depthwise 3x3", (2, 12, 10, 11), {"padding": 1, "groups": 12}, weight_shape=(12, 1, 3, 3),
+         bias=True),
+    Case("conv2d", "grouped dil2 5x3", (1, 6, 14, 12), {"padding": (2, 1), "dilation": 2, "groups": 3},
+         weight_shape=(9, 2, 5, 3), quick=False),
+    Case("conv2d", "1x1", (3, 17, 5, 6), {}, weight_shape=(10, 17, 1, 1), bias=True, quick=False),
+    Case("batch_norm", "inference", (2, 6, 7, 9), {"training": False}),
+    Case("batch_norm", "training", (3, 5, 6, 7), {"training": True, "momentum": 0.2}),
+    Case("batch_norm", "training mean 1e4", (4, 3, 8, 9), {"training": True}, big_mean=True),
+)
+
+
+@dataclass
+class CaseResult:
+    """One (device, op case, dtype, layout) outcome."""
+
+    device: str
+    op: str
+    case: str
+    dtype: str
+    layout: str
+    ok: bool
+    max_error: float
+    detail: str
+    seconds: float
+
+
+def _inputs(case: Case, rng: np.random.Generator, dtype: np.dtype) -> dict[str, np.ndarray]:
+    x = rng.standard_normal(case.shape)
+    if case.big_mean:
+        x = 1e4 + x
+    if case.nan:
+        mask = rng.random(case.shape) < 0.05
+        x[mask] = np.nan
+    arrays = {"x": x.astype(dtype)}
+    if case.weight_shape is not None:
+        arrays["weight"] = rng.standard_normal(case.weight_shape).astype(dtype)
+        if case.bias:
+            arrays["bias"] = rng.standard_normal(case.weight_shape[0]).astype(dtype)
+    if case.op == "batch_norm":
+        c = case.shape[1]
+        arrays["running_mean"] = rng.standard_normal(c).astype(np.float32)
+        arrays["running_var"] = rng.uniform(0.5, 2.0, c).astype(np.float32)
+        arrays["weight"] = rng.standard_normal(c).astype(np.float32)
+        arrays["bias"] = rng.standard_normal(c).astype(np.float32)
+    return arrays
+
+
+def run_case(case: Case, dev: Device, dtype: str, layout: str, rng: np.random.Generator) -> CaseResult:
+    """Run one case on one device and compare with the oracle."""
+    start = time.perf_counter()
+    dt = np.dtype(dtype)
+    arrays = _inputs(case, rng, dt)
+    x = arrays["x"]
+    try:
+        with poison_outputs():
+            xt = asarray(x, device=dev, layout=layout)
+            result = _run_op(case, xt, arrays, dev)
+        checks = _check(case, dt, x, arrays, result)
+    except Exception as exc:  # a crash is a failure of this case, not of the run
+        checks = [Comparison(False, float("inf"), f"{type(exc).__name__}: {exc}")]
+    ok = all(c.ok for c in checks)
+    detail = "; ".join(c.detail for c in checks if not c.ok)
+    return CaseResult(dev.id, case.op, case.name, dtype, layout, ok, max(c.max_error for c in checks), detail,
+                      time.perf_counter() - start)
+
+
+def _run_op(case: Case, xt: Tensor, arrays: dict[str, np.ndarray], dev: Device) -> dict[str, Any]:
+    fn: Callable[..., Any] = getattr(ops, case.op)
+    if case.op == "conv2d":
+        out = fn(xt, asarray(arrays["weight"], device=dev), arrays.get("bias"), **case.kwargs)
+        return {"y": out.numpy()}
+    if case.op == "batch_norm":
+        rm, rv = arrays["running_mean"].copy(), arrays["running_var"].copy()
+        out = fn(xt, rm, rv, arrays["weight"], arrays["bias"], **case.kwargs)
+        return {"y": out.numpy(), "running_mean": rm, "running_var": rv}
+    out = fn(xt, **case.kwargs)
+    if isinstance(out, tuple):
+        return {"y": out[0].numpy(), "indices": out[1].numpy()}
+    return {"y": out.numpy()}
+
+
+def _check(case: Case, dt: np.dtype, x: np.ndarray, arrays: dict[str, np.ndarray], result: dict[str, Any]) -> list[
+        Comparison]:
+    x64 = x.astype(np.float64)
+    ref_fn: Callable[..., Any] = getattr(reference, case.op)
+    if case.op == "conv2d":
+        w64 = arrays["weight"].astype(np.float64)
+        b64 = arrays["bias"].astype(np.float64) if "bias" in arrays else None
+        ref = ref_fn(x64, w64, b64, **case.kwargs)
+        return [compare(case.op, dt, result["y"], ref, conv_scale(x64, w64, b64, **case.kwargs))]
+    if case.op == "batch_norm":
+        rm = arrays["running_mean"].astype(np.float64)
+        rv = arrays["running_var"].astype(np.float64)
+        ref = ref_fn(x64, rm, rv, arrays["weight"], arrays["bias"], **case.kwargs)
+        checks = [compare(case.op, dt, result["y"], ref)]
+        # running statistics are float32 in every dtype
+        checks.append(compare(case.op, np.float32, result["running_mean"], rm))
+        checks.append(compare(case.op, np.float32, result["running_var"], rv))
+        return checks
+    ref = ref_fn(x64, **case.kwargs)
+    if isinstance(ref, tuple):
+        checks = [compare(case.op, dt, result["y"], ref[0])]
+        if case.nan:
+            # indices of windows without NaN must match; a NaN window may report any NaN's index
+            ok_mask = ~np.isnan(ref[0])
+            checks.append(compare_indices(result["indices"][ok_mask], ref[1][ok_mask]))
+        else:
+            checks.append(compare_indices(result["indices"], ref[1]))
+        return checks
+    return [compare(case.op, dt, result["y"], ref)]
+
+
+def iter_matrix(
+    devices: Iterable[Device],
+    quick: bool = False,
+    seed: int | None = None,
+    dtypes: Iterable[str] = ("float32", "float16"),
+    layouts: Iterable[str] = ("NCHW", "NHWC"),
+) -> Iterator[tuple[int, CaseResult]]:
+    """Yield (total, result) for every device x case x dtype x layout."""
+    seed = int.from_bytes(os.urandom(4), "little") if seed is None else seed
+    rng = np.random.default_rng(seed)
+    cases = [c for c in CASES if c.quick or not quick]
+    plan = [(d, c, dt, lay) for d in devices for c in cases for dt in dtypes for lay in layouts]
+    for dev, case, dt, lay in plan:
+        yield len(plan), run_case(case, dev, dt, lay, rng)

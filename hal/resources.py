@@ -1,0 +1,39 @@
+"""Kernel sources shipped as package data (``kernels_c``, ``kernels_cl``, ``kernels_cu``)."""
+
+from __future__ import annotations
+
+import hashlib
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+KERNEL_FOLDERS = ("kernels_c", "kernels_cl", "kernels_cu")
+
+
+@cache
+def kernel_dir(folder: str) -> Path:
+    """Filesystem folder holding one backend's kernel sources (for ``#include``)."""
+    if folder not in KERNEL_FOLDERS:
+        raise ValueError(f"folder: expected one of {KERNEL_FOLDERS}, got {folder!r}")
+    root = resources.files(f"hal.{folder}")
+    path = Path(str(root))
+    if not path.is_dir():  # zipped installs are not supported: kernels need real include paths
+        raise FileNotFoundError(f"hal.{folder} is not a folder on disk: {root}")
+    return path
+
+
+@cache
+def kernel_source(folder: str, name: str) -> str:
+    """Text of one kernel source file."""
+    return (kernel_dir(folder) / name).read_text(encoding="utf-8")
+
+
+@cache
+def folder_hash(folder: str) -> str:
+    """sha256 over every source file of a kernel folder (sources and headers)."""
+    digest = hashlib.sha256()
+    for path in sorted(kernel_dir(folder).iterdir()):
+        if path.is_file() and path.suffix in (".c", ".h", ".cl", ".cu", ".cuh"):
+            digest.update(path.name.encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()

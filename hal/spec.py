@@ -1,0 +1,486 @@
+"""Frozen per-call specifications and the one shape function behind them.
+
+The op layer turns user arguments into one of these specs; backends and the
+float64 oracle receive the same spec, so output shapes and window rules
+cannot drift apart between them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal, Union
+
+import numpy as np
+
+from hal.errors import HalValueError, bad_arg
+
+Layout = Literal["NCHW", "NHWC"]
+LAYOUTS: tuple[str, ...] = ("NCHW", "NHWC")
+
+#: what users may pass as ``padding``.
+PaddingArg = Union[int, tuple[int, ...], list[int], str]  # noqa: UP007 (runtime alias on 3.10)
+
+Pads = tuple[int, int, int, int]  # (top, bottom, left, right)
+
+
+# ----------------------------------------------------------------------------
+# argument normalisation
+# ----------------------------------------------------------------------------
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def pair(value: object, name: str, minimum: int = 1) -> tuple[int, int]:
+    """``int`` or 1-/2-sequence of ints >= ``minimum`` -> ``(h, w)``."""
+    if _is_int(value):
+        items = (int(value), int(value))  # type: ignore[call-overload]
+    elif isinstance(value, (tuple, list)) and len(value) in (1, 2) and all(_is_int(v) for v in value):
+        items = (int(value[0]), int(value[-1]))
+    else:
+        raise bad_arg(name, "an int or a pair of ints", value)
+    if min(items) < minimum:
+        raise bad_arg(name, f"values >= {minimum}", value)
+    return items
+
+
+def layout_arg(layout: object, name: str = "layout") -> Layout:
+    """Validate a layout name."""
+    if layout not in LAYOUTS:
+        raise bad_arg(name, "'NCHW' or 'NHWC'", layout)
+    return layout  # type: ignore[return-value]
+
+
+def same_pads(size: int, kernel: int, stride: int, dilation: int) -> tuple[int, int]:
+    """ONNX SAME_UPPER: output ceil(size / stride), the odd pixel padded at the end."""
+    out = -(-size // stride)
+    total = max((out - 1) * stride + (kernel - 1) * dilation + 1 - size, 0)
+    return total // 2, total - total // 2
+
+
+def resolve_padding(
+    padding: PaddingArg,
+    in_hw: tuple[int, int],
+    kernel: tuple[int, int],
+    stride: tuple[int, int],
+    dilation: tuple[int, int],
+) -> Pads:
+    """Turn any accepted ``padding`` form into explicit (top, bottom, left, right)."""
+    if isinstance(padding, str):
+        if padding == "valid":
+            return (0, 0, 0, 0)
+        if padding == "same":
+            top, bottom = same_pads(in_hw[0], kernel[0], stride[0], dilation[0])
+            left, right = same_pads(in_hw[1], kernel[1], stride[1], dilation[1])
+            return (top, bottom, left, right)
+        raise bad_arg("padding", "an int, (ph, pw), (top, bottom, left, right), 'valid' or 'same'", padding)
+    if _is_int(padding):
+        p = int(padding)  # type: ignore[call-overload]
+        pads: tuple[int, ...] = (p, p, p, p)
+    elif isinstance(padding, (tuple, list)) and all(_is_int(v) for v in padding):
+        values = [int(v) for v in padding]
+        if len(values) == 1:
+            pads = (values[0],) * 4
+        elif len(values) == 2:
+            pads = (values[0], values[0], values[1], values[1])
+        elif len(values) == 4:
+            pads = tuple(values)
+        else:
+            raise bad_arg("padding", "1, 2 or 4 ints", padding)
+    else:
+        raise bad_arg("padding", "an int, (ph, pw), (top, bottom, left, right), 'valid' or 'same'", padding)
+    if min(pads) < 0:
+        raise bad_arg("padding", "non-negative values", padding)
+    return pads  # type: ignore[return-value]
+
+
+def window_output_size(
+    size: int, kernel: int, stride: int, pad_begin: int, pad_end: int, dilation: int, ceil_mode: bool
+) -> int:
+    """Number of sliding windows along one axis (PyTorch's rule, asymmetric pads).
+
+    Floor division rounds toward -inf, as PyTorch's ``div_rtn``. With ``ceil_mode``
+    a last window may run past the padded input, but one that would start in the
+    end padding is dropped. Returns a value < 1 when no window fits.
+    """
+    span = size + pad_begin + pad_end - dilation * (kernel - 1) - 1
+    if ceil_mode:
+        out = (span + stride - 1) // stride + 1
+        if out >= 1 and (out - 1) * stride >= size + pad_begin:
+            out -= 1
+        return out
+    return span // stride + 1
+
+
+@lru_cache(maxsize=4096)
+def _first_empty_window(
+    size: int, kernel: int, stride: int, pad_begin: int, dilation: int, out: int
+) -> int:
+    """Index of the first window with no tap inside the input, or -1."""
+    starts = np.arange(out, dtype=np.int64) * stride - pad_begin
+    taps = starts[:, None] + np.arange(kernel, dtype=np.int64)[None, :] * dilation
+    inside = ((taps >= 0) & (taps < size)).any(axis=1)
+    empty = np.flatnonzero(~inside)
+    return int(empty[0]) if empty.size else -1
+
+
+# ----------------------------------------------------------------------------
+# specs
+# ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TensorGeometry:
+    """Logical NCHW shape, physical layout and dtype of a 4-D activation tensor."""
+
+    n: int
+    c: int
+    h: int
+    w: int
+    layout: Layout
+    dtype: np.dtype
+
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        """Logical (N, C, H, W)."""
+        return (self.n, self.c, self.h, self.w)
+
+    @property
+    def dtype_name(self) -> str:
+        """Name used for kernel macros and tuning keys ('float32', 'float16')."""
+        return self.dtype.name
+
+
+@dataclass(frozen=True)
+class Pool2dSpec:
+    """One sliding-window pooling call (max or average)."""
+
+    kind: Literal["max", "avg"]
+    n: int
+    c: int
+    in_h: int
+    in_w: int
+    out_h: int
+    out_w: int
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    pads: Pads
+    dilation: tuple[int, int]
+    ceil_mode: bool
+    count_include_pad: bool
+    divisor: int | None
+    return_indices: bool
+    layout: Layout
+    dtype: np.dtype
+
+    @property
+    def in_shape(self) -> tuple[int, int, int, int]:
+        """Logical input shape (N, C, H, W)."""
+        return (self.n, self.c, self.in_h, self.in_w)
+
+    @property
+    def out_shape(self) -> tuple[int, int, int, int]:
+        """Logical output shape (N, C, OH, OW)."""
+        return (self.n, self.c, self.out_h, self.out_w)
+
+
+def pool2d_spec(
+    kind: Literal["max", "avg"],
+    x: TensorGeometry,
+    kernel_size: object,
+    stride: object,
+    padding: PaddingArg,
+    dilation: object,
+    ceil_mode: bool,
+    count_include_pad: bool,
+    divisor_override: int | None,
+    return_indices: bool,
+) -> Pool2dSpec:
+    """Validate pooling arguments and compute the output shape."""
+    kernel = pair(kernel_size, "kernel_size")
+    no_stride = stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0)
+    strides = kernel if no_stride else pair(stride, "stride")
+    dil = pair(dilation, "dilation")
+    pads = resolve_padding(padding, (x.h, x.w), kernel, strides, dil)
+    if divisor_override is not None and (not _is_int(divisor_override) or int(divisor_override) <= 0):
+        raise bad_arg("divisor_override", "a positive int or None", divisor_override)
+    out_hw = []
+    for axis, size, k, s, pb, pe, d in (
+        ("height", x.h, kernel[0], strides[0], pads[0], pads[1], dil[0]),
+        ("width", x.w, kernel[1], strides[1], pads[2], pads[3], dil[1]),
+    ):
+        out = window_output_size(size, k, s, pb, pe, d, ceil_mode)
+        if out < 1:
+            raise HalValueError(
+                f"kernel_size: the dilated kernel ({d * (k - 1) + 1} along {axis}) is larger than the padded "
+                f"input ({size} + padding {pb}+{pe} = {size + pb + pe})"
+            )
+        empty = _first_empty_window(size, k, s, pb, d, out)
+        if empty >= 0:
+            raise HalValueError(
+                f"padding: window {empty} along {axis} lies entirely in the padding "
+                f"(input {size}, kernel {k}, stride {s}, padding {pb}+{pe}, dilation {d}); "
+                "every pooling window must overlap the input"
+            )
+        out_hw.append(out)
+    return Pool2dSpec(
+        kind=kind,
+        n=x.n,
+        c=x.c,
+        in_h=x.h,
+        in_w=x.w,
+        out_h=out_hw[0],
+        out_w=out_hw[1],
+        kernel=kernel,
+        stride=strides,
+        pads=pads,
+        dilation=dil,
+        ceil_mode=bool(ceil_mode),
+        count_include_pad=bool(count_include_pad),
+        divisor=None if divisor_override is None else int(divisor_override),
+        return_indices=bool(return_indices),
+        layout=x.layout,
+        dtype=x.dtype,
+    )
+
+
+@dataclass(frozen=True)
+class AdaptivePool2dSpec:
+    """One adaptive pooling call: bins start=floor(i*In/Out), end=ceil((i+1)*In/Out)."""
+
+    kind: Literal["max", "avg"]
+    n: int
+    c: int
+    in_h: int
+    in_w: int
+    out_h: int
+    out_w: int
+    return_indices: bool
+    layout: Layout
+    dtype: np.dtype
+
+    @property
+    def in_shape(self) -> tuple[int, int, int, int]:
+        """Logical input shape (N, C, H, W)."""
+        return (self.n, self.c, self.in_h, self.in_w)
+
+    @property
+    def out_shape(self) -> tuple[int, int, int, int]:
+        """Logical output shape (N, C, OH, OW)."""
+        return (self.n, self.c, self.out_h, self.out_w)
+
+
+def adaptive_bins(size: int, out: int) -> list[tuple[int, int]]:
+    """Start (inclusive) and end (exclusive) of each adaptive bin, in integer math."""
+    return [((i * size) // out, -(-((i + 1) * size) // out)) for i in range(out)]
+
+
+def adaptive_pool2d_spec(
+    kind: Literal["max", "avg"], x: TensorGeometry, output_size: object, return_indices: bool
+) -> AdaptivePool2dSpec:
+    """Validate ``output_size`` (int, pair; None keeps the input size) and build the spec."""
+    if _is_int(output_size) or output_size is None:
+        sizes: list[object] = [output_size, output_size]
+    elif isinstance(output_size, (tuple, list)) and len(output_size) == 2:
+        sizes = list(output_size)
+    else:
+        raise bad_arg("output_size", "an int, a pair of ints or None entries", output_size)
+    resolved = []
+    for value, size in zip(sizes, (x.h, x.w), strict=True):
+        if value is None:
+            resolved.append(size)
+        elif _is_int(value) and int(value) >= 1:  # type: ignore[call-overload]
+            resolved.append(int(value))  # type: ignore[call-overload]
+        else:
+            raise bad_arg("output_size", "positive ints (or None to keep the input size)", output_size)
+    return AdaptivePool2dSpec(
+        kind=kind,
+        n=x.n,
+        c=x.c,
+        in_h=x.h,
+        in_w=x.w,
+        out_h=resolved[0],
+        out_w=resolved[1],
+        return_indices=bool(return_indices),
+        layout=x.layout,
+        dtype=x.dtype,
+    )
+
+
+@dataclass(frozen=True)
+class Conv2dSpec:
+    """One 2-D convolution (cross-correlation, as torch.nn.functional.conv2d)."""
+
+    n: int
+    c_in: int
+    in_h: int
+    in_w: int
+    c_out: int
+    out_h: int
+    out_w: int
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    pads: Pads
+    dilation: tuple[int, int]
+    groups: int
+    has_bias: bool
+    layout: Layout
+    dtype: np.dtype
+
+    @property
+    def in_shape(self) -> tuple[int, int, int, int]:
+        """Logical input shape (N, C_in, H, W)."""
+        return (self.n, self.c_in, self.in_h, self.in_w)
+
+    @property
+    def out_shape(self) -> tuple[int, int, int, int]:
+        """Logical output shape (N, C_out, OH, OW)."""
+        return (self.n, self.c_out, self.out_h, self.out_w)
+
+    @property
+    def weight_shape(self) -> tuple[int, int, int, int]:
+        """(C_out, C_in / groups, KH, KW)."""
+        return (self.c_out, self.c_in // self.groups, self.kernel[0], self.kernel[1])
+
+    @property
+    def depthwise(self) -> bool:
+        """One input channel per group (a depthwise convolution)."""
+        return self.groups == self.c_in and self.groups > 1
+
+    @property
+    def flops(self) -> int:
+        """2 * multiply-adds."""
+        macs_per_output = (self.c_in // self.groups) * self.kernel[0] * self.kernel[1]
+        return 2 * self.n * self.c_out * self.out_h * self.out_w * macs_per_output
+
+
+def conv2d_spec(
+    x: TensorGeometry,
+    weight_shape: tuple[int, ...],
+    has_bias: bool,
+    bias_shape: tuple[int, ...] | None,
+    stride: object,
+    padding: PaddingArg,
+    dilation: object,
+    groups: object,
+) -> Conv2dSpec:
+    """Validate conv2d arguments and compute the output shape."""
+    if len(weight_shape) != 4:
+        raise bad_arg("weight", "a 4-D tensor (C_out, C_in/groups, KH, KW)", tuple(weight_shape))
+    if not _is_int(groups) or int(groups) < 1:  # type: ignore[call-overload]
+        raise bad_arg("groups", "a positive int", groups)
+    g = int(groups)  # type: ignore[call-overload]
+    c_out, c_per_group, kh, kw = (int(v) for v in weight_shape)
+    if min(c_out, c_per_group, kh, kw) < 1:
+        raise bad_arg("weight", "a non-empty 4-D shape", tuple(weight_shape))
+    if x.c % g:
+        raise HalValueError(f"groups: {g} does not divide the input channels ({x.c})")
+    if c_out % g:
+        raise HalValueError(f"groups: {g} does not divide the output channels (weight.shape[0] = {c_out})")
+    if c_per_group * g != x.c:
+        raise HalValueError(
+            f"weight: expected weight.shape[1] * groups == input channels, got {c_per_group} * {g} != {x.c}"
+        )
+    if has_bias and (bias_shape is None or tuple(bias_shape) != (c_out,)):
+        raise bad_arg("bias", f"shape ({c_out},)", None if bias_shape is None else tuple(bias_shape))
+    kernel = (kh, kw)
+    strides = pair(stride, "stride")
+    dil = pair(dilation, "dilation")
+    pads = resolve_padding(padding, (x.h, x.w), kernel, strides, dil)
+    out_hw = []
+    for axis, size, k, s, pb, pe, d in (
+        ("height", x.h, kh, strides[0], pads[0], pads[1], dil[0]),
+        ("width", x.w, kw, strides[1], pads[2], pads[3], dil[1]),
+    ):
+        eff = d * (k - 1) + 1
+        if size + pb + pe < eff:
+            raise HalValueError(
+                f"weight: the dilated kernel ({eff} along {axis}) is larger than the padded "
+                f"input ({size} + padding {pb}+{pe} = {size + pb + pe})"
+            )
+        out_hw.append(window_output_size(size, k, s, pb, pe, d, False))
+    return Conv2dSpec(
+        n=x.n,
+        c_in=x.c,
+        in_h=x.h,
+        in_w=x.w,
+        c_out=c_out,
+        out_h=out_hw[0],
+        out_w=out_hw[1],
+        kernel=kernel,
+        stride=strides,
+        pads=pads,
+        dilation=dil,
+        groups=g,
+        has_bias=has_bias,
+        layout=x.layout,
+        dtype=x.dtype,
+    )
+
+
+@dataclass(frozen=True)
+class BatchNormSpec:
+    """One BatchNorm2d forward call.
+
+    In training the batch statistics are used (biased variance) and, when
+    ``has_running``, the running statistics are updated in place with
+    ``running = (1 - momentum) * running + momentum * batch`` using the unbiased
+    batch variance. In inference the running statistics normalize.
+    """
+
+    n: int
+    c: int
+    h: int
+    w: int
+    training: bool
+    momentum: float
+    eps: float
+    has_running: bool
+    layout: Layout
+    dtype: np.dtype
+
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        """Logical (N, C, H, W), same for input and output."""
+        return (self.n, self.c, self.h, self.w)
+
+    @property
+    def count(self) -> int:
+        """Values per channel (N * H * W)."""
+        return self.n * self.h * self.w
+
+
+def batch_norm_spec(
+    x: TensorGeometry, training: bool, momentum: object, eps: object, has_running: bool
+) -> BatchNormSpec:
+    """Validate BatchNorm scalars and build the spec."""
+    if isinstance(momentum, bool) or not isinstance(momentum, (int, float, np.floating, np.integer)):
+        raise bad_arg("momentum", "a float in [0, 1]", momentum)
+    if not 0.0 <= float(momentum) <= 1.0:
+        raise bad_arg("momentum", "a float in [0, 1]", momentum)
+    if isinstance(eps, bool) or not isinstance(eps, (int, float, np.floating, np.integer)) or not (
+        math.isfinite(float(eps)) and float(eps) > 0
+    ):
+        raise bad_arg("eps", "a positive finite float", eps)
+    if training and x.n * x.h * x.w <= 1:
+        raise HalValueError(
+            f"input: expected more than 1 value per channel when training, got input of shape {x.shape}"
+        )
+    return BatchNormSpec(
+        n=x.n,
+        c=x.c,
+        h=x.h,
+        w=x.w,
+        training=bool(training),
+        momentum=float(momentum),
+        eps=float(eps),
+        has_running=bool(has_running),
+        layout=x.layout,
+        dtype=x.dtype,
+    )
+
+
+Spec = Union[Pool2dSpec, AdaptivePool2dSpec, Conv2dSpec, BatchNormSpec]  # noqa: UP007

@@ -1,0 +1,257 @@
+"""``hal.Tensor``: a device buffer with a logical shape, dtype, layout and device.
+
+The logical shape of a 4-D tensor is always (N, C, H, W); ``layout`` says how it
+lies in memory: ``"NCHW"`` (contiguous) or ``"NHWC"`` (channels last, like
+PyTorch's ``channels_last``). Tensors of other ranks are plain C-contiguous.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from hal.backends.base import Buffer
+from hal.device import Device
+from hal.device import device as resolve_device
+from hal.dtypes import as_dtype
+from hal.errors import HalTypeError, HalValueError, bad_arg
+from hal.spec import Layout, TensorGeometry, layout_arg
+
+#: kernels index with 32-bit ints
+MAX_ELEMENTS = 2**31 - 1
+
+
+def physical_shape(shape: tuple[int, ...], layout: Layout) -> tuple[int, ...]:
+    """Memory order of a logical shape: NHWC puts channels last."""
+    if layout == "NHWC":
+        n, c, h, w = shape
+        return (n, h, w, c)
+    return shape
+
+
+class Tensor:
+    """An array on a hal device."""
+
+    __slots__ = ("_owner", "buffer", "device", "dtype", "layout", "scale", "shape", "zero_point")
+
+    def __init__(
+        self,
+        buffer: Buffer,
+        shape: tuple[int, ...],
+        dtype: np.dtype,
+        layout: Layout,
+        device: Device,
+        *,
+        scale: Any = None,
+        zero_point: Any = None,
+        owner: object = None,
+    ) -> None:
+        self.buffer = buffer
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = np.dtype(dtype)
+        self.layout: Layout = layout
+        self.device = device
+        self.scale = scale
+        self.zero_point = zero_point
+        self._owner = owner  # keeps foreign memory alive (zero-copy imports)
+
+    # -- basic properties ------------------------------------------------------------
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of device memory the elements occupy."""
+        return self.size * self.dtype.itemsize
+
+    @property
+    def physical_shape(self) -> tuple[int, ...]:
+        """Shape in memory order."""
+        return physical_shape(self.shape, self.layout)
+
+    def geometry(self, name: str = "input") -> TensorGeometry:
+        """The (N, C, H, W) geometry ops build specs from."""
+        if self.ndim != 4:
+            raise bad_arg(name, "a 4-D (N, C, H, W) tensor", self.shape)
+        n, c, h, w = self.shape
+        return TensorGeometry(n, c, h, w, self.layout, self.dtype)
+
+    # -- conversion ------------------------------------------------------------------
+    def numpy(self) -> np.ndarray:
+        """A new host array in logical (NCHW) order."""
+        out = np.empty(self.physical_shape, dtype=self.dtype)
+        if out.size:
+            self.device.backend.download(self.buffer, out)
+        if self.layout == "NHWC":
+            return np.ascontiguousarray(out.transpose(0, 3, 1, 2))
+        return out
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        array = self.numpy()
+        return array if dtype is None else array.astype(dtype)
+
+    def to(self, device: str | Device | None = None, *, layout: Layout | None = None, dtype: Any = None) -> Tensor:
+        """A copy on ``device`` (and/or in another layout or dtype); self when nothing changes."""
+        target = resolve_device(device) if device is not None else self.device
+        target_layout = layout_arg(layout) if layout is not None else self.layout
+        target_dtype = as_dtype(dtype) if dtype is not None else self.dtype
+        if target == self.device and target_layout == self.layout and target_dtype == self.dtype:
+            return self
+        return asarray(self.numpy().astype(target_dtype, copy=False), device=target, layout=target_layout,
+                       scale=self.scale, zero_point=self.zero_point)
+
+    def contiguous_layout(self, layout: Layout) -> Tensor:
+        """This tensor in ``layout`` on the same device."""
+        return self.to(self.device, layout=layout)
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        """Zero-copy view for PyTorch, CuPy and Numba (CUDA tensors only)."""
+        backend = self.device.backend
+        if self.device.kind != "cuda" or not hasattr(backend, "pointer"):
+            raise AttributeError("__cuda_array_interface__ is only defined on CUDA tensors")
+        item = self.dtype.itemsize
+        strides = None
+        if self.layout == "NHWC":
+            _, c, h, w = self.shape
+            strides = (h * w * c * item, item, w * c * item, c * item)
+        return {
+            "shape": self.shape,
+            "typestr": self.dtype.str,
+            "data": (backend.pointer(self.buffer), False),
+            "strides": strides,
+            "version": 3,
+        }
+
+    def __repr__(self) -> str:
+        quant = f", scale={self.scale}, zero_point={self.zero_point}" if self.scale is not None else ""
+        return (
+            f"hal.Tensor(shape={self.shape}, dtype={self.dtype.name}, layout={self.layout}, "
+            f"device='{self.device.id}'{quant})"
+        )
+
+    def __len__(self) -> int:
+        return self.shape[0] if self.shape else 0
+
+
+_poison: contextvars.ContextVar[bool] = contextvars.ContextVar("hal_poison_outputs", default=False)
+
+@contextmanager
+def poison_outputs(enabled: bool = True) -> Iterator[None]:
+    """Fill every op output with NaN (floats) or the dtype's minimum (ints) before the kernel runs.
+
+    Tests and ``hal conformance`` use it so an element a kernel never writes shows up.
+    """
+    token = _poison.set(enabled)
+    try:
+        yield
+    finally:
+        _poison.reset(token)
+
+
+def empty(shape: tuple[int, ...], dtype: Any, device: Device, layout: Layout = "NCHW") -> Tensor:
+    """An uninitialised tensor (ops allocate their outputs with this); poisoned under ``poison_outputs``."""
+    dt = np.dtype(dtype)
+    count = int(np.prod(shape, dtype=np.int64))
+    if _poison.get() and count:
+        fill = np.nan if dt.kind == "f" else np.iinfo(dt).min
+        host = np.full(physical_shape(tuple(shape), layout), fill, dtype=dt)
+        return Tensor(device.backend.upload(host), shape, dt, layout, device)
+    return Tensor(device.backend.allocate(max(count * dt.itemsize, 1)), shape, dt, layout, device)
+
+
+def _from_cuda_interface(data: Any, dev: Device, dtype: Any, layout: Layout) -> Tensor | None:
+    """Zero-copy import of a C-contiguous (or channels-last 4-D) CUDA array."""
+    iface = data.__cuda_array_interface__
+    backend = dev.backend
+    if not hasattr(backend, "wrap"):
+        return None
+    shape = tuple(int(s) for s in iface["shape"])
+    src_dtype = np.dtype(iface["typestr"])
+    if dtype is not None and as_dtype(dtype) != src_dtype:
+        return None
+    item = src_dtype.itemsize
+    strides = iface.get("strides")
+    contiguous = tuple(int(np.prod(shape[i + 1 :], dtype=np.int64)) * item for i in range(len(shape)))
+    if strides is None or tuple(strides) == contiguous:
+        found_layout: Layout = "NCHW"
+    elif len(shape) == 4:
+        _, c, h, w = shape
+        if tuple(strides) != (h * w * c * item, item, w * c * item, c * item):
+            return None
+        found_layout = "NHWC"
+    else:
+        return None
+    if len(shape) == 4 and found_layout != layout and strides is not None:
+        return None
+    nbytes = max(int(np.prod(shape, dtype=np.int64)) * item, 1)
+    buffer = backend.wrap(int(iface["data"][0]), nbytes, data)
+    return Tensor(buffer, shape, as_dtype(src_dtype), found_layout, dev, owner=data)
+
+
+def asarray(
+    data: Any,
+    device: str | Device | None = None,
+    dtype: Any = None,
+    layout: Layout = "NCHW",
+    *,
+    scale: Any = None,
+    zero_point: Any = None,
+) -> Tensor:
+    """``data`` as a Tensor on ``device`` (no copy when it already is one there).
+
+    ``data`` is logical NCHW (for 4-D); ``layout`` chooses the memory order on the
+    device. float64 input becomes float32 unless ``dtype`` says otherwise. Objects
+    with ``__cuda_array_interface__`` are imported without a copy on CUDA devices.
+    """
+    layout = layout_arg(layout)
+    if isinstance(data, Tensor):
+        if device is None and dtype is None:
+            if data.ndim == 4 and data.layout != layout:
+                return data.to(layout=layout)
+            return data
+        return data.to(device, layout=layout if data.ndim == 4 else None, dtype=dtype)
+    dev = resolve_device(device)
+    if dev.kind == "cuda" and hasattr(data, "__cuda_array_interface__"):
+        imported = _from_cuda_interface(data, dev, dtype, layout)
+        if imported is not None:
+            return imported
+    if hasattr(data, "__cuda_array_interface__") and not isinstance(data, np.ndarray):
+        if hasattr(data, "get"):  # CuPy
+            data = data.get()
+        elif hasattr(data, "cpu"):  # PyTorch
+            data = data.cpu().numpy()
+    array = np.asarray(data)
+    if dtype is None:
+        if array.dtype == np.float64:
+            target = np.dtype(np.float32)
+        elif array.dtype == np.bool_:
+            raise HalTypeError("data: boolean arrays are not supported")
+        else:
+            target = as_dtype(array.dtype, "data")
+    else:
+        target = as_dtype(dtype)
+    if array.ndim != 4 and layout != "NCHW":
+        raise HalValueError(f"layout: 'NHWC' needs a 4-D array, got shape {array.shape}")
+    if array.size > MAX_ELEMENTS:
+        raise HalValueError(f"data: at most {MAX_ELEMENTS} elements are supported, got {array.size}")
+    host = array.astype(target, copy=False)
+    if layout == "NHWC":
+        host = host.transpose(0, 2, 3, 1)
+    host = np.ascontiguousarray(host)
+    if host.size:
+        buffer = dev.backend.upload(host)
+    else:
+        buffer = dev.backend.allocate(1)
+    return Tensor(buffer, array.shape, target, layout, dev, scale=scale, zero_point=zero_point)

@@ -1,0 +1,72 @@
+"""Kernel parameter schemas: named parameters, allowed values, constraints, defaults.
+
+A backend declares one :class:`KernelSchema` per kernel family it launches. The
+tuning tables store parameter sets by name; every set they hand out is checked
+against the schema and the current device first (MIOpen's
+``IsValidPerformanceConfig``), so a table can never serve a config nobody checked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hal.backends.base import DeviceInfo
+
+#: a constraint returns None when ``params`` suit ``device``, else the reason they do not.
+Constraint = Callable[[Mapping[str, int], "DeviceInfo"], "str | None"]
+
+
+@dataclass(frozen=True)
+class Param:
+    """One tunable kernel parameter, passed to the kernel as ``-D NAME=value``."""
+
+    name: str
+    values: tuple[int, ...]
+    default: int
+    doc: str = ""
+
+    def __post_init__(self) -> None:
+        if self.default not in self.values:
+            raise ValueError(f"{self.name}: default {self.default} not among {self.values}")
+
+
+@dataclass(frozen=True)
+class KernelSchema:
+    """The tunable parameters of one kernel family on one backend."""
+
+    backend: str
+    kernel: str
+    params: tuple[Param, ...]
+    constraints: tuple[Constraint, ...] = field(default=())
+
+    def defaults(self) -> dict[str, int]:
+        """The default parameter set (must be valid on every device the backend runs)."""
+        return {p.name: p.default for p in self.params}
+
+    def validate(self, params: Mapping[str, int], device: DeviceInfo) -> str | None:
+        """None when ``params`` is a complete, allowed set valid on ``device``; else why not."""
+        known = {p.name: p for p in self.params}
+        unknown = sorted(set(params) - set(known))
+        if unknown:
+            return f"unknown parameters {unknown}"
+        for name, spec in known.items():
+            if name not in params:
+                return f"missing parameter {name}"
+            value = params[name]
+            if value not in spec.values:
+                return f"{name}={value} not among the allowed values {spec.values}"
+        for constraint in self.constraints:
+            reason = constraint(params, device)
+            if reason:
+                return reason
+        return None
+
+    def candidates(self) -> list[dict[str, int]]:
+        """Every combination of allowed values (the tuner filters by constraints)."""
+        combos: list[dict[str, int]] = [{}]
+        for p in self.params:
+            combos = [{**c, p.name: v} for c in combos for v in p.values]
+        return combos

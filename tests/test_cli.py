@@ -1,0 +1,38 @@
+"""The ``hal`` command."""
+
+from __future__ import annotations
+
+import json
+
+import hal
+from hal.cli import main
+
+
+def test_devices_lists_devices_and_missing_backends(capsys):
+    assert main(["devices"]) == 0
+    out = capsys.readouterr().out
+    for d in hal.devices():
+        assert d.id in out
+    for s in hal.backend_status():
+        if not s.available:
+            assert f"{s.name} unavailable" in out
+
+
+def test_devices_json(capsys):
+    assert main(["devices", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert {d["id"] for d in doc["devices"]} == {d.id for d in hal.devices()}
+
+
+def test_conformance_quick_json_on_cpu(capsys):
+    code = main(["conformance", "--device", "cpu", "--quick", "--json", "--seed", "1", "--dtype", "float32",
+                 "--layout", "NCHW"])
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["failed"] == 0 and doc["passed"] > 10 and code == 0
+    assert {r["op"] for r in doc["results"]} == {"max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
+                                                 "adaptive_max_pool2d", "conv2d", "batch_norm"}
+
+
+def test_unknown_device_is_a_clear_error(capsys):
+    assert main(["conformance", "--device", "tpu:3"]) == 2
+    assert "unknown backend" in capsys.readouterr().err

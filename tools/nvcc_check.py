@@ -1,0 +1,71 @@
+"""Compile every CUDA kernel with nvcc for each supported architecture (CI has no GPU).
+
+Each ``kernels_cu/*.cu`` file is compiled once per define set: the backend's own
+list (``hal.backends.cuda.COMPILE_CHECKS``: (file, defines) pairs) when it has one,
+else every combination of DTYPE_HALF and LAYOUT_NHWC. Tuning parameters take the
+kernels' defaults. Without nvcc the check says so and passes, since a machine
+without CUDA cannot build these kernels anyway.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+KERNELS = ROOT / "kernels_cu"
+ARCHS = ("75", "80", "90", "120")
+
+
+def variants() -> list[tuple[Path, dict[str, int]]]:
+    try:
+        from hal.backends.cuda import COMPILE_CHECKS  # type: ignore[attr-defined]
+        return [(KERNELS / f, dict(d)) for f, d in COMPILE_CHECKS]
+    except (ImportError, AttributeError):
+        pass
+    out = []
+    for path in sorted(KERNELS.glob("*.cu")):
+        for half, nhwc in itertools.product((0, 1), (0, 1)):
+            out.append((path, {"DTYPE_HALF": half, "LAYOUT_NHWC": nhwc}))
+    return out
+
+
+def compile_one(nvcc: str, path: Path, defines: dict[str, int], workdir: str) -> tuple[str, int, str]:
+    gencode = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in ARCHS]
+    flags = [f"-D{k}={v}" for k, v in sorted(defines.items())]
+    out = os.path.join(workdir, f"{path.stem}-{abs(hash(tuple(flags)))}.o")
+    cmd = [nvcc, "-c", "--std=c++17", "-O3", "-I", str(KERNELS), *gencode, *flags, str(path), "-o", out]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    return f"{path.name} {' '.join(flags)}", proc.returncode, proc.stdout + proc.stderr
+
+
+def main() -> int:
+    nvcc = os.environ.get("NVCC") or shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc"
+                                                           if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+    todo = variants()
+    if not todo:
+        print("nvcc check: no .cu files")
+        return 0
+    if nvcc is None:
+        print("nvcc check: skipped, nvcc not found (install the CUDA toolkit to compile kernels_cu/)")
+        return 0
+    failed = 0
+    with tempfile.TemporaryDirectory() as work, ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        for name, code, log in pool.map(lambda v: compile_one(nvcc, v[0], v[1], work), todo):
+            status = "ok" if code == 0 else "FAILED"
+            print(f"nvcc sm_{'/'.join(ARCHS)}: {name}: {status}")
+            if code:
+                failed += 1
+                print(log)
+    print(f"nvcc check done: {len(todo) - failed} variants compiled, {failed} did not")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
