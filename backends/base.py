@@ -25,8 +25,9 @@ reason instead of raising.
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -131,6 +132,23 @@ class Backend(ABC):
     @abstractmethod
     def synchronize(self) -> None:
         """Wait for every queued launch on this device."""
+
+    def time_launches(self, launch: Callable[[], None], repeats: int, warmup: int = 2) -> list[float]:
+        """Seconds each of ``repeats`` calls of ``launch`` took, after ``warmup`` calls.
+
+        The default times on the host around a synchronize; GPU backends override it
+        with device events so host overhead stays out of kernel figures.
+        """
+        for _ in range(warmup):
+            launch()
+        self.synchronize()
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            launch()
+            self.synchronize()
+            times.append(time.perf_counter() - start)
+        return times
 
     # -- kernel launchers ------------------------------------------------------------
     @abstractmethod

@@ -17,9 +17,13 @@ def cache_disabled() -> bool:
     return os.environ.get("HAL_DISABLE_CACHE", "").strip().lower() not in ("", "0", "false", "no", "off")
 
 
+def cache_root() -> Path:
+    """``HAL_CACHE_DIR``, or the platform's user cache dir for hal."""
+    return Path(os.environ.get("HAL_CACHE_DIR") or platformdirs.user_cache_dir("hal", appauthor=False))
+
+
 def cache_dir(sub: str) -> Path:
     """The cache folder ``sub`` (created), under ``HAL_CACHE_DIR`` or the user cache dir."""
-    root = os.environ.get("HAL_CACHE_DIR") or platformdirs.user_cache_dir("hal", appauthor=False)
-    path = Path(root) / sub
+    path = cache_root() / sub
     path.mkdir(parents=True, exist_ok=True)
     return path

@@ -5,17 +5,27 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
+import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 import hal
+from hal.cache import cache_root
 from hal.conformance import iter_matrix
 from hal.device import Device, backend_status, devices
 from hal.errors import HalError
+
+
+def _console(stderr: bool = False) -> Console:
+    """A console that keeps tables readable in CI logs (no terminal: 160 columns)."""
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(stderr=stderr, width=None if stream.isatty() else 160)
 
 
 def _fmt_bytes(n: int) -> str:
@@ -28,7 +38,7 @@ def _fmt_bytes(n: int) -> str:
 
 def cmd_devices(args: argparse.Namespace) -> int:
     """Print every device and, for each missing backend, why and how to get it."""
-    console = Console()
+    console = _console()
     statuses = backend_status()
     if args.json:
         doc = {
@@ -61,7 +71,7 @@ def _select(spec: str | None) -> list[Device]:
 
 def cmd_conformance(args: argparse.Namespace) -> int:
     """Run the conformance matrix; exit status 1 on any failure."""
-    console = Console(stderr=args.json)
+    console = _console(stderr=args.json)
     targets = _select(args.device)
     if not targets:
         console.print("[red]no device available[/red]")
@@ -103,6 +113,95 @@ def cmd_conformance(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
+def _budget(text: str | None) -> float | None:
+    if not text:
+        return None
+    units = {"s": 1, "m": 60, "h": 3600}
+    unit = text[-1].lower()
+    try:
+        return float(text[:-1]) * units[unit] if unit in units else float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--budget: expected e.g. 90s, 10m or 1h, got {text!r}") from exc
+
+
+def _user_table_path(dev: Device) -> Path:
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", dev.info.name).strip("-").lower() or "device"
+    return cache_root() / "tuning" / f"{dev.kind}-{slug}.json"
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    """``hal tune`` (search), ``hal tune show`` and ``hal tune merge A B --out C``."""
+    from hal.tuning import tuner, workloads
+
+    console = _console()
+    if args.action == "merge":
+        if len(args.files) < 2 or not args.out:
+            console.print("[red]hal tune merge: expected two or more table files and --out FILE[/red]")
+            return 2
+        docs = [tuner.read_table(Path(f)) for f in args.files]
+        backends = {d.get("backend") for d in docs if d}
+        if len(backends) != 1:
+            console.print(f"[red]hal tune merge: tables of different backends {sorted(map(str, backends))}[/red]")
+            return 2
+        merged = tuner.merge_entries(*[d.get("entries", []) for d in docs])
+        tuner.write_table_atomic(Path(args.out), tuner.new_table(backends.pop(), merged))
+        console.print(f"merged {sum(len(d.get('entries', [])) for d in docs)} entries into {len(merged)}: {args.out}")
+        return 0
+    dev = hal.device(args.device)
+    kernels = args.ops.split(",") if args.ops else None
+    dtypes = args.dtype.split(",") if args.dtype else ["float32", "float16"]
+    layouts = args.layout.split(",") if args.layout else ["NCHW", "NHWC"]
+    plan = list(workloads.plans(workloads.select(kernels), dtypes, layouts))
+    size = args.size if args.size != "auto" else ("full" if dev.kind == "cuda" or (
+        dev.kind == "opencl" and dev.info.vendor not in ("pocl",)) else "small")
+    if args.action == "show":
+        table = Table(title=f"parameters serving {dev.id} ({dev.info.name})")
+        for col in ("kernel", "workload", "dtype", "layout", "level", "params", "provenance"):
+            table.add_column(col)
+        for wl, dt, lay in plan:
+            resolved = dev.tuner.resolve_spec(wl.spec_for(wl.shape(size), dt, lay))
+            table.add_row(wl.kernel, wl.name, dt, lay, resolved.level,
+                          " ".join(f"{k}={v}" for k, v in sorted(resolved.params.items())), resolved.provenance)
+        console.print(table)
+        return 0
+    out = Path(args.out) if args.out else _user_table_path(dev)
+    journal = out.with_name(out.name + ".journal.jsonl")
+    start = time.monotonic()
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("{task.fields[extra]}"), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task("tuning", total=None, extra="")
+
+        def report(what: str, done: int, total: int, best: float | None, left: float | None) -> None:
+            extra = f"best {best:.4f} ms" if best is not None else "no valid candidate yet"
+            if left is not None:
+                extra += f", {left:.0f} s left"
+            progress.update(task, description=what, completed=done, total=total, extra=extra)
+
+        outcomes = tuner.tune(dev, plan, mode=args.mode, size=size, budget_s=_budget(args.budget),
+                              journal_path=journal, repeats=args.repeats, seed=args.seed, progress=report)
+    entries = tuner.table_entries(dev, outcomes, size, args.mode)
+    existing = tuner.read_table(out).get("entries", []) if out.exists() else []
+    tuner.write_table_atomic(out, tuner.new_table(dev.kind, tuner.merge_entries(existing, entries)))
+    journal.unlink(missing_ok=True)
+    dev.tuner.clear()
+    table = Table(title=f"hal tune {args.mode} on {dev.id} ({dev.info.name}), {size} shapes, "
+                        f"{time.monotonic() - start:.0f} s")
+    for col in ("workload", "dtype", "layout", "tried", "rejected", "default ms", "best ms", "speed-up", "kept"):
+        table.add_column(col)
+    for o in outcomes:
+        speed = f"{o.default_ms / o.best_ms:.2f}x" if o.default_ms and o.best_ms else "-"
+        table.add_row(o.workload, o.dtype, o.layout, str(o.tried), str(len(o.rejected)),
+                      f"{o.default_ms:.4f}" if o.default_ms else "-", f"{o.best_ms:.4f}" if o.best_ms else "-",
+                      speed, "yes" if o.kept else "no")
+    console.print(table)
+    for o in outcomes:
+        for params, status, detail in o.rejected:
+            console.print(f"[yellow]rejected[/yellow] {o.workload} {o.dtype} {o.layout} {params}: {status} {detail}")
+    console.print(f"{len(entries)} entries written to {out}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``hal`` command."""
     parser = argparse.ArgumentParser(prog="hal", description="hal: pooling, conv and BatchNorm on any device")
@@ -119,6 +218,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", help="float32,float16 (default both)")
     p.add_argument("--layout", help="NCHW,NHWC (default both)")
     p.set_defaults(func=cmd_conformance)
+    p = sub.add_parser("tune", help="measure a tuning table for a device (also: tune show, tune merge A B --out C)")
+    p.add_argument("action", nargs="?", choices=["run", "show", "merge"], default="run")
+    p.add_argument("files", nargs="*", help="tables to merge")
+    p.add_argument("--device", help="device to tune (default: the selected device)")
+    p.add_argument("--ops", help="kernel families: pool2d,adaptive_pool2d,conv2d,batch_norm (default all)")
+    p.add_argument("--mode", choices=["rapid", "normal", "exhaustive"], default="normal")
+    p.add_argument("--budget", help="time limit, e.g. 10m")
+    p.add_argument("--out", help="table file to write (default: the user table of this device)")
+    p.add_argument("--size", choices=["auto", "full", "small", "tiny"], default="auto",
+                   help="workload sizes (auto: full on GPUs, small on CPUs)")
+    p.add_argument("--dtype", help="float32,float16 (default both)")
+    p.add_argument("--layout", help="NCHW,NHWC (default both)")
+    p.add_argument("--repeats", type=int, default=10, help="timed runs per candidate (median)")
+    p.add_argument("--seed", type=int, help="random seed for inputs and candidate sampling")
+    p.set_defaults(func=cmd_tune)
     return parser
 
 
@@ -128,7 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except HalError as exc:
-        Console(stderr=True).print(f"[red]hal: {exc}[/red]")
+        _console(stderr=True).print(f"[red]hal: {exc}[/red]")
         return 2
 
 

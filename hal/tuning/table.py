@@ -28,8 +28,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import platformdirs
-
+from hal.cache import cache_root
 from hal.spec import AdaptivePool2dSpec, BatchNormSpec, Conv2dSpec, Pool2dSpec, Spec
 from hal.tuning.schema import KernelSchema
 
@@ -156,6 +155,9 @@ def _parse_entry(raw: Any, backend: str, source: str) -> Entry:
         raise ValueError("provenance missing: every entry must say where it came from")
     if raw.get("backend", backend) != backend:
         raise ValueError("entry for another backend")
+    stale = _staleness(raw, backend)
+    if stale:
+        raise ValueError(f"stale: {stale}")
     return Entry(
         level=level,
         match=match,
@@ -165,6 +167,24 @@ def _parse_entry(raw: Any, backend: str, source: str) -> Entry:
         provenance=provenance,
         source=source,
     )
+
+
+#: backend -> kernel folder, for the staleness check of measured entries
+KERNEL_FOLDERS = {"cpu": "kernels_c", "opencl": "kernels_cl", "cuda": "kernels_cu"}
+
+
+def _staleness(raw: dict[str, Any], backend: str) -> str:
+    """Why a measured entry no longer describes this hal (other version, other kernel source), or ''."""
+    from hal import __version__
+    from hal.resources import folder_hash
+
+    version = raw.get("hal_version")
+    if version is not None and version != __version__:
+        return f"measured with hal {version}, this is hal {__version__}"
+    recorded = raw.get("kernel_hash")
+    if recorded is not None and backend in KERNEL_FOLDERS and recorded != folder_hash(KERNEL_FOLDERS[backend]):
+        return "the kernel sources changed since it was measured"
+    return ""
 
 
 def parse_table(text: str, backend: str, source: str) -> list[Entry]:
@@ -205,7 +225,7 @@ def shipped_entries(backend: str) -> tuple[Entry, ...]:
 def user_table_paths() -> list[Path]:
     """User table files: ``HAL_TUNING_PATH`` entries, then the user cache dir's tables."""
     paths = [Path(p) for p in os.environ.get("HAL_TUNING_PATH", "").split(os.pathsep) if p]
-    root = Path(os.environ.get("HAL_CACHE_DIR") or platformdirs.user_cache_dir("hal", appauthor=False)) / "tuning"
+    root = cache_root() / "tuning"
     if root.is_dir():
         paths.extend(sorted(root.glob("*.json")))
     return paths

@@ -1,0 +1,452 @@
+"""``hal tune``: search each kernel's parameter space on the device at hand.
+
+For every workload (kernel family, representative shape, dtype, layout):
+
+1. candidates = the schema's parameter sets that pass its constraints on this
+   device (dropped before anything is compiled), sampled by mode
+   (rapid: 8, normal: 32, exhaustive: all), the default always included;
+2. each candidate is checked against the float64 oracle on fresh random inputs
+   with poisoned outputs and a guard region, at three shapes of the workload's
+   bucket (its largest, its smallest and one that is a multiple of nothing); a
+   wrong candidate is reported and never stored;
+3. correct candidates are timed (warm-up, median of repeats) at the workload
+   shape; the best few are re-timed against the default, interleaved;
+4. a result is kept only when it beats the default by at least ``MARGIN``.
+
+Candidates run in a worker process with a time limit, so a hanging or crashing
+kernel costs one candidate, not the run; the worker is restarted. A journal
+(JSON lines) records each candidate before it starts and after it ends: a
+resumed run skips finished candidates and blacklists the one that was in flight.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import random
+import statistics
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import date
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hal.tuning.table import TABLE_FORMAT, TABLE_VERSION, bucket, kernel_key
+from hal.tuning.workloads import Workload
+
+MARGIN = 0.03
+MODES = {"rapid": 8, "normal": 32, "exhaustive": None}
+#: seconds one candidate may take (build, three checks, timing) before it is cut off
+CANDIDATE_TIMEOUT = float(os.environ.get("HAL_TUNE_TIMEOUT", "120"))
+
+
+# ----------------------------------------------------------------------------
+# the worker process
+# ----------------------------------------------------------------------------
+
+
+def bucket_shapes(shape: tuple[int, int, int, int]) -> list[tuple[int, int, int, int]]:
+    """Largest, smallest and a multiple-of-nothing shape of ``shape``'s bucket."""
+    tops = [bucket(v) for v in shape]
+    lows = [t // 2 + 1 if t > 1 else 1 for t in tops]
+    odd = []
+    for lo, hi in zip(lows, tops, strict=True):
+        mid = (lo + hi) // 2
+        odd.append(mid if mid % 2 else max(lo, mid - 1))
+    return [tuple(tops), tuple(lows), tuple(odd)]  # type: ignore[list-item]
+
+
+@dataclass
+class Task:
+    """One candidate evaluation sent to the worker."""
+
+    workload: Workload
+    dtype: str
+    layout: str
+    size: str
+    params: dict[str, int]
+    repeats: int
+    seed: int
+    validate: bool = True
+    fault: str = ""  # test-only: "wrong", "hang" or "crash"
+
+
+def _evaluate(backend: Any, task: Task, oracle_cache: dict[Any, Any]) -> dict[str, Any]:
+    from hal.tuning import evaluate
+
+    wl = task.workload
+    shape = wl.shape(task.size)
+    if task.fault == "hang":
+        time.sleep(10**6)
+    if task.fault == "crash":
+        os.abort()
+    if task.validate:
+        for i, check_shape in enumerate(bucket_shapes(shape)):
+            try:
+                spec = wl.spec_for(check_shape, task.dtype, task.layout)
+            except ValueError:
+                continue  # this corner of the bucket is not a valid call of the op
+            key = (wl.name, task.dtype, task.layout, check_shape, task.seed)
+            if key not in oracle_cache:
+                rng = np.random.default_rng([task.seed, i])
+                problem = evaluate.make_problem(backend, spec, rng)
+                oracle_cache[key] = (problem, evaluate.oracle(problem))
+            problem, want = oracle_cache[key]
+            launch, outs = evaluate.launcher(backend, problem, task.params)
+            launch()
+            got, damaged = evaluate.read_outputs(backend, problem, outs)
+            if task.fault == "wrong":
+                got["y"] = got["y"] + 1.0
+            if damaged:
+                return {"status": "wrong", "detail": f"shape {check_shape}: {damaged}"}
+            result = evaluate.check(problem, got, want)
+            if not result.ok:
+                return {"status": "wrong", "detail": f"shape {check_shape}: {result.detail}"}
+    spec = wl.spec_for(shape, task.dtype, task.layout)
+    problem = evaluate.make_problem(backend, spec, np.random.default_rng(task.seed))
+    launch, _ = evaluate.launcher(backend, problem, task.params)
+    times = backend.time_launches(launch, task.repeats, warmup=2)
+    return {"status": "ok", "median_ms": statistics.median(times) * 1e3, "times_ms": [t * 1e3 for t in times]}
+
+
+def _die_with_parent() -> None:
+    """Linux: have the kernel kill this worker when the tuning process dies (even by kill -9)."""
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def worker_main(conn: Connection, device_id: str) -> None:
+    """Serve tasks on ``device_id`` until told to stop (runs in a child process)."""
+    _die_with_parent()
+    import hal
+
+    backend = hal.device(device_id).backend
+    cache: dict[Any, Any] = {}
+    while True:
+        task = conn.recv()
+        if task is None:
+            return
+        try:
+            if isinstance(task, list):  # re-timing several parameter sets, interleaved
+                rounds: dict[int, list[float]] = {i: [] for i in range(len(task))}
+                for _ in range(3):
+                    for i, t in enumerate(task):
+                        rounds[i].append(_evaluate(backend, t, cache)["median_ms"])
+                conn.send({"status": "ok", "medians_ms": [statistics.median(v) for v in rounds.values()]})
+            else:
+                conn.send(_evaluate(backend, task, cache))
+        except Exception as exc:  # a failing build or launch is this candidate's result
+            conn.send({"status": "error", "detail": f"{type(exc).__name__}: {exc}".strip()[:2000],
+                       "trace": traceback.format_exc(limit=3)[-2000:]})
+
+
+class Worker:
+    """A child process evaluating candidates, restarted after a hang or crash."""
+
+    def __init__(self, device_id: str) -> None:
+        self.device_id = device_id
+        self._ctx = mp.get_context("spawn")
+        self._proc: Any = None
+        self._conn: Connection | None = None
+
+    def _start(self) -> None:
+        parent, child = self._ctx.Pipe()
+        self._proc = self._ctx.Process(target=worker_main, args=(child, self.device_id), daemon=True)
+        self._proc.start()
+        child.close()
+        self._conn = parent
+
+    def run(self, task: Any, timeout: float) -> dict[str, Any]:
+        """Evaluate ``task``; a timeout or a dead worker is reported as the result."""
+        if self._proc is None or not self._proc.is_alive():
+            self._start()
+        assert self._conn is not None
+        self._conn.send(task)
+        if self._conn.poll(timeout):
+            try:
+                return self._conn.recv()
+            except EOFError:
+                pass
+            self.stop(kill=True)
+            return {"status": "crashed", "detail": "the worker process died"}
+        alive = self._proc.is_alive()
+        self.stop(kill=True)
+        if alive:
+            return {"status": "timeout", "detail": f"no result within {timeout:.0f} s; cut off"}
+        return {"status": "crashed", "detail": f"the worker process died (exit code {self._proc.exitcode})"}
+
+    def stop(self, kill: bool = False) -> None:
+        """End the worker process."""
+        if self._proc is None:
+            return
+        if kill:
+            self._proc.kill()
+        else:
+            try:
+                assert self._conn is not None
+                self._conn.send(None)
+            except (OSError, BrokenPipeError):
+                pass
+        self._proc.join(timeout=10)
+        if self._proc.is_alive():
+            self._proc.kill()
+            self._proc.join()
+        self._proc = None
+        self._conn = None
+
+
+# ----------------------------------------------------------------------------
+# journal and tables
+# ----------------------------------------------------------------------------
+
+
+class Journal:
+    """JSON lines: each candidate's start and end, so a killed run can resume."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.done: dict[str, dict[str, Any]] = {}
+        self.in_flight: set[str] = set()
+        if path.exists():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # the line being written when the run was killed
+                if rec.get("event") == "start":
+                    self.in_flight.add(rec["id"])
+                elif rec.get("event") == "end":
+                    self.in_flight.discard(rec["id"])
+                    self.done[rec["id"]] = rec["result"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = path.open("a", encoding="utf-8")
+
+    def start(self, cid: str) -> None:
+        """Record that candidate ``cid`` is about to run."""
+        self._write({"event": "start", "id": cid})
+
+    def end(self, cid: str, result: dict[str, Any]) -> None:
+        """Record the outcome of candidate ``cid``."""
+        self._write({"event": "end", "id": cid, "result": result})
+
+    def _write(self, rec: dict[str, Any]) -> None:
+        self._file.write(json.dumps(rec) + "\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        """Close the journal file."""
+        self._file.close()
+
+
+def write_table_atomic(path: Path, doc: dict[str, Any]) -> None:
+    """Write a table as JSON through a temporary file and ``os.replace``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=1)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _entry_id(e: dict[str, Any]) -> str:
+    return json.dumps([e.get("level"), e.get("match"), e.get("kernel"), e.get("key", {})], sort_keys=True)
+
+
+def merge_entries(*lists: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Union of entries; where two cover the same (level, match, kernel, key) the faster measured one stays."""
+    merged: dict[str, dict[str, Any]] = {}
+    for entries in lists:
+        for e in entries:
+            eid = _entry_id(e)
+            old = merged.get(eid)
+            if old is None or (e.get("median_ms") is not None
+                               and e["median_ms"] < old.get("median_ms", float("inf"))):
+                merged[eid] = e
+    return list(merged.values())
+
+
+def read_table(path: Path) -> dict[str, Any]:
+    """A table file as a dict (an empty table when the file does not exist)."""
+    if not path.exists():
+        return {}
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    if doc.get("format") != TABLE_FORMAT:
+        raise ValueError(f"{path}: not a {TABLE_FORMAT} file")
+    return doc
+
+
+# ----------------------------------------------------------------------------
+# the search
+# ----------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    """What tuning one workload found."""
+
+    workload: str
+    kernel: str
+    dtype: str
+    layout: str
+    default_ms: float | None
+    best_ms: float | None
+    best_params: dict[str, int] | None
+    kept: bool
+    tried: int
+    rejected: list[tuple[dict[str, int], str, str]] = field(default_factory=list)
+
+
+def _cid(wl: Workload, dtype: str, layout: str, size: str, params: dict[str, int]) -> str:
+    return json.dumps([wl.name, dtype, layout, size, params], sort_keys=True)
+
+
+def parse_faults() -> dict[int, str]:
+    """Test-only fault injection: ``HAL_TUNE_INJECT="wrong:1,hang:3,crash:5"`` (candidate ordinals)."""
+    faults = {}
+    for item in os.environ.get("HAL_TUNE_INJECT", "").split(","):
+        if ":" in item:
+            kind, _, index = item.partition(":")
+            faults[int(index)] = kind.strip()
+    return faults
+
+
+def tune(
+    device: Any,
+    workloads: list[tuple[Workload, str, str]],
+    mode: str = "normal",
+    size: str = "small",
+    budget_s: float | None = None,
+    journal_path: Path | None = None,
+    repeats: int = 10,
+    seed: int | None = None,
+    progress: Callable[[str, int, int, float | None, float | None], None] | None = None,
+) -> list[Outcome]:
+    """Search every workload's candidates on ``device``; returns one Outcome per workload."""
+    schemas = device.backend.schemas()
+    info = device.info
+    limit = MODES[mode]
+    seed = int.from_bytes(os.urandom(4), "little") if seed is None else seed
+    faults = parse_faults()
+    deadline = None if budget_s is None else time.monotonic() + budget_s
+    journal = Journal(journal_path) if journal_path else None
+    worker = Worker(device.id)
+    outcomes: list[Outcome] = []
+    ordinal = 0
+    try:
+        for wl, dtype, layout in workloads:
+            schema = schemas[wl.kernel]
+            default = schema.defaults()
+            valid = [c for c in schema.candidates() if schema.validate(c, info) is None]
+            others = [c for c in valid if c != default]
+            random.Random(f"{seed}-{wl.name}-{dtype}-{layout}").shuffle(others)
+            chosen = [default] + (others if limit is None else others[: limit - 1])
+            results: list[tuple[dict[str, int], dict[str, Any]]] = []
+            outcome = Outcome(wl.name, wl.kernel, dtype, layout, None, None, None, False, 0)
+            for i, params in enumerate(chosen):
+                if deadline is not None and time.monotonic() > deadline:
+                    break
+                cid = _cid(wl, dtype, layout, size, params)
+                if journal and cid in journal.done:
+                    result = journal.done[cid]
+                elif journal and cid in journal.in_flight:
+                    result = {"status": "blacklisted", "detail": "was running when an earlier run died"}
+                    journal.end(cid, result)
+                else:
+                    ordinal += 1
+                    task = Task(wl, dtype, layout, size, params, repeats, seed, True, faults.get(ordinal, ""))
+                    if journal:
+                        journal.start(cid)
+                    result = worker.run(task, CANDIDATE_TIMEOUT)
+                    if journal:
+                        journal.end(cid, result)
+                results.append((params, result))
+                outcome.tried += 1
+                if result["status"] != "ok":
+                    outcome.rejected.append((params, result["status"], result.get("detail", "")))
+                best = min((r["median_ms"] for _, r in results if r["status"] == "ok"), default=None)
+                if progress:
+                    left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+                    progress(f"{wl.name} {dtype} {layout}", i + 1, len(chosen), best, left)
+            ok = sorted(((r["median_ms"], p) for p, r in results if r["status"] == "ok"), key=lambda t: t[0])
+            default_ok = next((r for p, r in results if p == default and r["status"] == "ok"), None)
+            if default_ok is None or not ok:
+                outcomes.append(outcome)
+                continue
+            # re-time the top few against the default, interleaved, to keep noise out of the choice
+            top = [p for _, p in ok[:3] if p != default]
+            contenders = [default, *top]
+            retimed = worker.run([Task(wl, dtype, layout, size, p, repeats, seed, validate=False)
+                                  for p in contenders], CANDIDATE_TIMEOUT * len(contenders))
+            if retimed.get("status") != "ok":
+                outcomes.append(outcome)
+                continue
+            medians = retimed["medians_ms"]
+            best_i = int(np.argmin(medians))
+            outcome.default_ms = medians[0]
+            outcome.best_ms = medians[best_i]
+            outcome.best_params = contenders[best_i]
+            outcome.kept = best_i != 0 and medians[best_i] <= medians[0] * (1 - MARGIN)
+            outcomes.append(outcome)
+    finally:
+        worker.stop()
+        if journal:
+            journal.close()
+    return outcomes
+
+
+def table_entries(device: Any, outcomes: list[Outcome], size: str, mode: str) -> list[dict[str, Any]]:
+    """User-table entries for the kept outcomes (exact device level)."""
+    from hal import __version__
+    from hal.resources import folder_hash
+
+    info = device.info
+    backend_cls = type(device.backend)
+    kernel_hash = folder_hash(backend_cls.kernel_folder)
+    entries = []
+    by_name = {wl.name: wl for wl in __import__("hal.tuning.workloads", fromlist=["WORKLOADS"]).WORKLOADS}
+    for o in outcomes:
+        if not o.kept or o.best_params is None:
+            continue
+        wl = by_name[o.workload]
+        spec = wl.spec_for(wl.shape(size), o.dtype, o.layout)
+        _, key = kernel_key(spec)
+        entries.append({
+            "level": "device",
+            "match": info.name,
+            "kernel": o.kernel,
+            "key": key,
+            "params": o.best_params,
+            "median_ms": round(o.best_ms or 0.0, 6),
+            "default_ms": round(o.default_ms or 0.0, 6),
+            "provenance": (f"measured by hal tune ({mode}) on {info.name}, {date.today().isoformat()}: "
+                           f"{o.best_ms:.4f} ms vs default {o.default_ms:.4f} ms at {wl.name} "
+                           f"{'x'.join(map(str, wl.shape(size)))}"),
+            "hal_version": __version__,
+            "kernel_hash": kernel_hash,
+            "driver": info.driver,
+        })
+    return entries
+
+
+def new_table(backend: str, entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """A table document around ``entries``."""
+    return {"format": TABLE_FORMAT, "version": TABLE_VERSION, "backend": backend, "entries": entries}

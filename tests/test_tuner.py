@@ -1,0 +1,162 @@
+"""`hal tune` on the CPU backend: validation, timeouts, crashes, resume, merge, show.
+
+Faults are injected through the test-only ``HAL_TUNE_INJECT`` variable (candidate
+ordinals): ``wrong`` corrupts the candidate's output before validation, ``hang``
+never returns, ``crash`` aborts the worker process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import hal
+from hal.cli import main
+from hal.tuning import tuner, workloads
+
+pytestmark = pytest.mark.skipif(not any(d.kind == "cpu" for d in hal.devices()), reason="needs the cpu backend")
+
+BASE = ["tune", "--device", "cpu", "--size", "tiny", "--dtype", "float32", "--layout", "NCHW", "--repeats", "3",
+        "--seed", "5"]
+
+
+def _plan(kernel="pool2d", name="maxpool3x3s2p1"):
+    return [(w, "float32", "NCHW") for w in workloads.select([kernel]) if w.name == name]
+
+
+def test_bucket_shapes_cover_largest_smallest_and_odd():
+    shapes = tuner.bucket_shapes((64, 64, 112, 112))
+    assert shapes[0] == (64, 64, 128, 128)
+    assert shapes[1] == (33, 33, 65, 65)
+    assert all(v % 2 for v in shapes[2])
+
+
+def test_wrong_hanging_and_crashing_candidates_are_rejected(monkeypatch, tmp_path):
+    monkeypatch.setenv("HAL_TUNE_INJECT", "wrong:2,hang:3,crash:4")
+    monkeypatch.setattr(tuner, "CANDIDATE_TIMEOUT", 20.0)
+    outcomes = tuner.tune(hal.device("cpu"), _plan(), mode="rapid", size="tiny", repeats=3, seed=1,
+                          journal_path=tmp_path / "j.jsonl")
+    (o,) = outcomes
+    statuses = sorted(status for _, status, _ in o.rejected)
+    assert statuses == ["crashed", "timeout", "wrong"], o.rejected
+    entries = tuner.table_entries(hal.device("cpu"), outcomes, "tiny", "rapid")
+    rejected = [p for p, _, _ in o.rejected]
+    assert all(e["params"] not in rejected for e in entries)
+    assert o.default_ms is not None and o.best_ms is not None
+
+
+def test_killed_run_resumes_without_redoing_and_blacklists_the_one_in_flight(tmp_path):
+    out = tmp_path / "table.json"
+    journal = out.with_name(out.name + ".journal.jsonl")
+    env = {**os.environ, "HAL_TUNE_INJECT": "hang:4", "HAL_TUNE_TIMEOUT": "600"}
+    cmd = [sys.executable, "-m", "hal", *BASE, "--ops", "pool2d", "--mode", "rapid", "--out", str(out)]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:  # wait until the 4th candidate (the hanging one) has started
+            if journal.exists() and journal.read_text().count('"start"') >= 4:
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("the tuning run never reached its 4th candidate")
+        time.sleep(0.5)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    before = [json.loads(line) for line in journal.read_text().splitlines() if line.strip()]
+    finished = {r["id"] for r in before if r["event"] == "end"}
+    in_flight = {r["id"] for r in before if r["event"] == "start"} - finished
+    assert len(finished) == 3 and len(in_flight) == 1
+    env.pop("HAL_TUNE_INJECT")
+    subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, timeout=600)
+    assert not journal.exists()  # a finished run removes its journal
+    assert out.exists()
+
+
+def test_resume_from_journal_skips_finished(monkeypatch, tmp_path):
+    journal = tmp_path / "j.jsonl"
+    calls = []
+    real_run = tuner.Worker.run
+
+    def counting_run(self, task, timeout):
+        calls.append(task)
+        return real_run(self, task, timeout)
+
+    monkeypatch.setattr(tuner.Worker, "run", counting_run)
+    tuner.tune(hal.device("cpu"), _plan(), mode="rapid", size="tiny", repeats=3, seed=2, journal_path=journal)
+    first = len(calls)
+    calls.clear()
+    tuner.tune(hal.device("cpu"), _plan(), mode="rapid", size="tiny", repeats=3, seed=2, journal_path=journal)
+    assert first >= 2 and len(calls) == 1  # only the final re-timing runs again
+
+
+def test_cli_tune_writes_a_table_that_serves_and_show_reports_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HAL_CACHE_DIR", str(tmp_path / "cache"))
+    out = tmp_path / "cache" / "tuning" / "cpu-test.json"
+    assert main([*BASE, "--ops", "batch_norm", "--mode", "rapid", "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["format"] == "hal-tuning-table" and doc["backend"] == "cpu"
+    for e in doc["entries"]:
+        assert "measured by hal tune" in e["provenance"] and e["median_ms"] <= e["default_ms"] * 0.97
+    # a handmade user entry for this device serves at the "user" level
+    dev = hal.device("cpu")
+    wl = workloads.select(["batch_norm"])[0]
+    spec = wl.spec_for(wl.shape("tiny"), "float32", "NCHW")
+    defaults = dev.backend.schemas()["batch_norm"].defaults()
+    name, value = next(iter(defaults.items()))
+    allowed = next(p.values for p in dev.backend.schemas()["batch_norm"].params if p.name == name)
+    other = next((v for v in allowed if v != value), value)
+    from hal.tuning.table import kernel_key
+    _, key = kernel_key(spec)
+    tuner.write_table_atomic(out, tuner.new_table("cpu", [{"level": "device", "match": dev.info.name,
+                                                           "kernel": "batch_norm", "key": key,
+                                                           "params": {name: other}, "provenance": "test"}]))
+    dev.tuner.clear()
+    assert dev.tuner.resolve_spec(spec).level == "user"
+    assert main(["tune", "show", "--device", "cpu", "--size", "tiny", "--ops", "batch_norm", "--dtype", "float32",
+                 "--layout", "NCHW"]) == 0
+    assert "user" in capsys.readouterr().out
+    dev.tuner.clear()
+
+
+def test_merge_keeps_the_faster_entry(tmp_path):
+    def doc(ms, wg):
+        return tuner.new_table("cpu", [{"level": "device", "match": "X", "kernel": "pool2d", "key": {"n": 1},
+                                        "params": {"W": wg}, "median_ms": ms, "provenance": "p"}])
+    a, b, c = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.json"
+    tuner.write_table_atomic(a, doc(2.0, 1))
+    tuner.write_table_atomic(b, doc(1.0, 2))
+    assert main(["tune", "merge", str(a), str(b), "--out", str(c)]) == 0
+    merged = json.loads(c.read_text())["entries"]
+    assert len(merged) == 1 and merged[0]["params"] == {"W": 2}
+
+
+def test_stale_entries_are_skipped(tmp_path):
+    from hal.tuning.table import parse_table
+    raw = tuner.new_table("cpu", [{"level": "device", "match": "X", "kernel": "pool2d", "params": {"W": 1},
+                                   "provenance": "p", "kernel_hash": "0" * 64},
+                                  {"level": "device", "match": "X", "kernel": "pool2d", "params": {"W": 1},
+                                   "provenance": "p", "hal_version": "0.0.1"}])
+    with pytest.warns(UserWarning, match="stale"):
+        assert parse_table(json.dumps(raw), "cpu", "t.json") == []
+
+
+def test_atomic_write_leaves_no_partial_file(tmp_path, monkeypatch):
+    path = tmp_path / "t.json"
+    tuner.write_table_atomic(path, tuner.new_table("cpu", []))
+
+    def boom(*a, **k):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(json, "dump", boom)
+    with pytest.raises(RuntimeError):
+        tuner.write_table_atomic(path, tuner.new_table("cpu", [{"x": 1}]))
+    assert json.loads(path.read_text())["entries"] == []
+    assert [p.name for p in Path(tmp_path).iterdir()] == ["t.json"]
