@@ -33,7 +33,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from hal.spec import AdaptivePool2dSpec, BatchNormSpec, Conv2dSpec, Pool2dSpec
+from hal.errors import UnsupportedOperation
+from hal.spec import AdaptivePool2dSpec, BatchNormSpec, Conv2dSpec, Pool2dSpec, QConv2dSpec
 from hal.tuning.schema import KernelSchema
 
 #: an opaque device allocation owned by a backend (numpy array, cl.Buffer, DeviceAllocation...).
@@ -97,6 +98,12 @@ class Backend(ABC):
     name: ClassVar[str]
     #: the kernel folder this backend reads ("kernels_c", "kernels_cl", "kernels_cu").
     kernel_folder: ClassVar[str]
+
+    #: True when ``pool2d`` also accepts int8/uint8 specs (quantized max and average pooling;
+    #: the kernels take the spec's zero point as one more trailing int argument)
+    quantized_pooling: ClassVar[bool] = False
+    #: True when ``qconv2d`` is implemented (and ``schemas()`` has a "qconv2d" entry)
+    quantized_conv: ClassVar[bool] = False
 
     def __init__(self, info: DeviceInfo) -> None:
         self.info = info
@@ -179,6 +186,21 @@ class Backend(ABC):
         params: Mapping[str, int],
     ) -> None:
         """2-D convolution; ``bias`` is float32 or None."""
+
+    def qconv2d(
+        self,
+        spec: QConv2dSpec,
+        x: Buffer,
+        weight: Buffer,
+        bias: Buffer | None,
+        y: Buffer,
+        w_zero_point: Buffer,
+        multiplier: Buffer | None,
+        params: Mapping[str, int],
+    ) -> None:
+        """Quantized conv: int8/uint8 x and weight, int32 bias (or None), int32 per-channel
+        weight zero points, float32 per-channel multipliers (None: ConvInteger, int32 out)."""
+        raise UnsupportedOperation(f"{self.name}: quantized conv2d is not implemented on this backend")
 
     @abstractmethod
     def batch_norm(

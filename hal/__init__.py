@@ -19,6 +19,7 @@ from hal.errors import (
     HalError,
     KernelCompileError,
     OutOfMemory,
+    UnsupportedOperation,
 )
 from hal.ops import (
     adaptive_avg_pool2d,
@@ -26,8 +27,11 @@ from hal.ops import (
     avg_pool2d,
     batch_norm,
     conv2d,
+    dequantize,
     max_pool2d,
+    quantize,
 )
+from hal.quant import fold_batch_norm
 from hal.tensor import Tensor, asarray
 
 __version__ = "0.1.0"
@@ -40,6 +44,7 @@ __all__ = [
     "KernelCompileError",
     "OutOfMemory",
     "Tensor",
+    "UnsupportedOperation",
     "__version__",
     "adaptive_avg_pool2d",
     "adaptive_max_pool2d",
@@ -48,10 +53,13 @@ __all__ = [
     "backend_status",
     "batch_norm",
     "conv2d",
+    "dequantize",
     "device",
     "devices",
     "errors",
+    "fold_batch_norm",
     "max_pool2d",
+    "quantize",
     "reference",
     "refresh",
     "use_device",

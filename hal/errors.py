@@ -58,6 +58,10 @@ class OutOfMemory(HalError, MemoryError):
         )
 
 
+class UnsupportedOperation(HalError, NotImplementedError):
+    """This backend does not implement the requested op or dtype; the message says which."""
+
+
 class HalValueError(HalError, ValueError):
     """An argument has a bad value. The message names the argument."""
 

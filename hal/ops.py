@@ -10,6 +10,7 @@ selected device (``hal.use_device``, ``HAL_DEVICE``, automatic).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -17,9 +18,11 @@ import numpy as np
 from hal.device import Device
 from hal.device import device as resolve_device
 from hal.dtypes import require_float
-from hal.errors import HalTypeError, HalValueError, bad_arg
+from hal.errors import HalTypeError, HalValueError, UnsupportedOperation, bad_arg
+from hal.quant import QUANT_DTYPES, qparams
 from hal.spec import (
     PaddingArg,
+    QConv2dSpec,
     adaptive_pool2d_spec,
     batch_norm_spec,
     conv2d_spec,
@@ -45,21 +48,27 @@ def _pick_device(args: Sequence[Any]) -> Device:
     return found if found is not None else resolve_device(None)
 
 
-def _activation(x: Any, dev: Device, name: str = "input") -> Tensor:
-    """``x`` as a 4-D float Tensor on ``dev``."""
+def _activation(x: Any, dev: Device, name: str = "input", allow_int: bool = False) -> Tensor:
+    """``x`` as a 4-D float (or, with ``allow_int``, int8/uint8) Tensor on ``dev``."""
     if not isinstance(x, Tensor):
         array = np.asarray(x)
         if array.ndim != 4:
             raise bad_arg(name, "a 4-D (N, C, H, W) array", array.shape)
-        if array.dtype not in (np.float32, np.float16, np.float64):
+        if array.dtype not in (np.float32, np.float16, np.float64) and not (allow_int and array.dtype in QUANT_DTYPES):
             raise HalTypeError(f"{name}: expected dtype float32 or float16, got {array.dtype.name}")
         x = asarray(array, device=dev)
     if x.ndim != 4:
         raise bad_arg(name, "a 4-D (N, C, H, W) tensor", x.shape)
-    require_float(x.dtype, name)
+    if not (allow_int and x.dtype in QUANT_DTYPES):
+        require_float(x.dtype, name)
     if x.size == 0:
         raise bad_arg(name, "a non-empty tensor", x.shape)
     return x
+
+
+def _require_quantized_pooling(dev: Device, x: Tensor) -> None:
+    if x.dtype in QUANT_DTYPES and not type(dev.backend).quantized_pooling:
+        raise UnsupportedOperation(f"{dev.id}: int8/uint8 pooling is not implemented on the {dev.kind} backend")
 
 
 def _vector(value: Any, dev: Device, length: int, name: str) -> Tensor:
@@ -98,12 +107,18 @@ def max_pool2d(
     ceil_mode: bool = False,
     return_indices: bool = False,
 ) -> Tensor | tuple[Tensor, Tensor]:
-    """2-D max pooling; NaN propagates; indices are int64 ``h * W + w`` per plane."""
+    """2-D max pooling; NaN propagates; indices are int64 ``h * W + w`` per plane.
+
+    int8/uint8 input (quantized or raw) pools the integers; the output keeps the
+    input's scale and zero point.
+    """
     dev = _pick_device([("input", input)])
-    x = _activation(input, dev)
+    x = _activation(input, dev, allow_int=True)
+    _require_quantized_pooling(dev, x)
     spec = pool2d_spec("max", x.geometry(), kernel_size, stride, padding, dilation, ceil_mode, True, None,
                        return_indices)
     y = empty(spec.out_shape, x.dtype, dev, x.layout)
+    y.scale, y.zero_point = x.scale, x.zero_point
     idx = empty(spec.out_shape, I64, dev, x.layout) if return_indices else None
     _launch(dev, "pool2d", spec, x.buffer, y.buffer, None if idx is None else idx.buffer)
     return (y, idx) if idx is not None else y
@@ -119,12 +134,26 @@ def avg_pool2d(
     divisor_override: int | None = None,
     dilation: Any = 1,
 ) -> Tensor:
-    """2-D average pooling (``dilation`` is ONNX's extension; PyTorch has none)."""
+    """2-D average pooling (``dilation`` is ONNX's extension; PyTorch has none).
+
+    A quantized int8/uint8 input gives ``saturate(round_half_even(sum(q - zp) / divisor) + zp)``
+    with the input's scale and zero point (ONNX QLinearAveragePool with equal scales).
+    """
     dev = _pick_device([("input", input)])
-    x = _activation(input, dev)
+    x = _activation(input, dev, allow_int=True)
+    zero_point = 0
+    if x.dtype in QUANT_DTYPES:
+        if x.scale is None:
+            raise HalTypeError("input: average pooling of int8/uint8 needs a quantized tensor "
+                               "(hal.quantize or hal.asarray(..., scale=, zero_point=))")
+        zero_point = qparams(x.scale, x.zero_point, x.dtype, name="input.scale").zero_point[0]
+    _require_quantized_pooling(dev, x)
     spec = pool2d_spec("avg", x.geometry(), kernel_size, stride, padding, dilation, ceil_mode, count_include_pad,
                        divisor_override, False)
+    if zero_point:
+        spec = replace(spec, zero_point=zero_point)
     y = empty(spec.out_shape, x.dtype, dev, x.layout)
+    y.scale, y.zero_point = x.scale, x.zero_point
     _launch(dev, "pool2d", spec, x.buffer, y.buffer, None)
     return y
 
@@ -163,10 +192,24 @@ def conv2d(
     padding: PaddingArg = 0,
     dilation: Any = 1,
     groups: int = 1,
+    *,
+    output_scale: Any = None,
+    output_zero_point: Any = None,
+    output_dtype: Any = None,
 ) -> Tensor:
-    """2-D convolution (cross-correlation) with stride, padding, dilation and groups."""
+    """2-D convolution (cross-correlation) with stride, padding, dilation and groups.
+
+    With quantized int8/uint8 ``input`` and ``weight``: ONNX QLinearConv when
+    ``output_scale`` is given (a quantized result), else ConvInteger (the int32
+    accumulator). A quantized conv's ``bias`` is int32 with scale x_scale * w_scale.
+    """
     dev = _pick_device([("input", input), ("weight", weight), ("bias", bias)])
-    x = _activation(input, dev)
+    x = _activation(input, dev, allow_int=True)
+    if x.dtype in QUANT_DTYPES:
+        return _qconv2d(dev, x, weight, bias, stride, padding, dilation, groups, output_scale, output_zero_point,
+                        output_dtype)
+    if output_scale is not None or output_zero_point is not None:
+        raise HalTypeError("output_scale: only a quantized (int8/uint8) input takes output quantization parameters")
     w_shape = weight.shape if isinstance(weight, Tensor) else np.shape(weight)
     b_shape = None if bias is None else (bias.shape if isinstance(bias, Tensor) else np.shape(bias))
     spec = conv2d_spec(x.geometry(), tuple(w_shape), bias is not None, b_shape, stride, padding, dilation, groups)
@@ -183,6 +226,100 @@ def conv2d(
     y = empty(spec.out_shape, x.dtype, dev, x.layout)
     _launch(dev, "conv2d", spec, x.buffer, w.buffer, None if b is None else b.buffer, y.buffer)
     return y
+
+
+def _qconv2d(dev: Device, x: Tensor, weight: Any, bias: Any, stride: Any, padding: PaddingArg, dilation: Any,
+             groups: Any, output_scale: Any, output_zero_point: Any, output_dtype: Any) -> Tensor:
+    if x.scale is None:
+        raise HalTypeError("input: expected a quantized tensor (scale and zero_point) for an int8/uint8 conv2d")
+    if not isinstance(weight, Tensor) or weight.dtype not in QUANT_DTYPES or weight.scale is None:
+        got = weight.dtype.name if isinstance(weight, Tensor) else np.asarray(weight).dtype.name
+        raise HalTypeError(f"weight: expected a quantized int8/uint8 hal.Tensor (hal.quantize) like the input, "
+                           f"got {got}")
+    if weight.ndim != 4:
+        raise bad_arg("weight", "a 4-D tensor (C_out, C_in/groups, KH, KW)", weight.shape)
+    xq = qparams(x.scale, x.zero_point, x.dtype, name="input.scale")
+    c_out = weight.shape[0]
+    wq = qparams(weight.scale, weight.zero_point, weight.dtype, channels=c_out, name="weight.scale")
+    if bias is not None:
+        b = bias.numpy() if isinstance(bias, Tensor) else np.asarray(bias)
+        if b.dtype.kind not in "iu":
+            raise HalTypeError(f"bias: expected int32 values (scale x_scale * w_scale) for a quantized conv2d, "
+                               f"got {b.dtype.name}")
+        if b.shape != (c_out,):
+            raise bad_arg("bias", f"shape ({c_out},)", b.shape)
+        if np.any(b > np.iinfo(np.int32).max) or np.any(b < np.iinfo(np.int32).min):
+            raise HalValueError("bias: values out of the int32 range")
+    conv = conv2d_spec(x.geometry(), weight.shape, bias is not None, None if bias is None else (c_out,), stride,
+                       padding, dilation, groups)
+    if output_scale is None:
+        if output_zero_point is not None or output_dtype is not None:
+            raise HalValueError("output_scale: required when output_zero_point or output_dtype is given")
+        out_dtype, yq, multiplier = np.dtype(np.int32), None, None
+    else:
+        out_dtype = np.dtype(output_dtype) if output_dtype is not None else x.dtype
+        yq = qparams(output_scale, output_zero_point, out_dtype, name="output_scale")
+        w_scales = np.broadcast_to(np.asarray(wq.scale, np.float64), (c_out,))
+        multiplier = (xq.scale[0] * w_scales / yq.scale[0]).astype(np.float32)
+    if not type(dev.backend).quantized_conv:
+        raise UnsupportedOperation(f"{dev.id}: quantized conv2d is not implemented on the {dev.kind} backend")
+    spec = QConv2dSpec(conv, weight.dtype, out_dtype, xq.zero_point[0], 0 if yq is None else yq.zero_point[0],
+                       wq.per_channel)
+    w = weight if weight.layout == "NCHW" else weight.to(layout="NCHW")
+    w_zp = asarray(np.broadcast_to(np.asarray(wq.zero_point, np.int32), (c_out,)).copy(), device=dev)
+    b_t = None if bias is None else asarray(b.astype(np.int32), device=dev)
+    m_t = None if multiplier is None else asarray(multiplier, device=dev)
+    y = empty(spec.out_shape, out_dtype, dev, x.layout)
+    if yq is not None:
+        y.scale, y.zero_point = yq.scale[0], yq.zero_point[0]
+    _launch(dev, "qconv2d", spec, x.buffer, w.buffer, None if b_t is None else b_t.buffer, y.buffer, w_zp.buffer,
+            None if m_t is None else m_t.buffer)
+    return y
+
+
+# ----------------------------------------------------------------------------
+# quantization
+# ----------------------------------------------------------------------------
+
+
+def quantize(x: Any, scale: Any, zero_point: Any = 0, dtype: Any = "int8", device: Any = None) -> Tensor:
+    """ONNX QuantizeLinear: ``saturate(round_half_even(x / scale) + zero_point)``.
+
+    ``scale``/``zero_point`` are per tensor (scalars) or per output channel (arrays
+    of length x.shape[0], for conv weights). Computed on the host in float32, as ONNX
+    specifies, then placed on the device.
+    """
+    from hal.quant import quantize_array
+
+    dt = np.dtype(dtype)
+    if isinstance(x, Tensor):
+        dev = x.device if device is None else resolve_device(device)
+        layout = x.layout
+        host = x.numpy()
+    else:
+        dev = resolve_device(device)
+        layout = "NCHW"
+        host = np.asarray(x)
+    if host.dtype.kind != "f":
+        raise HalTypeError(f"x: expected float data to quantize, got {host.dtype.name}")
+    channels = host.shape[0] if host.ndim >= 1 and np.size(scale) > 1 else None
+    q = qparams(scale, zero_point, dt, channels=channels)
+    data = quantize_array(host, q, dt, axis=0)
+    scale_out = q.scale[0] if not q.per_channel else np.asarray(q.scale)
+    zp_out = q.zero_point[0] if not q.per_channel else np.asarray(q.zero_point)
+    return asarray(data, device=dev, layout=layout if data.ndim == 4 else None, scale=scale_out, zero_point=zp_out)
+
+
+def dequantize(q: Tensor) -> Tensor:
+    """``(q - zero_point) * scale`` as float32, on q's device and in its layout."""
+    from hal.quant import dequantize_array
+
+    if not isinstance(q, Tensor) or q.dtype not in QUANT_DTYPES or q.scale is None:
+        raise HalTypeError("q: expected a quantized int8/uint8 hal.Tensor")
+    channels = q.shape[0] if np.size(q.scale) > 1 else None
+    p = qparams(q.scale, q.zero_point, q.dtype, channels=channels, name="q.scale")
+    data = dequantize_array(q.numpy(), p, axis=0)
+    return asarray(data, device=q.device, layout=q.layout if q.ndim == 4 else None)
 
 
 # ----------------------------------------------------------------------------

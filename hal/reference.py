@@ -18,6 +18,7 @@ from hal.spec import (
     Conv2dSpec,
     PaddingArg,
     Pool2dSpec,
+    QConv2dSpec,
     TensorGeometry,
     adaptive_bins,
     adaptive_pool2d_spec,
@@ -260,3 +261,41 @@ def batch_norm(
     """float64 ``torch.nn.functional.batch_norm`` (running arrays updated in place in training)."""
     spec = batch_norm_spec(_geometry(x), training, momentum, eps, running_mean is not None)
     return batch_norm_from_spec(spec, x, running_mean, running_var, weight, bias)
+
+
+# ----------------------------------------------------------------------------
+# quantized int8 / uint8 (ONNX semantics: round half to even, saturate)
+# ----------------------------------------------------------------------------
+
+
+def quantized_pool2d_from_spec(spec: Pool2dSpec | AdaptivePool2dSpec, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pooling on quantized integers: max on the raw values; average as
+    ``saturate(round_half_even(sum(q - zp) / divisor) + zp)`` (padding counts as the zero point)."""
+    zp = spec.zero_point if isinstance(spec, Pool2dSpec) else 0
+    info = np.iinfo(spec.dtype)
+    if spec.kind == "max":
+        out, idx = pool2d_from_spec(spec, q.astype(np.float64))
+        return out.astype(spec.dtype), idx
+    mean, idx = pool2d_from_spec(spec, q.astype(np.float64) - zp)
+    return np.clip(np.rint(mean) + zp, info.min, info.max).astype(spec.dtype), idx
+
+
+def qconv2d_from_spec(
+    spec: QConv2dSpec,
+    x: np.ndarray,
+    w: np.ndarray,
+    bias: np.ndarray | None,
+    w_zero_point: np.ndarray,
+    multiplier: np.ndarray | None,
+) -> np.ndarray:
+    """QLinearConv (``multiplier`` given) or ConvInteger (int32 accumulator) on NCHW integers."""
+    xc = x.astype(np.float64) - spec.x_zero_point
+    wc = w.astype(np.float64) - np.asarray(w_zero_point, np.float64)[:, None, None, None]
+    acc = conv2d_from_spec(spec.conv, xc, wc, None)  # exact: integers far below 2**53
+    if bias is not None:
+        acc = acc + np.asarray(bias, np.float64)[None, :, None, None]
+    if multiplier is None:
+        return acc.astype(np.int64).astype(np.int32)
+    info = np.iinfo(spec.out_dtype)
+    y = np.rint(acc * np.asarray(multiplier, np.float64)[None, :, None, None]) + spec.y_zero_point
+    return np.clip(y, info.min, info.max).astype(spec.out_dtype)

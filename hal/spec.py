@@ -175,6 +175,8 @@ class Pool2dSpec:
     return_indices: bool
     layout: Layout
     dtype: np.dtype
+    #: quantized int8/uint8 average pooling: the input's (and output's) zero point
+    zero_point: int = 0
 
     @property
     def in_shape(self) -> tuple[int, int, int, int]:
@@ -422,6 +424,38 @@ def conv2d_spec(
 
 
 @dataclass(frozen=True)
+class QConv2dSpec:
+    """A quantized convolution: ONNX QLinearConv (int8/uint8 out) or ConvInteger (int32 out).
+
+    ``acc = sum((x - x_zero_point) * (w - w_zero_point[co])) + bias[co]`` in int32; QLinearConv
+    then stores ``saturate(round_half_even(acc * multiplier[co]) + y_zero_point)`` with
+    ``multiplier = x_scale * w_scale[co] / y_scale``.
+    """
+
+    conv: Conv2dSpec
+    w_dtype: np.dtype
+    out_dtype: np.dtype
+    x_zero_point: int
+    y_zero_point: int
+    per_channel: bool
+
+    @property
+    def layout(self) -> Layout:
+        """Activation layout."""
+        return self.conv.layout
+
+    @property
+    def dtype(self) -> np.dtype:
+        """Input dtype (int8 or uint8)."""
+        return self.conv.dtype
+
+    @property
+    def out_shape(self) -> tuple[int, int, int, int]:
+        """Logical output shape."""
+        return self.conv.out_shape
+
+
+@dataclass(frozen=True)
 class BatchNormSpec:
     """One BatchNorm2d forward call.
 
@@ -483,4 +517,4 @@ def batch_norm_spec(
     )
 
 
-Spec = Union[Pool2dSpec, AdaptivePool2dSpec, Conv2dSpec, BatchNormSpec]  # noqa: UP007
+Spec = Union[Pool2dSpec, AdaptivePool2dSpec, Conv2dSpec, QConv2dSpec, BatchNormSpec]  # noqa: UP007

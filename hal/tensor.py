@@ -204,7 +204,7 @@ def asarray(
     data: Any,
     device: str | Device | None = None,
     dtype: Any = None,
-    layout: Layout = "NCHW",
+    layout: Layout | None = None,
     *,
     scale: Any = None,
     zero_point: Any = None,
@@ -212,16 +212,15 @@ def asarray(
     """``data`` as a Tensor on ``device`` (no copy when it already is one there).
 
     ``data`` is logical NCHW (for 4-D); ``layout`` chooses the memory order on the
-    device. float64 input becomes float32 unless ``dtype`` says otherwise. Objects
-    with ``__cuda_array_interface__`` are imported without a copy on CUDA devices.
+    device ("NCHW" for host data when not given; a Tensor keeps its own). float64
+    input becomes float32 unless ``dtype`` says otherwise. Objects with
+    ``__cuda_array_interface__`` are imported without a copy on CUDA devices.
     """
-    layout = layout_arg(layout)
     if isinstance(data, Tensor):
-        if device is None and dtype is None:
-            if data.ndim == 4 and data.layout != layout:
-                return data.to(layout=layout)
+        if device is None and dtype is None and (layout is None or data.ndim != 4 or layout == data.layout):
             return data
         return data.to(device, layout=layout if data.ndim == 4 else None, dtype=dtype)
+    layout = layout_arg(layout if layout is not None else "NCHW")
     dev = resolve_device(device)
     if dev.kind == "cuda" and hasattr(data, "__cuda_array_interface__"):
         imported = _from_cuda_interface(data, dev, dtype, layout)
@@ -246,6 +245,15 @@ def asarray(
         raise HalValueError(f"layout: 'NHWC' needs a 4-D array, got shape {array.shape}")
     if array.size > MAX_ELEMENTS:
         raise HalValueError(f"data: at most {MAX_ELEMENTS} elements are supported, got {array.size}")
+    if scale is not None or zero_point is not None:
+        from hal.quant import qparams
+
+        if scale is None:
+            raise HalValueError("scale: required with zero_point for quantized data")
+        per_channel = np.size(scale) > 1 or np.size(zero_point) > 1
+        q = qparams(scale, zero_point, target, channels=array.shape[0] if per_channel and array.ndim else None)
+        scale = q.scale[0] if not q.per_channel else np.asarray(q.scale)
+        zero_point = q.zero_point[0] if not q.per_channel else np.asarray(q.zero_point)
     host = array.astype(target, copy=False)
     if layout == "NHWC":
         host = host.transpose(0, 2, 3, 1)

@@ -34,7 +34,7 @@ W = np.random.default_rng(1).standard_normal((6, 4, 3, 3)).astype(np.float32)
         (lambda d: hal.conv2d(hal.asarray(X, device=d), W[0]), "weight"),
         (lambda d: hal.conv2d(hal.asarray(X, device=d), np.ones((6, 4, 13, 3), np.float32)), "weight"),
         (lambda d: hal.conv2d(hal.asarray(X, device=d), W, stride=0), "stride"),
-        (lambda d: hal.conv2d(hal.asarray(X, device=d), W.astype(np.float16)), "weight"),
+        (lambda d: hal.conv2d(hal.asarray(X, device=d), hal.asarray(W.astype(np.float16), device=d)), "weight"),
         (lambda d: hal.batch_norm(hal.asarray(X, device=d), np.zeros(3, np.float32), np.ones(4, np.float32)),
          "running_mean"),
         (lambda d: hal.batch_norm(hal.asarray(X, device=d), None, None), "running_mean"),
