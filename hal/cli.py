@@ -202,6 +202,42 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Per op and shape: time, GB/s, GFLOP/s, share of copy bandwidth, ratio to PyTorch, tuning level."""
+    from hal import bench
+
+    console = _console()
+    targets = devices() if args.all else [hal.device(args.device)]
+    ops = args.ops.split(",") if args.ops else None
+    dtypes = tuple(args.dtype.split(",")) if args.dtype else ("float32", "float16")
+    layouts = tuple(args.layout.split(",")) if args.layout else ("NCHW", "NHWC")
+    with Progress(TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True) as progress:
+        task = progress.add_task("bench", total=None)
+        rows = bench.run(targets, ops, dtypes, layouts, size="quick" if args.quick else args.size,
+                         repeats=3 if args.quick else args.repeats, with_torch=not args.no_torch,
+                         progress=lambda what: progress.update(task, description=what))
+    table = Table(title="hal bench (median of repeats; bytes = inputs once + outputs once)")
+    for col in ("device", "case", "dtype", "layout", "shape", "ms", "GB/s", "GFLOP/s", "of copy BW", "torch ms",
+                "vs torch", "tuning"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r.device, r.case, r.dtype, r.layout, r.shape, f"{r.ms:.4f}", f"{r.gbps:.1f}",
+                      f"{r.gflops:.1f}" if r.gflops else "-",
+                      f"{r.copy_share:.0%}" if r.copy_share is not None else "-",
+                      f"{r.torch_ms:.4f}" if r.torch_ms else "-",
+                      f"{r.speedup_vs_torch:.2f}x" if r.speedup_vs_torch else "-", r.tuning_level)
+    console.print(table)
+    if args.json:
+        Path(args.json).write_text(json.dumps(bench.to_json(rows), indent=1))
+    if args.plot:
+        try:
+            bench.plot_roofline(rows, args.plot)
+        except ImportError:
+            console.print("[yellow]--plot needs matplotlib: pip install 'hal-kernels[plot]'[/yellow]")
+            return 1
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``hal`` command."""
     parser = argparse.ArgumentParser(prog="hal", description="hal: pooling, conv and BatchNorm on any device")
@@ -233,6 +269,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=int, default=10, help="timed runs per candidate (median)")
     p.add_argument("--seed", type=int, help="random seed for inputs and candidate sampling")
     p.set_defaults(func=cmd_tune)
+    p = sub.add_parser("bench", help="time every op against the device's copy bandwidth and PyTorch")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--device", help="device to measure (default: the selected device)")
+    group.add_argument("--all", action="store_true", help="every device found")
+    p.add_argument("--ops", help="ops or case names, comma-separated (default all)")
+    p.add_argument("--dtype", help="float32,float16 (default both)")
+    p.add_argument("--layout", help="NCHW,NHWC (default both)")
+    p.add_argument("--size", choices=["auto", "full", "small"], default="auto",
+                   help="auto: the baseline shapes on GPUs with 8 GB or more, about 16 MB inputs elsewhere")
+    p.add_argument("--quick", action="store_true", help="tiny shapes, 3 repeats (a smoke test)")
+    p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--no-torch", action="store_true", help="skip the PyTorch comparison")
+    p.add_argument("--json", help="write the rows as JSON")
+    p.add_argument("--plot", help="draw a roofline chart (PNG) with matplotlib")
+    p.set_defaults(func=cmd_bench)
     return parser
 
 
