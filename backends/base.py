@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from hal.errors import UnsupportedOperation
-from hal.spec import AdaptivePool2dSpec, BatchNormSpec, Conv2dSpec, Pool2dSpec, QConv2dSpec
+from hal.spec import AdaptivePool2dSpec, BatchNormSpec, Conv2dSpec, EltwiseSpec, Pool2dSpec, QConv2dSpec
 from hal.tuning.schema import KernelSchema
 
 #: an opaque device allocation owned by a backend (numpy array, cl.Buffer, DeviceAllocation...).
@@ -104,6 +104,9 @@ class Backend(ABC):
     quantized_pooling: ClassVar[bool] = False
     #: True when ``qconv2d`` is implemented (and ``schemas()`` has a "qconv2d" entry)
     quantized_conv: ClassVar[bool] = False
+    #: True when pool2d, adaptive_pool2d, conv2d and batch_norm honour ``spec.relu``
+    #: (kernels built with -DFUSE_RELU=1 apply ``v < 0 ? 0 : v`` before the store)
+    fused_relu: ClassVar[bool] = False
 
     def __init__(self, info: DeviceInfo) -> None:
         self.info = info
@@ -186,6 +189,10 @@ class Backend(ABC):
         params: Mapping[str, int],
     ) -> None:
         """2-D convolution; ``bias`` is float32 or None."""
+
+    def eltwise(self, spec: EltwiseSpec, x: Buffer, y: Buffer, params: Mapping[str, int]) -> None:
+        """Elementwise op (``spec.op``: "relu") over ``spec.count`` elements; x and y may be the same buffer."""
+        raise UnsupportedOperation(f"{self.name}: elementwise {spec.op} is not implemented on this backend")
 
     def qconv2d(
         self,

@@ -30,6 +30,7 @@ from hal.ops import (
     dequantize,
     max_pool2d,
     quantize,
+    relu,
 )
 from hal.quant import fold_batch_norm
 from hal.tensor import Tensor, asarray
@@ -62,5 +63,6 @@ __all__ = [
     "quantize",
     "reference",
     "refresh",
+    "relu",
     "use_device",
 ]

@@ -238,6 +238,34 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_demo(args: argparse.Namespace) -> int:
+    """``hal demo cnn16``: the 16-layer CNN on every device, logits checked against the oracle."""
+    from hal import demo
+
+    console = _console()
+    targets = devices() if args.all or not args.device else [hal.device(args.device)]
+    batch = 8 if args.quick else args.batch
+    results, _ = demo.run(targets, batch=batch, dtype=args.dtype, layout=args.layout,
+                          repeats=2 if args.quick else args.repeats)
+    names = [name for name, _ in results[0].layer_ms] if results else []
+    table = Table(title=f"cnn16 per-layer time (ms), batch {batch}, {args.dtype} {args.layout}, fused")
+    table.add_column("layer")
+    for r in results:
+        table.add_column(r.device)
+    for i, name in enumerate(names):
+        table.add_row(name, *[f"{r.layer_ms[i][1]:.3f}" for r in results])
+    console.print(table)
+    bad = 0
+    for r in results:
+        ok = r.agrees and r.same_predictions
+        bad += not ok
+        console.print(f"{r.device}: {r.images_per_s:,.0f} images/s, logits max error {r.max_error:.2e} of the "
+                      f"largest (limit {demo.RTOL[args.dtype]:.0e}), predictions "
+                      f"{'match' if r.same_predictions else 'DIFFER'} -> "
+                      + ("[green]agrees with the oracle[/green]" if ok else "[red]DISAGREES[/red]"))
+    return 1 if bad else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``hal`` command."""
     parser = argparse.ArgumentParser(prog="hal", description="hal: pooling, conv and BatchNorm on any device")
@@ -284,6 +312,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", help="write the rows as JSON")
     p.add_argument("--plot", help="draw a roofline chart (PNG) with matplotlib")
     p.set_defaults(func=cmd_bench)
+    p = sub.add_parser("demo", help="hal demo cnn16: the 16-layer CNN on every device against the oracle")
+    p.add_argument("name", choices=["cnn16"])
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--device", help="one device (default: every device found)")
+    group.add_argument("--all", action="store_true", help="every device found")
+    p.add_argument("--quick", action="store_true", help="batch 8, 2 repeats")
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--dtype", choices=["float32", "float16"], default="float32")
+    p.add_argument("--layout", choices=["NCHW", "NHWC"], default="NCHW")
+    p.add_argument("--repeats", type=int, default=5)
+    p.set_defaults(func=cmd_demo)
     return parser
 
 

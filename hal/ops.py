@@ -21,6 +21,7 @@ from hal.dtypes import require_float
 from hal.errors import HalTypeError, HalValueError, UnsupportedOperation, bad_arg
 from hal.quant import QUANT_DTYPES, qparams
 from hal.spec import (
+    EltwiseSpec,
     PaddingArg,
     QConv2dSpec,
     adaptive_pool2d_spec,
@@ -93,6 +94,31 @@ def _launch(dev: Device, kernel: str, spec: Any, *buffers: Any) -> None:
     getattr(dev.backend, kernel)(spec, *buffers, params)
 
 
+def _fuse(dev: Device, spec: Any, relu: bool) -> tuple[Any, bool]:
+    """(spec, ReLU still to apply): fused into the kernel's store where the backend can."""
+    if not relu:
+        return spec, False
+    if type(dev.backend).fused_relu:
+        return replace(spec, relu=True), False
+    return spec, True
+
+
+def _relu_in_place(dev: Device, y: Tensor) -> None:
+    spec = EltwiseSpec("relu", y.size, y.dtype)
+    _launch(dev, "eltwise", spec, y.buffer, y.buffer)
+
+
+def relu(input: Any) -> Tensor:
+    """``torch.relu``: max(x, 0) with NaN kept; a new tensor in the input's layout."""
+    dev = _pick_device([("input", input)])
+    x = input if isinstance(input, Tensor) else asarray(np.asarray(input), device=dev)
+    require_float(x.dtype, "input")
+    y = empty(x.shape, x.dtype, dev, x.layout)
+    if x.size:
+        _launch(dev, "eltwise", EltwiseSpec("relu", x.size, x.dtype), x.buffer, y.buffer)
+    return y
+
+
 # ----------------------------------------------------------------------------
 # pooling
 # ----------------------------------------------------------------------------
@@ -106,8 +132,13 @@ def max_pool2d(
     dilation: Any = 1,
     ceil_mode: bool = False,
     return_indices: bool = False,
+    *,
+    relu: bool = False,
 ) -> Tensor | tuple[Tensor, Tensor]:
     """2-D max pooling; NaN propagates; indices are int64 ``h * W + w`` per plane.
+
+    ``relu=True`` (a hal extension) applies ReLU to the result, fused into the kernel
+    where the backend can.
 
     int8/uint8 input (quantized or raw) pools the integers; the output keeps the
     input's scale and zero point.
@@ -117,10 +148,13 @@ def max_pool2d(
     _require_quantized_pooling(dev, x)
     spec = pool2d_spec("max", x.geometry(), kernel_size, stride, padding, dilation, ceil_mode, True, None,
                        return_indices)
+    spec, relu_after = _fuse(dev, spec, relu and x.dtype not in QUANT_DTYPES)
     y = empty(spec.out_shape, x.dtype, dev, x.layout)
     y.scale, y.zero_point = x.scale, x.zero_point
     idx = empty(spec.out_shape, I64, dev, x.layout) if return_indices else None
     _launch(dev, "pool2d", spec, x.buffer, y.buffer, None if idx is None else idx.buffer)
+    if relu_after:
+        _relu_in_place(dev, y)
     return (y, idx) if idx is not None else y
 
 
@@ -133,6 +167,8 @@ def avg_pool2d(
     count_include_pad: bool = True,
     divisor_override: int | None = None,
     dilation: Any = 1,
+    *,
+    relu: bool = False,
 ) -> Tensor:
     """2-D average pooling (``dilation`` is ONNX's extension; PyTorch has none).
 
@@ -152,19 +188,24 @@ def avg_pool2d(
                        divisor_override, False)
     if zero_point:
         spec = replace(spec, zero_point=zero_point)
+    spec, relu_after = _fuse(dev, spec, relu and x.dtype not in QUANT_DTYPES)
     y = empty(spec.out_shape, x.dtype, dev, x.layout)
     y.scale, y.zero_point = x.scale, x.zero_point
     _launch(dev, "pool2d", spec, x.buffer, y.buffer, None)
+    if relu_after:
+        _relu_in_place(dev, y)
     return y
 
 
-def adaptive_avg_pool2d(input: Any, output_size: Any) -> Tensor:
+def adaptive_avg_pool2d(input: Any, output_size: Any, *, relu: bool = False) -> Tensor:
     """Adaptive average pooling (``output_size`` 1 is global average pooling)."""
     dev = _pick_device([("input", input)])
     x = _activation(input, dev)
-    spec = adaptive_pool2d_spec("avg", x.geometry(), output_size, False)
+    spec, relu_after = _fuse(dev, adaptive_pool2d_spec("avg", x.geometry(), output_size, False), relu)
     y = empty(spec.out_shape, x.dtype, dev, x.layout)
     _launch(dev, "adaptive_pool2d", spec, x.buffer, y.buffer, None)
+    if relu_after:
+        _relu_in_place(dev, y)
     return y
 
 
@@ -196,12 +237,15 @@ def conv2d(
     output_scale: Any = None,
     output_zero_point: Any = None,
     output_dtype: Any = None,
+    relu: bool = False,
 ) -> Tensor:
     """2-D convolution (cross-correlation) with stride, padding, dilation and groups.
 
     With quantized int8/uint8 ``input`` and ``weight``: ONNX QLinearConv when
     ``output_scale`` is given (a quantized result), else ConvInteger (the int32
     accumulator). A quantized conv's ``bias`` is int32 with scale x_scale * w_scale.
+    ``relu=True`` (a hal extension, float only) applies ReLU after the bias, fused into
+    the kernel's store where the backend can.
     """
     dev = _pick_device([("input", input), ("weight", weight), ("bias", bias)])
     x = _activation(input, dev, allow_int=True)
@@ -213,6 +257,7 @@ def conv2d(
     w_shape = weight.shape if isinstance(weight, Tensor) else np.shape(weight)
     b_shape = None if bias is None else (bias.shape if isinstance(bias, Tensor) else np.shape(bias))
     spec = conv2d_spec(x.geometry(), tuple(w_shape), bias is not None, b_shape, stride, padding, dilation, groups)
+    spec, relu_after = _fuse(dev, spec, relu)
     if isinstance(weight, Tensor):
         if weight.dtype != x.dtype:
             raise HalTypeError(f"weight: expected dtype {x.dtype.name} like the input, got {weight.dtype.name}")
@@ -225,6 +270,8 @@ def conv2d(
     b = None if bias is None else _vector(bias, dev, spec.c_out, "bias")
     y = empty(spec.out_shape, x.dtype, dev, x.layout)
     _launch(dev, "conv2d", spec, x.buffer, w.buffer, None if b is None else b.buffer, y.buffer)
+    if relu_after:
+        _relu_in_place(dev, y)
     return y
 
 
@@ -359,8 +406,10 @@ def batch_norm(
     training: bool = False,
     momentum: float = 0.1,
     eps: float = 1e-5,
+    *,
+    relu: bool = False,
 ) -> Tensor:
-    """BatchNorm over (N, H, W) per channel.
+    """BatchNorm over (N, H, W) per channel (``relu=True``: ReLU fused into the store).
 
     Training normalizes with the biased batch variance and updates
     ``running_mean``/``running_var`` in place (unbiased variance), as PyTorch does;
@@ -375,7 +424,8 @@ def batch_norm(
         raise HalValueError("running_mean: running_mean and running_var must be given together or both be None")
     if not training and running_mean is None:
         raise HalValueError("running_mean: required (with running_var) when training=False")
-    spec = batch_norm_spec(x.geometry(), training, momentum, eps, running_mean is not None)
+    spec, relu_after = _fuse(dev, batch_norm_spec(x.geometry(), training, momentum, eps, running_mean is not None),
+                             relu)
     rm, rm_host = _running(running_mean, dev, spec.c, "running_mean", spec.training)
     rv, rv_host = _running(running_var, dev, spec.c, "running_var", spec.training)
     w = None if weight is None else _vector(weight, dev, spec.c, "weight")
@@ -392,6 +442,8 @@ def batch_norm(
         None if rm is None else rm.buffer,
         None if rv is None else rv.buffer,
     )
+    if relu_after:
+        _relu_in_place(dev, y)
     # numpy running statistics are updated in place, as the API promises
     for host, tensor in ((rm_host, rm), (rv_host, rv)):
         if host is not None and tensor is not None:

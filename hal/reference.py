@@ -35,8 +35,10 @@ def _geometry(x: np.ndarray, name: str = "input") -> TensorGeometry:
     return TensorGeometry(n, c, h, w, "NCHW", np.dtype(np.float64))
 
 
-def _pad_value(kind: str) -> float:
-    return -np.inf if kind == "max" else 0.0
+def relu(x: np.ndarray) -> np.ndarray:
+    """``torch.relu``: negative values become 0; NaN stays NaN."""
+    x = np.asarray(x, dtype=np.float64)
+    return np.where(x < 0, 0.0, x)
 
 
 # ----------------------------------------------------------------------------
@@ -86,6 +88,8 @@ def pool2d_from_spec(spec: Pool2dSpec | AdaptivePool2dSpec, x: np.ndarray) -> tu
                 else:
                     divisor = len(r) * len(cc)
                 out[:, :, oh, ow] = total / divisor
+    if spec.relu:
+        out = relu(out)
     return out, idx
 
 
@@ -184,7 +188,7 @@ def conv2d_from_spec(spec: Conv2dSpec, x: np.ndarray, weight: np.ndarray, bias: 
     out = out.reshape(spec.n, spec.c_out, oh, ow)
     if bias is not None:
         out += np.asarray(bias, dtype=np.float64)[None, :, None, None]
-    return out
+    return relu(out) if spec.relu else out
 
 
 def conv2d(
@@ -245,7 +249,8 @@ def batch_norm_from_spec(
     shift = -mean * scale
     if bias is not None:
         shift = shift + np.asarray(bias, dtype=np.float64)
-    return x * scale[None, :, None, None] + shift[None, :, None, None]
+    out = x * scale[None, :, None, None] + shift[None, :, None, None]
+    return relu(out) if spec.relu else out
 
 
 def batch_norm(

@@ -177,6 +177,8 @@ class Pool2dSpec:
     dtype: np.dtype
     #: quantized int8/uint8 average pooling: the input's (and output's) zero point
     zero_point: int = 0
+    #: apply ReLU to each output before it is stored (NaN stays NaN, as torch.relu)
+    relu: bool = False
 
     @property
     def in_shape(self) -> tuple[int, int, int, int]:
@@ -263,6 +265,8 @@ class AdaptivePool2dSpec:
     return_indices: bool
     layout: Layout
     dtype: np.dtype
+    #: apply ReLU to each output before it is stored
+    relu: bool = False
 
     @property
     def in_shape(self) -> tuple[int, int, int, int]:
@@ -331,6 +335,8 @@ class Conv2dSpec:
     has_bias: bool
     layout: Layout
     dtype: np.dtype
+    #: apply ReLU to each output (after the bias) before it is stored
+    relu: bool = False
 
     @property
     def in_shape(self) -> tuple[int, int, int, int]:
@@ -475,6 +481,8 @@ class BatchNormSpec:
     has_running: bool
     layout: Layout
     dtype: np.dtype
+    #: apply ReLU to each output before it is stored
+    relu: bool = False
 
     @property
     def shape(self) -> tuple[int, int, int, int]:
@@ -517,4 +525,13 @@ def batch_norm_spec(
     )
 
 
-Spec = Union[Pool2dSpec, AdaptivePool2dSpec, Conv2dSpec, QConv2dSpec, BatchNormSpec]  # noqa: UP007
+@dataclass(frozen=True)
+class EltwiseSpec:
+    """An elementwise op over ``count`` contiguous elements (layout does not matter)."""
+
+    op: Literal["relu"]
+    count: int
+    dtype: np.dtype
+
+
+Spec = Union[EltwiseSpec, Pool2dSpec, AdaptivePool2dSpec, Conv2dSpec, QConv2dSpec, BatchNormSpec]  # noqa: UP007

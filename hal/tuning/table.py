@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hal.cache import cache_root
-from hal.spec import AdaptivePool2dSpec, BatchNormSpec, Conv2dSpec, Pool2dSpec, QConv2dSpec, Spec
+from hal.spec import AdaptivePool2dSpec, BatchNormSpec, Conv2dSpec, EltwiseSpec, Pool2dSpec, QConv2dSpec, Spec
 from hal.tuning.schema import KernelSchema
 
 if TYPE_CHECKING:
@@ -79,6 +79,8 @@ def kernel_key(spec: Spec) -> tuple[str, dict[str, object]]:
             "out_h": bucket(spec.out_h),
             "out_w": bucket(spec.out_w),
         }
+    if isinstance(spec, EltwiseSpec):
+        return "eltwise", {"op": spec.op, "dtype": spec.dtype.name, "n": bucket(spec.count)}
     if isinstance(spec, QConv2dSpec):
         _, key = kernel_key(spec.conv)
         return "qconv2d", {**key, "out_dtype": spec.out_dtype.name}
