@@ -23,6 +23,7 @@ import numpy as np
 import hal
 from hal.cache import cache_dir
 from hal.device import Device
+from hal.device import is_gpu as device_is_gpu
 from hal.tuning.table import kernel_key
 
 
@@ -74,7 +75,7 @@ def scaled_shape(case: BenchCase, dev: Device, size: str) -> tuple[int, int, int
     n, c, h, w = case.shape
     if size == "quick":
         return (max(1, min(n, 2)), min(c, 8), min(h, 33), min(w, 33))
-    is_gpu = dev.kind == "cuda" or (dev.kind == "opencl" and dev.info.vendor != "pocl")
+    is_gpu = device_is_gpu(dev)
     if size == "full" or (size == "auto" and is_gpu and dev.info.global_mem_bytes >= 8 * 2**30):
         return case.shape
     # CPU-sized: about 16 MB of float32 input
@@ -111,7 +112,7 @@ def copy_bandwidth(dev: Device) -> float:
             return float(json.loads(path.read_text())["gbps"])
         except (ValueError, KeyError):
             pass
-    is_gpu = dev.kind == "cuda" or (dev.kind == "opencl" and dev.info.vendor != "pocl")
+    is_gpu = device_is_gpu(dev)
     nbytes = (256 if is_gpu else 64) * 2**20
     backend = dev.backend
     src = backend.upload(np.random.default_rng(0).standard_normal(nbytes // 4).astype(np.float32))

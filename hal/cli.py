@@ -18,7 +18,7 @@ from rich.table import Table
 import hal
 from hal.cache import cache_root
 from hal.conformance import iter_matrix
-from hal.device import Device, backend_status, devices
+from hal.device import Device, backend_status, devices, is_gpu
 from hal.errors import HalError
 
 
@@ -152,8 +152,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     dtypes = args.dtype.split(",") if args.dtype else ["float32", "float16"]
     layouts = args.layout.split(",") if args.layout else ["NCHW", "NHWC"]
     plan = list(workloads.plans(workloads.select(kernels), dtypes, layouts))
-    size = args.size if args.size != "auto" else ("full" if dev.kind == "cuda" or (
-        dev.kind == "opencl" and dev.info.vendor not in ("pocl",)) else "small")
+    size = args.size if args.size != "auto" else ("full" if is_gpu(dev) else "small")
     if args.action == "show":
         table = Table(title=f"parameters serving {dev.id} ({dev.info.name})")
         for col in ("kernel", "workload", "dtype", "layout", "level", "params", "provenance"):

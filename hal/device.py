@@ -133,7 +133,20 @@ def devices() -> list[Device]:
 
 
 def _is_gpu(info: DeviceInfo) -> bool:
-    return info.backend == "cuda" or (info.backend == "opencl" and info.vendor != "pocl" and "cpu" not in info.arch)
+    """A GPU by the driver's own device type (an emulated profile changes vendor and arch, not this)."""
+    if info.backend == "cuda":
+        return True
+    if info.backend != "opencl":
+        return False
+    kind = dict(info.extras).get("device_type")
+    if kind is not None:
+        return kind == "GPU"
+    return info.vendor != "pocl" and "cpu" not in info.arch
+
+
+def is_gpu(device: Device) -> bool:
+    """True for CUDA devices and OpenCL GPUs."""
+    return _is_gpu(device.info)
 
 
 def _available_text() -> str:

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import hal
+from hal.device import is_gpu
 from hal.errors import DeviceNotFound
 
 
@@ -45,7 +46,7 @@ def test_selection_order(monkeypatch):
     monkeypatch.delenv("HAL_DEVICE")
     first = hal.device()
     kinds = {d.kind for d in found}
-    gpu_opencl = any(d.kind == "opencl" and d.info.vendor != "pocl" for d in found)
+    gpu_opencl = any(d.kind == "opencl" and is_gpu(d) for d in found)
     expected = "cuda" if "cuda" in kinds else ("opencl" if gpu_opencl else "cpu")
     assert first.kind == expected  # cuda, then an OpenCL GPU, then the cpu (PoCL is no GPU)
 

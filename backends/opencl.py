@@ -1,0 +1,905 @@
+"""The OpenCL backend: PyOpenCL runtime and the kernels in ``kernels_cl/``.
+
+Devices are numbered across all platforms in platform order (``opencl:0``,
+``opencl:1``, ...). Each device gets one context, one in-order queue and one
+``pyopencl.tools.MemoryPool``; programs are built from the prelude
+``hal_prelude.h`` plus one kernel file, with dtype, layout and tuning parameters
+as ``-D`` macros and shapes as runtime arguments, so one build serves every shape.
+Built programs are cached in memory per (file, sorted defines); on disk PyOpenCL's
+binary cache (or the driver's own, for PoCL and NVIDIA) keeps them across runs,
+under ``HAL_CACHE_DIR``; ``HAL_DISABLE_CACHE`` turns both off.
+
+``HAL_OPENCL_PROFILE`` (``amd-gcn``, ``amd-rdna``, ``mali-bifrost``, ``mali-valhall``,
+``adreno6xx``, ``nvidia``, ``pocl``, ... see :data:`PROFILES`) makes every OpenCL
+device report that profile's vendor and architecture, so the tuning tables serve
+that profile's parameters on the device at hand. This is emulation: the limits
+(work-group size, local memory, fp16) stay the real device's, so every launch
+stays legal, and nothing about speed on the emulated hardware is learnt from it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import threading
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, ClassVar
+
+import numpy as np
+
+from hal.backends.base import Backend, BackendProbe, Buffer, DeviceInfo
+from hal.cache import cache_dir, cache_disabled
+from hal.errors import BackendUnavailable, HalError, KernelCompileError, OutOfMemory
+from hal.resources import kernel_source
+from hal.spec import AdaptivePool2dSpec, BatchNormSpec, Conv2dSpec, EltwiseSpec, Pool2dSpec
+from hal.tuning.schema import KernelSchema, Param
+
+FOLDER = "kernels_cl"
+PRELUDE = "hal_prelude.h"
+
+NO_PYOPENCL = "opencl: pyopencl is not installed; pip install 'hal-kernels[opencl]'"
+NO_PLATFORM = (
+    "opencl: no OpenCL platform found; pip install pocl-binary-distribution or apt-get install pocl-opencl-icd"
+)
+
+#: HAL_OPENCL_PROFILE name -> (vendor, arch_family, arch) reported for tuning.
+PROFILES: dict[str, tuple[str, str, str]] = {
+    "amd-gcn": ("amd", "gcn", "gfx906"),
+    "amd-cdna": ("amd", "cdna", "gfx90a"),
+    "amd-rdna": ("amd", "rdna", "gfx1030"),
+    "mali-midgard": ("arm", "mali", "midgard"),
+    "mali-bifrost": ("arm", "mali", "bifrost"),
+    "mali-valhall": ("arm", "mali", "valhall"),
+    "adreno5xx": ("qualcomm", "adreno", "adreno5xx"),
+    "adreno6xx": ("qualcomm", "adreno", "adreno6xx"),
+    "adreno7xx": ("qualcomm", "adreno", "adreno7xx"),
+    "intel-gen9": ("intel", "intel-gpu", "gen9"),
+    "intel-xe": ("intel", "intel-gpu", "xe"),
+    "nvidia": ("nvidia", "hopper", "sm_90"),
+    "pocl": ("pocl", "cpu", "pocl-cpu"),
+}
+
+_NV_FAMILIES: dict[int, str] = {3: "kepler", 5: "maxwell", 6: "pascal", 7: "volta", 8: "ampere", 9: "hopper",
+                                10: "blackwell", 11: "blackwell", 12: "blackwell"}
+_MALI_BIFROST = {31, 51, 52, 71, 72, 76}
+_MALI_VALHALL = {57, 68, 77, 78, 310, 510, 610, 615, 710, 715}
+_MALI_GEN5 = {620, 625, 720, 725, 925}
+_AMD_GCN_NAMES = ("tahiti", "pitcairn", "hawaii", "tonga", "fiji", "ellesmere", "baffin", "polaris", "vega")
+
+
+# ----------------------------------------------------------------------------
+# device recognition (pure functions: testable without a device)
+# ----------------------------------------------------------------------------
+
+
+def _amd_family(gfx: str) -> str:
+    digits = gfx[3:]
+    if len(digits) >= 4 and digits[:2] in ("10", "11", "12"):
+        return "rdna"
+    if digits.startswith(("908", "90a", "94", "95")):
+        return "cdna"
+    return "gcn"
+
+
+def _nvidia_family(cc: tuple[int, int]) -> str:
+    if cc == (7, 5):
+        return "turing"
+    if cc == (8, 9):
+        return "ada"
+    return _NV_FAMILIES.get(cc[0], "nvidia")
+
+
+def _mali_arch(name: str) -> str:
+    m = re.search(r"(?:mali|immortalis)[-\s]*([tg])(\d+)", name)
+    if not m:
+        return "mali"
+    if m.group(1) == "t":
+        return "midgard"
+    num = int(m.group(2))
+    if num in _MALI_BIFROST:
+        return "bifrost"
+    if num in _MALI_VALHALL:
+        return "valhall"
+    if num in _MALI_GEN5:
+        return "gen5"
+    return "valhall" if num >= 100 else "bifrost"
+
+
+def classify(
+    platform: str,
+    name: str,
+    vendor: str,
+    extensions: str = "",
+    is_cpu: bool = False,
+    board: str = "",
+    nv_cc: tuple[int, int] | None = None,
+) -> tuple[str, str, str]:
+    """(vendor, arch_family, arch) of an OpenCL device from its names and extensions."""
+    p, n, v, b = platform.lower(), name.lower(), vendor.lower(), board.lower()
+    if ("portable computing language" in p or p.startswith("pocl")) and is_cpu:
+        return "pocl", "cpu", "pocl-cpu"
+    if "nvidia" in v or "nvidia" in n or "cl_nv_device_attribute_query" in extensions:
+        if nv_cc is not None:
+            return "nvidia", _nvidia_family(nv_cc), f"sm_{nv_cc[0]}{nv_cc[1]}"
+        return "nvidia", "nvidia", "nvidia"
+    if "advanced micro devices" in v or re.search(r"\bamd\b", v) or "gfx" in n or "gfx" in b:
+        if is_cpu:
+            return "amd", "cpu", "x86"
+        gfx = re.search(r"gfx[0-9a-f]+", n) or re.search(r"gfx[0-9a-f]+", b)
+        if gfx:
+            return "amd", _amd_family(gfx.group(0)), gfx.group(0)
+        if "navi" in n or "navi" in b:
+            return "amd", "rdna", "rdna"
+        if any(code in n or code in b for code in _AMD_GCN_NAMES):
+            return "amd", "gcn", "gcn"
+        return "amd", "amd", "amd"
+    if "mali" in n or "immortalis" in n or re.search(r"\barm\b", v):
+        return "arm", "mali", _mali_arch(n)
+    if "adreno" in n or "qualcomm" in v:
+        m = re.search(r"adreno\D*(\d)\d\d", n)
+        return "qualcomm", "adreno", f"adreno{m.group(1)}xx" if m else "adreno"
+    if "intel" in v or "intel" in n:
+        if is_cpu:
+            return "intel", "cpu", "x86"
+        if "data center gpu max" in n:
+            return "intel", "intel-gpu", "xe-hpc"
+        if "arc" in n.split() or "arc(tm)" in n:
+            return "intel", "intel-gpu", "xe-hpg"
+        if "xe" in n or re.search(r"uhd graphics 7\d\d", n):
+            return "intel", "intel-gpu", "xe"
+        return "intel", "intel-gpu", "gen9"
+    if "portable computing language" in p or p.startswith("pocl"):
+        return "pocl", "pocl", "pocl"
+    word = re.sub(r"[^a-z0-9]+", "-", v).strip("-") or "unknown"
+    return word, "unknown", "unknown"
+
+
+def _active_profile() -> tuple[str | None, str]:
+    """(profile name or None, a note when HAL_OPENCL_PROFILE names no known profile)."""
+    wanted = os.environ.get("HAL_OPENCL_PROFILE", "").strip().lower()
+    if not wanted:
+        return None, ""
+    if wanted in PROFILES:
+        return wanted, ""
+    known = ", ".join(sorted(PROFILES))
+    return None, f"HAL_OPENCL_PROFILE={wanted!r} is not a known profile ({known}); ignored"
+
+
+# ----------------------------------------------------------------------------
+# discovery
+# ----------------------------------------------------------------------------
+
+_enum_lock = threading.Lock()
+_enumerated: list[tuple[Any, Any]] | None = None
+
+
+def _apply_cache_env() -> None:
+    """With HAL_DISABLE_CACHE, also switch off the drivers' own kernel caches (before they load)."""
+    if cache_disabled():
+        os.environ.setdefault("POCL_KERNEL_CACHE", "0")
+        os.environ.setdefault("CUDA_CACHE_DISABLE", "1")
+
+
+def _enumerate() -> list[tuple[Any, Any]]:
+    """Every (platform, device) pair, platforms in order, devices in platform order."""
+    global _enumerated
+    with _enum_lock:
+        if _enumerated is None:
+            _apply_cache_env()
+            import pyopencl as cl
+
+            pairs = []
+            try:
+                platforms = cl.get_platforms()
+            except cl.Error:
+                platforms = []  # clGetPlatformIDs fails with PLATFORM_NOT_FOUND_KHR when no ICD is installed
+            for platform in platforms:
+                try:
+                    devices = platform.get_devices()
+                except cl.Error:
+                    continue  # a platform with no devices raises DEVICE_NOT_FOUND
+                pairs.extend((platform, d) for d in devices)
+            _enumerated = pairs
+        return _enumerated
+
+
+def _query(device: Any, attr: str, default: Any = None) -> Any:
+    try:
+        return getattr(device, attr)
+    except Exception:  # attribute unsupported by this device or PyOpenCL version
+        return default
+
+
+def _describe(index: int, platform: Any, device: Any) -> DeviceInfo:
+    import pyopencl as cl
+
+    extensions = _query(device, "extensions", "") or ""
+    dtype = int(_query(device, "type", 0) or 0)
+    is_cpu = bool(dtype & cl.device_type.CPU)
+    nv_cc = None
+    if "cl_nv_device_attribute_query" in extensions:
+        major = _query(device, "compute_capability_major_nv")
+        minor = _query(device, "compute_capability_minor_nv")
+        if major is not None and minor is not None:
+            nv_cc = (int(major), int(minor))
+    board = _query(device, "board_name_amd", "") if "cl_amd_device_attribute_query" in extensions else ""
+    vendor, family, arch = classify(
+        platform.name, device.name, device.vendor, extensions, is_cpu, board or "", nv_cc
+    )
+    if vendor == "nvidia":
+        subgroup = int(_query(device, "warp_size_nv", 32) or 32)
+    elif vendor == "amd" and not is_cpu:
+        subgroup = int(_query(device, "wavefront_width_amd", 64) or 64)
+    elif "cl_intel_subgroups" in extensions:
+        sizes = _query(device, "sub_group_sizes_intel", None)
+        subgroup = int(max(sizes)) if sizes else 1
+    else:
+        subgroup = 1
+    item_sizes = _query(device, "max_work_item_sizes", None) or [device.max_work_group_size]
+    max_wg = int(min(device.max_work_group_size, item_sizes[0]))
+    kind = "CPU" if is_cpu else ("GPU" if dtype & cl.device_type.GPU else "ACCELERATOR")
+    extras: list[tuple[str, str]] = [
+        ("device_type", kind),
+        ("opencl_version", str(device.version)),
+        ("max_mem_alloc_bytes", str(int(device.max_mem_alloc_size))),
+    ]
+    info = DeviceInfo(
+        backend="opencl",
+        index=index,
+        name=str(device.name).strip(),
+        vendor=vendor,
+        arch_family=family,
+        arch=arch,
+        compute_units=int(device.max_compute_units),
+        max_work_group=max_wg,
+        local_mem_bytes=int(device.local_mem_size),
+        global_mem_bytes=int(device.global_mem_size),
+        fp16="cl_khr_fp16" in extensions,
+        subgroup=subgroup,
+        platform=str(platform.name).strip(),
+        driver=str(device.driver_version).strip(),
+        extras=tuple(extras),
+    )
+    profile, _ = _active_profile()
+    if profile is not None:
+        p_vendor, p_family, p_arch = PROFILES[profile]
+        info = replace(
+            info,
+            vendor=p_vendor,
+            arch_family=p_family,
+            arch=p_arch,
+            extras=(
+                *info.extras,
+                ("emulated_profile", profile),
+                ("real_vendor", vendor),
+                ("real_arch_family", family),
+                ("real_arch", arch),
+            ),
+        )
+    return info
+
+
+# ----------------------------------------------------------------------------
+# parameter schemas
+# ----------------------------------------------------------------------------
+
+WG_VALUES = (32, 64, 128, 256, 512, 1024)
+BN_LANES = 16  # work-items across channels in the NHWC reductions (kernels' LANES)
+
+
+def _wg_limit(name: str) -> Callable[[Mapping[str, int], DeviceInfo], str | None]:
+    def check(params: Mapping[str, int], device: DeviceInfo) -> str | None:
+        if params[name] > device.max_work_group:
+            return f"{name}={params[name]} exceeds the device's max work-group size {device.max_work_group}"
+        return None
+
+    return check
+
+
+def _local_limit(
+    what: str, nbytes: Callable[[Mapping[str, int]], int]
+) -> Callable[[Mapping[str, int], DeviceInfo], str | None]:
+    def check(params: Mapping[str, int], device: DeviceInfo) -> str | None:
+        need = nbytes(params)
+        if need > device.local_mem_bytes:
+            return f"{what} needs {need} bytes of local memory, the device has {device.local_mem_bytes}"
+        return None
+
+    return check
+
+
+def _needs_fp16(params: Mapping[str, int], device: DeviceInfo) -> str | None:
+    if params.get("HALF_ARITH", 0) and not device.fp16:
+        return "HALF_ARITH=1 needs cl_khr_fp16, which the device lacks"
+    return None
+
+
+def _gemm_wg(params: Mapping[str, int]) -> int:
+    return (params["TILE"] // 4) ** 2
+
+
+def _gemm_local(params: Mapping[str, int]) -> int:
+    return 0 if params["ALGO"] == 1 else 2 * params["TK"] * (params["TILE"] + 1) * 4
+
+
+def _gemm_wg_check(params: Mapping[str, int], device: DeviceInfo) -> str | None:
+    if params["ALGO"] != 1 and _gemm_wg(params) > device.max_work_group:
+        return (f"TILE={params['TILE']} needs work-groups of {_gemm_wg(params)}, above the device's "
+                f"max {device.max_work_group}")
+    return None
+
+
+_WG = Param("WG", WG_VALUES, 64, "work-group size (1-D)")
+_VEC = Param("VEC", (1, 4, 8), 4, "vector width: along W in NCHW, along C in NHWC")
+_HALF = Param("HALF_ARITH", (0, 1), 0, "native half compares in max pooling (needs cl_khr_fp16; exact)")
+
+SCHEMAS: dict[str, KernelSchema] = {
+    "pool2d": KernelSchema(
+        "opencl",
+        "pool2d",
+        (
+            _WG,
+            _VEC,
+            Param("LOCAL_TILE", (0, 1), 0, "NCHW: stage each group's input window in local memory"),
+            Param("INTERIOR", (0, 1), 0, "NCHW: a mask-free path for windows wholly inside the input"),
+            _HALF,
+        ),
+        (
+            _wg_limit("WG"),
+            _local_limit("LOCAL_TILE", lambda p: p["LOCAL_TILE"] * p["WG"] * 16 * 4),
+            _needs_fp16,
+        ),
+    ),
+    "adaptive_pool2d": KernelSchema(
+        "opencl",
+        "adaptive_pool2d",
+        (
+            _WG,
+            _VEC,
+            Param("MODE", (0, 1, 2), 0, "0 auto, 1 one work-item per output, 2 one work-group per output"),
+            _HALF,
+        ),
+        (
+            _wg_limit("WG"),
+            _local_limit("MODE (group reduction)", lambda p: 0 if p["MODE"] == 1 else p["WG"] * p["VEC"] * 8),
+            _needs_fp16,
+        ),
+    ),
+    "conv2d": KernelSchema(
+        "opencl",
+        "conv2d",
+        (
+            Param("ALGO", (0, 1, 2), 0, "0 auto, 1 direct, 2 implicit GEMM with local-memory tiles"),
+            _WG,
+            _VEC,
+            Param("TILE", (16, 32, 64), 32, "GEMM output tile (work-group = TILE^2 / 16)"),
+            Param("TK", (8, 16), 16, "GEMM reduction slice staged per step"),
+        ),
+        (_wg_limit("WG"), _gemm_wg_check, _local_limit("GEMM tiles", _gemm_local)),
+    ),
+    "batch_norm": KernelSchema(
+        "opencl",
+        "batch_norm",
+        (_WG, _VEC),
+        (_wg_limit("WG"), _local_limit("statistics reduction", lambda p: 4 * p["WG"] * (1 + 2 * p["VEC"]))),
+    ),
+    "eltwise": KernelSchema("opencl", "eltwise", (_WG, _VEC), (_wg_limit("WG"),)),
+}
+
+
+# ----------------------------------------------------------------------------
+# per-device runtime (shared by every backend object of one device)
+# ----------------------------------------------------------------------------
+
+
+class _Runtime:
+    """One device's context, in-order queue, memory pool and program cache."""
+
+    def __init__(self, device: Any) -> None:
+        import pyopencl as cl
+        import pyopencl.tools as cl_tools
+
+        self.device = device
+        self.context = cl.Context([device])
+        self.queue = cl.CommandQueue(self.context, device)
+        self.pool = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self.queue))
+        self._profiling_queue: Any = None
+        self.programs: dict[tuple[str, tuple[tuple[str, int], ...]], Any] = {}
+        self.kernels: dict[tuple[Any, ...], Any] = {}
+        self.lock = threading.RLock()
+        self.max_alloc = int(device.max_mem_alloc_size)
+
+    def profiling_queue(self) -> Any:
+        """A second in-order queue with event profiling, made on first use.
+
+        Kept apart from the main queue because profiling slows some drivers down (Mali
+        serialises job chains); only ``time_launches`` uses it."""
+        import pyopencl as cl
+
+        if self._profiling_queue is None:
+            self._profiling_queue = cl.CommandQueue(
+                self.context, self.device, properties=cl.command_queue_properties.PROFILING_ENABLE
+            )
+        return self._profiling_queue
+
+
+_runtimes: dict[int, _Runtime] = {}
+_runtimes_lock = threading.Lock()
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return max(multiple, -(-value // multiple) * multiple)
+
+
+def _floor_allowed(values: Sequence[int], limit: int) -> int:
+    fitting = [v for v in values if v <= limit]
+    return max(fitting) if fitting else min(values)
+
+
+class _TooLarge(Exception):
+    """A built kernel accepts smaller work-groups than asked for."""
+
+
+def _i32(value: int) -> np.int32:
+    return np.int32(value)
+
+
+class OpenCLBackend(Backend):
+    """PyOpenCL runtime and launchers for one OpenCL device."""
+
+    name: ClassVar[str] = "opencl"
+    kernel_folder: ClassVar[str] = FOLDER
+    fused_relu: ClassVar[bool] = True
+
+    def __init__(self, info: DeviceInfo) -> None:
+        """Open (or reuse) the device's context, queue and memory pool."""
+        super().__init__(info)
+        pairs = _enumerate()
+        if not 0 <= info.index < len(pairs):
+            raise BackendUnavailable(f"{info.id}: no such OpenCL device (found {len(pairs)})")
+        _platform, device = pairs[info.index]
+        if str(device.name).strip() != info.name:
+            raise BackendUnavailable(f"{info.id}: device list changed ({device.name!r} != {info.name!r})")
+        with _runtimes_lock:
+            runtime = _runtimes.get(info.index)
+            if runtime is None:
+                runtime = _runtimes[info.index] = _Runtime(device)
+        self._rt = runtime
+        self._queue = runtime.queue  # the profiling queue while time_launches runs
+        self._warned: set[str] = set()
+        self._events: list[Any] | None = None  # collects events while time_launches runs
+
+    # -- discovery -------------------------------------------------------------------
+    @classmethod
+    def probe(cls) -> BackendProbe:
+        """Find OpenCL devices; never raises."""
+        try:
+            import pyopencl  # noqa: F401
+        except Exception as exc:  # ImportError, or a broken ICD loader raising at import
+            return BackendProbe(False, f"{NO_PYOPENCL} ({type(exc).__name__}: {exc})")
+        try:
+            pairs = _enumerate()
+        except Exception as exc:
+            return BackendProbe(False, f"{NO_PLATFORM} ({type(exc).__name__}: {exc})")
+        if not pairs:
+            return BackendProbe(False, NO_PLATFORM)
+        infos = []
+        problems = []
+        for index, (platform, device) in enumerate(pairs):
+            try:
+                infos.append(_describe(index, platform, device))
+            except Exception as exc:
+                problems.append(f"opencl:{index} skipped ({type(exc).__name__}: {exc})")
+        if not infos:
+            return BackendProbe(False, f"opencl: no usable OpenCL device; {'; '.join(problems)}")
+        _, note = _active_profile()
+        profile = os.environ.get("HAL_OPENCL_PROFILE", "").strip().lower()
+        parts = [f"opencl: {len(infos)} device(s)"]
+        if profile and not note:
+            parts.append(f"emulating profile {profile} for tuning (limits are the real devices')")
+        if note:
+            warnings.warn(f"hal opencl: {note}", stacklevel=2)
+            parts.append(note)
+        parts.extend(problems)
+        return BackendProbe(True, "; ".join(parts), tuple(infos))
+
+    @classmethod
+    def schemas(cls) -> Mapping[str, KernelSchema]:
+        """Tunable parameters of the four kernel families."""
+        return SCHEMAS
+
+    # -- runtime ---------------------------------------------------------------------
+    def allocate(self, nbytes: int) -> Buffer:
+        """A pooled device buffer of at least one byte; raises OutOfMemory."""
+        import pyopencl as cl
+
+        size = max(int(nbytes), 1)
+        if size > self._rt.max_alloc:
+            raise OutOfMemory(self.info.id, size, f"above CL_DEVICE_MAX_MEM_ALLOC_SIZE = {self._rt.max_alloc}")
+        try:
+            return self._rt.pool.allocate(size)
+        except (cl.MemoryError, cl.RuntimeError, cl.LogicError) as exc:
+            raise OutOfMemory(self.info.id, size, str(exc).strip()) from exc
+
+    def upload(self, array: np.ndarray) -> Buffer:
+        """A new buffer holding ``array`` (the copy has finished when this returns)."""
+        import pyopencl as cl
+
+        host = np.ascontiguousarray(array)
+        buffer = self.allocate(host.nbytes)
+        if host.nbytes:
+            cl.enqueue_copy(self._queue, buffer, host, is_blocking=True)
+        return buffer
+
+    def download(self, buffer: Buffer, out: np.ndarray) -> None:
+        """Copy ``out.nbytes`` bytes of ``buffer`` into ``out`` (waits for queued work)."""
+        import pyopencl as cl
+
+        if out.nbytes:
+            if not out.flags.c_contiguous:
+                raise ValueError("out: expected a C-contiguous array")
+            cl.enqueue_copy(self._queue, out, buffer, is_blocking=True)
+
+    def copy(self, src: Buffer, dst: Buffer, nbytes: int) -> None:
+        """Device-to-device copy, queued in order."""
+        import pyopencl as cl
+
+        if nbytes:
+            self._record(cl.enqueue_copy(self._queue, dst, src, byte_count=int(nbytes)))
+
+    def synchronize(self) -> None:
+        """Wait for every queued command."""
+        self._queue.finish()
+
+    @property
+    def queue(self) -> Any:
+        """The command queue commands go to now."""
+        return self._queue
+
+    def time_launches(self, launch: Callable[[], None], repeats: int, warmup: int = 2) -> list[float]:
+        """Device seconds of each of ``repeats`` calls of ``launch``, from OpenCL profiling events.
+
+        Each figure runs from the start of the first command ``launch`` enqueued to the
+        end of its last one (gaps between a multi-kernel op's launches included), on a
+        profiling-enabled queue; host timing around a finish serves calls that enqueue
+        nothing this backend sees.
+        """
+        import time
+
+        import pyopencl as cl
+
+        self._rt.queue.finish()
+        queue = self._rt.profiling_queue()
+        previous = self._queue
+        self._queue = queue
+        try:
+            for _ in range(warmup):
+                launch()
+            queue.finish()
+            spans: list[list[Any]] = []
+            host: list[float] = []
+            for _ in range(repeats):
+                self._events = []
+                start = time.perf_counter()
+                launch()
+                events, self._events = self._events, None
+                if not events:
+                    queue.finish()
+                    host.append(time.perf_counter() - start)
+                spans.append(events)
+            queue.finish()
+        finally:
+            self._queue = previous
+            self._events = None
+        times = []
+        info = cl.profiling_info
+        host_iter = iter(host)
+        for events in spans:
+            if events:
+                first = min(e.get_profiling_info(info.START) for e in events)
+                last = max(e.get_profiling_info(info.END) for e in events)
+                times.append((last - first) * 1e-9)
+            else:
+                times.append(next(host_iter))
+        return times
+
+    # -- building --------------------------------------------------------------------
+    def _program(self, file: str, defines: Mapping[str, int]) -> Any:
+        import pyopencl as cl
+
+        key = (file, tuple(sorted(defines.items())))
+        rt = self._rt
+        with rt.lock:
+            program = rt.programs.get(key)
+            if program is not None:
+                return program
+            source = (
+                kernel_source(FOLDER, PRELUDE) + f'\n#line 1 "{file}"\n' + kernel_source(FOLDER, file)
+            )
+            options = [f"-D{k}={v}" for k, v in key[1]]
+            try:
+                program = cl.Program(rt.context, source).build(
+                    options=options,
+                    devices=[rt.device],
+                    cache_dir=False if cache_disabled() else str(cache_dir("opencl")),
+                )
+            except cl.Error as exc:
+                log = str(exc)  # PyOpenCL's message carries the compiler's build log
+                raise KernelCompileError("opencl", file, dict(defines), options, log) from None
+            rt.programs[key] = program
+            return program
+
+    def _kernel(self, file: str, name: str, defines: Mapping[str, int], local: int) -> Any:
+        """A cached kernel object, checked against its own work-group and local-memory limits."""
+        import pyopencl as cl
+
+        key = (file, tuple(sorted(defines.items())), name)
+        rt = self._rt
+        entry = rt.kernels.get(key)
+        if entry is None:
+            kernel = cl.Kernel(self._program(file, defines), name)
+            info = cl.kernel_work_group_info
+            limit = int(kernel.get_work_group_info(info.WORK_GROUP_SIZE, rt.device))
+            static_local = int(kernel.get_work_group_info(info.LOCAL_MEM_SIZE, rt.device))
+            entry = rt.kernels[key] = (kernel, limit, static_local)
+        kernel, limit, static_local = entry
+        if local > limit:
+            raise _TooLarge(f"{name}: work-group {local} above this kernel's limit {limit}")
+        if static_local > self.info.local_mem_bytes:
+            raise _TooLarge(f"{name}: {static_local} bytes of local memory above the device's "
+                            f"{self.info.local_mem_bytes}")
+        return kernel
+
+    def _params(self, family: str, params: Mapping[str, int]) -> dict[str, int]:
+        """The schema defaults overlaid with ``params``; work-groups clamped to the device."""
+        schema = SCHEMAS[family]
+        merged = {**schema.defaults(), **{k: int(v) for k, v in params.items()}}
+        limit = self.info.max_work_group
+        if merged["WG"] > limit:
+            merged["WG"] = _floor_allowed(WG_VALUES, limit)
+        if family == "conv2d" and _gemm_wg(merged) > limit:
+            merged["TILE"] = _floor_allowed((16, 32, 64), 4 * math.isqrt(limit))
+        return merged
+
+    def _shrink(self, params: dict[str, int], key: str, values: Sequence[int], why: str) -> dict[str, int]:
+        smaller = [v for v in values if v < params[key]]
+        if not smaller:
+            raise HalError(f"{self.info.id}: cannot launch ({why}) even with {key}={params[key]}")
+        warn_key = f"{key}:{why}"
+        if warn_key not in self._warned:
+            self._warned.add(warn_key)
+            warnings.warn(f"hal opencl: {why}; retrying with {key}={max(smaller)}", stacklevel=4)
+        return {**params, key: max(smaller)}
+
+    def _launch(self, kernel: Any, global_size: tuple[int, ...], local_size: tuple[int, ...], args: list[Any]) -> None:
+        self._record(kernel(self._queue, global_size, local_size, *args))
+
+    def _record(self, event: Any) -> None:
+        if self._events is not None:
+            self._events.append(event)
+
+    @staticmethod
+    def _base_defines(spec: Any) -> dict[str, int]:
+        return {
+            "DTYPE_HALF": int(np.dtype(spec.dtype) == np.float16),
+            "LAYOUT_NHWC": int(getattr(spec, "layout", "NCHW") == "NHWC"),
+            "FUSE_RELU": int(bool(getattr(spec, "relu", False))),
+        }
+
+    # -- launchers -------------------------------------------------------------------
+    def pool2d(
+        self, spec: Pool2dSpec, x: Buffer, y: Buffer, indices: Buffer | None, params: Mapping[str, int]
+    ) -> None:
+        """Max or average pooling."""
+        p = self._params("pool2d", params)
+        nhwc = spec.layout == "NHWC"
+        half = np.dtype(spec.dtype) == np.float16
+        name = "pool2d_max" if spec.kind == "max" else "pool2d_avg"
+        args = [
+            x, y, indices if spec.kind == "max" else None,
+            *map(_i32, (spec.n, spec.c, spec.in_h, spec.in_w, spec.out_h, spec.out_w, *spec.kernel, *spec.stride,
+                        *spec.pads, *spec.dilation, spec.divisor or 0, int(spec.count_include_pad))),
+        ]
+        while True:
+            tile = bool(p["LOCAL_TILE"]) and not nhwc
+            defines = {
+                **self._base_defines(spec),
+                "WG": p["WG"],
+                "VEC": 1 if tile else p["VEC"],
+                "LOCAL_TILE": int(tile),
+                "POOL_INTERIOR": p["INTERIOR"] if not (tile or nhwc) else 0,
+                "HALF_ARITH": p["HALF_ARITH"] if half else 0,
+            }
+            try:
+                kernel = self._kernel("pool2d.cl", name, defines, p["WG"])
+                break
+            except _TooLarge as exc:
+                p = self._shrink(p, "WG", WG_VALUES, str(exc))
+        wg = p["WG"]
+        if tile:
+            tiles = -(-spec.out_w // 16) * -(-spec.out_h // (wg // 16))
+            items = spec.n * spec.c * tiles * wg
+        elif nhwc:
+            items = spec.n * spec.out_h * spec.out_w * -(-spec.c // p["VEC"])
+        else:
+            items = spec.n * spec.c * spec.out_h * -(-spec.out_w // p["VEC"])
+        self._launch(kernel, (_round_up(items, wg),), (wg,), args)
+
+    def adaptive_pool2d(
+        self,
+        spec: AdaptivePool2dSpec,
+        x: Buffer,
+        y: Buffer,
+        indices: Buffer | None,
+        params: Mapping[str, int],
+    ) -> None:
+        """Adaptive max or average pooling."""
+        p = self._params("adaptive_pool2d", params)
+        nhwc = spec.layout == "NHWC"
+        half = np.dtype(spec.dtype) == np.float16
+        name = "adaptive_pool2d_max" if spec.kind == "max" else "adaptive_pool2d_avg"
+        if p["MODE"] == 0:
+            # a work-group per output pays off once a bin holds a few rows of taps
+            taps = -(-spec.in_h // spec.out_h) * -(-spec.in_w // spec.out_w)
+            group = taps >= 64
+        else:
+            group = p["MODE"] == 2
+        args = [x, y, indices if spec.kind == "max" else None,
+                *map(_i32, (spec.n, spec.c, spec.in_h, spec.in_w, spec.out_h, spec.out_w))]
+        while True:
+            defines = {
+                **self._base_defines(spec),
+                "WG": p["WG"],
+                "VEC": p["VEC"],
+                "ADAPTIVE_GROUP": int(group),
+                "HALF_ARITH": p["HALF_ARITH"] if half and not group else 0,
+            }
+            try:
+                kernel = self._kernel("adaptive_pool2d.cl", name, defines, p["WG"])
+                break
+            except _TooLarge as exc:
+                p = self._shrink(p, "WG", WG_VALUES, str(exc))
+        wg = p["WG"]
+        outputs = spec.n * spec.out_h * spec.out_w
+        if group and nhwc:
+            items = outputs * -(-spec.c // (BN_LANES * p["VEC"])) * wg
+        elif group:
+            items = outputs * spec.c * wg
+        elif nhwc:
+            items = outputs * -(-spec.c // p["VEC"])
+        else:
+            items = outputs * spec.c
+        self._launch(kernel, (_round_up(items, wg),), (wg,), args)
+
+    def conv2d(
+        self,
+        spec: Conv2dSpec,
+        x: Buffer,
+        weight: Buffer,
+        bias: Buffer | None,
+        y: Buffer,
+        params: Mapping[str, int],
+    ) -> None:
+        """2-D convolution: direct or implicit GEMM (``ALGO``; 0 decides per call)."""
+        p = self._params("conv2d", params)
+        cig = spec.c_in // spec.groups
+        cog = spec.c_out // spec.groups
+        kdim = cig * spec.kernel[0] * spec.kernel[1]
+        algo = p["ALGO"] or (2 if kdim >= 32 and cog >= 16 else 1)
+        args = [
+            x, weight, bias, y,
+            *map(_i32, (spec.n, spec.c_in, spec.in_h, spec.in_w, spec.c_out, spec.out_h, spec.out_w, *spec.kernel,
+                        *spec.stride, spec.pads[0], spec.pads[2], *spec.dilation, spec.groups)),
+        ]
+        base = self._base_defines(spec)
+        while True:
+            if algo == 2:
+                defines = {**base, "CONV_ALGO": 2, "TILE": p["TILE"], "TK": p["TK"]}
+                local = _gemm_wg(p)
+            else:
+                defines = {**base, "CONV_ALGO": 1, "WG": p["WG"], "VEC": p["VEC"]}
+                local = p["WG"]
+            try:
+                kernel = self._kernel("conv2d.cl", "conv2d", defines, local)
+                break
+            except _TooLarge as exc:
+                if algo == 2:
+                    p = self._shrink(p, "TILE", (16, 32, 64), str(exc))
+                else:
+                    p = self._shrink(p, "WG", WG_VALUES, str(exc))
+        if algo == 2:
+            tile = p["TILE"]
+            positions = spec.n * spec.out_h * spec.out_w
+            gsize = (-(-positions // tile) * local, -(-cog // tile), spec.groups)
+            self._launch(kernel, gsize, (local, 1, 1), args)
+        else:
+            if spec.layout == "NHWC":
+                items = spec.n * spec.out_h * spec.out_w * -(-spec.c_out // p["VEC"])
+            else:
+                items = spec.n * spec.c_out * spec.out_h * -(-spec.out_w // p["VEC"])
+            self._launch(kernel, (_round_up(items, local),), (local,), args)
+
+    def batch_norm(
+        self,
+        spec: BatchNormSpec,
+        x: Buffer,
+        y: Buffer,
+        weight: Buffer | None,
+        bias: Buffer | None,
+        running_mean: Buffer | None,
+        running_var: Buffer | None,
+        params: Mapping[str, int],
+    ) -> None:
+        """BatchNorm forward: training = stats, finalize, apply; inference = one pass."""
+        p = self._params("batch_norm", params)
+        nhwc = spec.layout == "NHWC"
+        c, hw = spec.c, spec.h * spec.w
+        while True:
+            defines = {**self._base_defines(spec), "WG": p["WG"], "VEC": p["VEC"]}
+            names = ("batch_norm_stats", "batch_norm_finalize", "batch_norm_apply") if spec.training else (
+                "batch_norm_infer",)
+            try:
+                kernels = {n: self._kernel("batch_norm.cl", n, defines, p["WG"]) for n in names}
+                break
+            except _TooLarge as exc:
+                p = self._shrink(p, "WG", WG_VALUES, str(exc))
+        wg, vec = p["WG"], p["VEC"]
+        items = spec.n * hw * -(-c // vec) if nhwc else spec.n * c * -(-hw // vec)
+        if not spec.training:
+            self._launch(
+                kernels["batch_norm_infer"], (_round_up(items, wg),), (wg,),
+                [x, y, weight, bias, running_mean, running_var, _i32(spec.n), _i32(c), _i32(hw),
+                 np.float32(spec.eps)],
+            )
+            return
+        mean = self.allocate(4 * c)
+        var = self.allocate(4 * c)
+        scale = self.allocate(4 * c)
+        shift = self.allocate(8 * c)
+        count = spec.count
+        # enough groups to fill the device, each work-item still reading >= 8 vectors
+        target = 4 * max(self.info.compute_units, 1)
+        if nhwc:
+            tiles = -(-c // (BN_LANES * vec))
+            most = max(1, count // ((wg // BN_LANES) * 8))
+        else:
+            tiles = c
+            most = max(1, count // (wg * vec * 8))
+        chunks = int(min(max(1, -(-target // tiles)), most, 1024))
+        partial = self.allocate(12 * c * chunks)
+        self._launch(
+            kernels["batch_norm_stats"], (chunks * wg, tiles), (wg, 1),
+            [x, mean, var, _i32(spec.n), _i32(c), _i32(hw), partial, _i32(chunks)],
+        )
+        running = spec.has_running
+        self._launch(
+            kernels["batch_norm_finalize"], (_round_up(c, wg),), (wg,),
+            [x, partial, _i32(chunks), _i32(hw), weight, bias,
+             running_mean if running else None, running_var if running else None,
+             mean, var, scale, shift, _i32(c), np.float32(spec.eps), np.float32(spec.momentum), _i32(1)],
+        )
+        self._launch(
+            kernels["batch_norm_apply"], (_round_up(items, wg),), (wg,),
+            [x, y, scale, shift, _i32(spec.n), _i32(c), _i32(hw)],
+        )
+
+    def eltwise(self, spec: EltwiseSpec, x: Buffer, y: Buffer, params: Mapping[str, int]) -> None:
+        """Elementwise ReLU over ``spec.count`` elements (``x`` may be ``y``)."""
+        if spec.op != "relu":
+            raise HalError(f"{self.info.id}: elementwise op {spec.op!r} is not implemented")
+        p = self._params("eltwise", params)
+        while True:
+            defines = {**self._base_defines(spec), "FUSE_RELU": 1, "WG": p["WG"], "VEC": p["VEC"]}
+            try:
+                kernel = self._kernel("eltwise.cl", "eltwise_relu", defines, p["WG"])
+                break
+            except _TooLarge as exc:
+                p = self._shrink(p, "WG", WG_VALUES, str(exc))
+        items = -(-spec.count // p["VEC"])
+        self._launch(kernel, (_round_up(items, p["WG"]),), (p["WG"],), [x, y, _i32(spec.count)])
+
+
+BACKEND = OpenCLBackend

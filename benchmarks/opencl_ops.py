@@ -1,0 +1,383 @@
+"""Benchmark of the OpenCL backend's kernels, per device, against the copy roofline,
+hal's CUDA backend and PyTorch on the same hardware, in the same run.
+
+Method
+------
+* Cases and byte counts follow ../shared/baselines/h200_pytorch_baseline.py: max/avg pool
+  3x3/2 pad 1 on 64x64x112x112 (NCHW and NHWC), max pool 2x2/2 on 1x1x4096x4096, global
+  average pool on 256x2048x7x7, BatchNorm inference and training forward on 256x64x32x32,
+  conv 3x3 64->64 and depthwise 3x3 on 256x64x32x32 (pad 1). Bytes = each input read once
+  + each output written once (conv: 2 * x + weights; global pool: x); conv FLOPs = 2 * MACs.
+  On CPU devices (PoCL) and with --quick the batch is cut so one input is about 16 MB.
+* hal's launcher is called directly with a spec (no op-layer overhead) and the parameters
+  the device's tuning tables serve (the level is printed). Before timing, the output of
+  the same launcher at batch 2 is checked against the float64 oracle.
+* Timing: ``OpenCLBackend.time_launches`` — OpenCL profiling events on a queue with
+  PROFILING_ENABLE, from the first command's start to the last one's end (BatchNorm's
+  three kernels together), 3 warm-ups, median of --repeats. The same events on PoCL
+  (its timestamps are host clock readings around each command).
+* Copy roofline: ``enqueue_copy`` of a 256 MiB buffer (64 MiB on a CPU) timed the same
+  way in the same run; GB/s counts reads + writes. "copy%" = achieved GB/s / copy GB/s.
+* "cuda x": hal's CUDA backend on the same GPU (only for NVIDIA OpenCL devices when the
+  cuda backend is available), the same spec, timed with its own ``time_launches``;
+  "torch x": PyTorch on the same hardware (CUDA events on NVIDIA, host clock on the CPU
+  for PoCL), cuDNN TF32 off. Both are time ratios hal-opencl / other: above 1 = slower.
+  PyTorch may be absent: the column then says why.
+* --sweep times a few parameter sets per case (each validated against the schema and
+  the device) and writes the fastest, when it beats the served set by 5 %, as suggested
+  tuning-table entries with a "measured on ..." provenance to OUT/opencl_tuning.json.
+
+    python benchmarks/opencl_ops.py [--device opencl:0] [--quick] [--sweep] [--repeats 20]
+                                    [--only SUBSTR] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import statistics
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import hal
+from hal import reference as R
+from hal import spec as S
+from hal.tuning.table import kernel_key
+
+
+@dataclass(frozen=True)
+class Case:
+    """One op at one shape (full size = the H200 baseline's)."""
+
+    name: str
+    family: str  # pool2d, adaptive_pool2d, conv2d, batch_norm
+    shape: tuple[int, int, int, int]
+    layouts: tuple[str, ...]
+    kwargs: dict[str, Any]
+
+
+CASES: tuple[Case, ...] = (
+    Case("maxpool3x3s2p1", "pool2d", (64, 64, 112, 112), ("NCHW", "NHWC"), {"kind": "max", "k": 3, "s": 2, "p": 1}),
+    Case("avgpool3x3s2p1", "pool2d", (64, 64, 112, 112), ("NCHW", "NHWC"), {"kind": "avg", "k": 3, "s": 2, "p": 1}),
+    Case("maxpool2x2s2 4096^2", "pool2d", (1, 1, 4096, 4096), ("NCHW",), {"kind": "max", "k": 2, "s": 2, "p": 0}),
+    Case("globalavgpool", "adaptive_pool2d", (256, 2048, 7, 7), ("NCHW", "NHWC"), {"kind": "avg", "out": 1}),
+    Case("bn infer", "batch_norm", (256, 64, 32, 32), ("NCHW", "NHWC"), {"training": False}),
+    Case("bn train fwd", "batch_norm", (256, 64, 32, 32), ("NCHW", "NHWC"), {"training": True}),
+    Case("conv3x3 64->64", "conv2d", (256, 64, 32, 32), ("NCHW", "NHWC"), {"co": 64, "groups": 1}),
+    Case("dwconv3x3", "conv2d", (256, 64, 32, 32), ("NCHW", "NHWC"), {"co": 64, "groups": 64}),
+)
+
+#: parameter sets --sweep tries per family (filtered by the schema and the device).
+SWEEP: dict[str, list[dict[str, int]]] = {
+    "pool2d": [{"WG": wg, "VEC": v, "INTERIOR": i} for wg in (64, 128, 256) for v in (1, 4, 8) for i in (0, 1)]
+    + [{"WG": 256, "VEC": 1, "LOCAL_TILE": 1}],
+    "adaptive_pool2d": [{"WG": wg, "VEC": v, "MODE": m} for wg in (64, 256) for v in (1, 4) for m in (1, 2)],
+    "conv2d": [{"ALGO": 2, "TILE": t, "TK": k} for t in (32, 64) for k in (8, 16)]
+    + [{"ALGO": 1, "WG": wg, "VEC": v} for wg in (64, 256) for v in (1, 4)],
+    "batch_norm": [{"WG": wg, "VEC": v} for wg in (64, 128, 256, 512) for v in (1, 4, 8)],
+}
+
+
+def make_spec(case: Case, shape: tuple[int, int, int, int], dtype: str, layout: str) -> Any:
+    """The frozen spec of one case."""
+    geo = S.TensorGeometry(*shape, layout, np.dtype(dtype))  # type: ignore[arg-type]
+    kw = case.kwargs
+    if case.family == "pool2d":
+        return S.pool2d_spec(kw["kind"], geo, kw["k"], kw["s"], kw["p"], 1, False, True, None, False)
+    if case.family == "adaptive_pool2d":
+        return S.adaptive_pool2d_spec(kw["kind"], geo, kw["out"], False)
+    if case.family == "conv2d":
+        g = kw["groups"]
+        return S.conv2d_spec(geo, (kw["co"], shape[1] // g, 3, 3), False, None, 1, 1, 1, g)
+    return S.batch_norm_spec(geo, kw["training"], 0.1, 1e-5, True)
+
+
+def traffic(spec: Any, case: Case) -> tuple[float, float]:
+    """(bytes, flops) by the baseline's rule."""
+    es = np.dtype(spec.dtype).itemsize
+    if case.family == "pool2d":
+        return (np.prod(spec.in_shape) + np.prod(spec.out_shape)) * es, 0.0
+    if case.family == "adaptive_pool2d":
+        return float(np.prod(spec.in_shape) * es), 0.0
+    if case.family == "conv2d":
+        w = np.prod(spec.weight_shape) if spec.groups == 1 else 0
+        return float((2 * np.prod(spec.in_shape) + w) * es), float(spec.flops)
+    return float(2 * np.prod(spec.shape) * es), 0.0
+
+
+class Runner:
+    """Buffers and a launcher call for one spec on one hal device."""
+
+    def __init__(self, dev: Any, spec: Any, rng: np.random.Generator) -> None:
+        self.dev, self.spec, self.backend = dev, spec, dev.backend
+        b = self.backend
+        shape = spec.in_shape if hasattr(spec, "in_shape") else spec.shape
+        self.x_host = rng.standard_normal(shape).astype(spec.dtype)
+        phys = self.x_host.transpose(0, 2, 3, 1) if spec.layout == "NHWC" else self.x_host
+        self.x = b.upload(np.ascontiguousarray(phys))
+        out_shape = spec.out_shape if hasattr(spec, "out_shape") else spec.shape
+        self.out_shape = out_shape
+        self.y = b.allocate(int(np.prod(out_shape)) * np.dtype(spec.dtype).itemsize)
+        self.extra: list[Any] = []
+        self.host_extra: list[np.ndarray | None] = []
+        if isinstance(spec, S.Conv2dSpec):
+            w = (rng.standard_normal(spec.weight_shape) * 0.1).astype(spec.dtype)
+            self.host_extra = [w]
+            self.extra = [b.upload(w)]
+        elif isinstance(spec, S.BatchNormSpec):
+            c = spec.c
+            host = [rng.standard_normal(c).astype(np.float32), rng.standard_normal(c).astype(np.float32),
+                    (rng.standard_normal(c) * 0.1).astype(np.float32), (rng.random(c) + 0.5).astype(np.float32)]
+            self.host_extra = host
+            self.extra = [b.upload(a) for a in host]
+
+    def call(self, params: dict[str, int]) -> Callable[[], None]:
+        """A no-argument launch of this spec with ``params``."""
+        b, s, x, y = self.backend, self.spec, self.x, self.y
+        if isinstance(s, S.Pool2dSpec):
+            return lambda: b.pool2d(s, x, y, None, params)
+        if isinstance(s, S.AdaptivePool2dSpec):
+            return lambda: b.adaptive_pool2d(s, x, y, None, params)
+        if isinstance(s, S.Conv2dSpec):
+            return lambda: b.conv2d(s, x, self.extra[0], None, y, params)
+        w, bias, rm, rv = self.extra
+        return lambda: b.batch_norm(s, x, y, w, bias, rm, rv, params)
+
+    def output(self) -> np.ndarray:
+        """y in logical NCHW."""
+        n, c, h, w = self.out_shape
+        phys = (n, h, w, c) if self.spec.layout == "NHWC" else (n, c, h, w)
+        out = np.empty(phys, dtype=self.spec.dtype)
+        self.backend.download(self.y, out)
+        return out.transpose(0, 3, 1, 2) if self.spec.layout == "NHWC" else out
+
+    def oracle(self) -> tuple[np.ndarray, float]:
+        """(float64 reference, error scale) for this runner's inputs.
+
+        The scale is sum |x||w| for conv (its rounding grows with it), else max(1, |ref|)."""
+        s, x = self.spec, self.x_host.astype(np.float64)
+        if isinstance(s, (S.Pool2dSpec, S.AdaptivePool2dSpec)):
+            ref = R.pool2d_from_spec(s, x)[0]
+        elif isinstance(s, S.Conv2dSpec):
+            w = self.host_extra[0].astype(np.float64)  # type: ignore[union-attr]
+            ref = R.conv2d_from_spec(s, x, w, None)
+            return ref, float(R.conv2d_from_spec(s, np.abs(x), np.abs(w), None).max())
+        else:
+            w, bias, rm, rv = (a.astype(np.float64) for a in self.host_extra)  # type: ignore[union-attr]
+            ref = R.batch_norm_from_spec(s, x, rm.copy(), rv.copy(), w, bias)
+        return ref, max(1.0, float(np.abs(ref).max()))
+
+
+def median_ms(backend: Any, fn: Callable[[], None], repeats: int) -> float:
+    """Median device milliseconds of ``fn``."""
+    return statistics.median(backend.time_launches(fn, repeats, warmup=3)) * 1e3
+
+
+def copy_gbps(dev: Any, is_cpu: bool) -> float:
+    """Device-to-device enqueue_copy GB/s (reads + writes) of a large buffer."""
+    b = dev.backend
+    nbytes = (64 if is_cpu else 256) * 2**20
+    src = b.upload(np.ones(nbytes // 4, np.float32))
+    dst = b.allocate(nbytes)
+    return 2 * nbytes / (median_ms(b, lambda: b.copy(src, dst, nbytes), 20) / 1e3) / 1e9
+
+
+def torch_ms(case: Case, spec: Any, runner: Runner, on_gpu: bool, repeats: int) -> tuple[float | None, str]:
+    """PyTorch's median ms for the same case on the same hardware, or (None, why)."""
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError:
+        return None, "torch not installed"
+    if on_gpu and not torch.cuda.is_available():
+        return None, "torch has no CUDA here"
+    tdev = "cuda" if on_gpu else "cpu"
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
+    x = torch.from_numpy(runner.x_host).to(tdev)
+    if spec.layout == "NHWC":
+        x = x.contiguous(memory_format=torch.channels_last)
+    kw = case.kwargs
+    if case.family == "pool2d":
+        fn = F.max_pool2d if kw["kind"] == "max" else F.avg_pool2d
+        call = lambda: fn(x, kw["k"], kw["s"], kw["p"])  # noqa: E731
+    elif case.family == "adaptive_pool2d":
+        call = lambda: F.adaptive_avg_pool2d(x, kw["out"])  # noqa: E731
+    elif case.family == "conv2d":
+        w = torch.from_numpy(runner.host_extra[0]).to(tdev)  # type: ignore[arg-type]
+        if spec.layout == "NHWC":
+            w = w.contiguous(memory_format=torch.channels_last)
+        call = lambda: F.conv2d(x, w, None, 1, 1, 1, kw["groups"])  # noqa: E731
+    else:
+        vecs = [torch.from_numpy(a).to(tdev).to(x.dtype) for a in runner.host_extra]  # type: ignore[arg-type]
+        call = lambda: F.batch_norm(x, vecs[2], vecs[3], vecs[0], vecs[1], training=kw["training"])  # noqa: E731
+    try:
+        for _ in range(3):
+            call()
+        times = []
+        if on_gpu:
+            torch.cuda.synchronize()
+            for _ in range(repeats):
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                call()
+                b.record()
+                torch.cuda.synchronize()
+                times.append(a.elapsed_time(b))
+        else:
+            import time
+
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                call()
+                times.append((time.perf_counter() - t0) * 1e3)
+    except RuntimeError as exc:  # e.g. an fp16 kernel PyTorch lacks on the CPU
+        return None, f"torch: {str(exc).splitlines()[0][:60]}"
+    return statistics.median(times), ""
+
+
+def check(runner: Runner, params: dict[str, int]) -> str:
+    """'' when the launcher's output matches the oracle, else what went wrong."""
+    runner.call(params)()
+    got = runner.output().astype(np.float64)
+    want, scale = runner.oracle()
+    tol = 1e-5 if runner.spec.dtype == np.float32 else 2e-3
+    err = float(np.max(np.abs(got - want)) / scale)
+    if np.isnan(got).any() or err > tol:
+        return f"MISMATCH (max error {err:.3g})"
+    return ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; print a table; write OUT/opencl_ops.json (and the sweep's suggestions)."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", action="append", help="hal OpenCL device string (default: every OpenCL device)")
+    ap.add_argument("--quick", action="store_true", help="CPU-sized shapes everywhere")
+    ap.add_argument("--sweep", action="store_true", help="time candidate parameter sets and suggest table entries")
+    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--only", default="", help="only cases whose name contains this text")
+    ap.add_argument("--dtypes", default="float32,float16")
+    ap.add_argument("--out", default=".")
+    args = ap.parse_args(argv)
+    devices = [hal.device(d) for d in args.device] if args.device else [d for d in hal.devices() if d.kind == "opencl"]
+    if not devices:
+        print("no OpenCL device:", [s.reason for s in hal.backend_status() if s.name == "opencl"])
+        return 1
+    cuda_dev = None
+    try:
+        cuda_dev = next(d for d in hal.devices() if d.kind == "cuda")
+    except StopIteration:
+        pass
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rows: list[dict[str, Any]] = []
+    suggestions: list[dict[str, Any]] = []
+    today = datetime.date.today().isoformat()
+    for dev in devices:
+        info = dev.info
+        extras = dict(info.extras)
+        real_vendor = extras.get("real_vendor", info.vendor)
+        is_cpu = extras.get("device_type") == "CPU"
+        on_nvidia = real_vendor == "nvidia"
+        gbps_copy = copy_gbps(dev, is_cpu)
+        print(f"# {dev.id}: {info.name} [{info.platform}, driver {info.driver}] vendor={info.vendor} "
+              f"arch={info.arch} copy {gbps_copy:.1f} GB/s", flush=True)
+        rng = np.random.default_rng(0)
+        for case in CASES:
+            if args.only and args.only not in case.name:
+                continue
+            shape = case.shape
+            if is_cpu or args.quick:
+                n, c, h, w = shape
+                per = c * h * w * 4
+                shape = (max(1, min(n, (16 * 2**20) // per)), c, h, w) if n > 1 else (n, c, min(h, 2048), min(w, 2048))
+            for dtype in args.dtypes.split(","):
+                for layout in case.layouts:
+                    spec = make_spec(case, shape, dtype, layout)
+                    resolved = dev.tuner.resolve_spec(spec)
+                    params = dict(resolved.params)
+                    small = Runner(dev, make_spec(case, (min(2, shape[0]), *shape[1:]), dtype, layout), rng)
+                    bad = check(small, params)
+                    del small
+                    runner = Runner(dev, spec, rng)
+                    ms = median_ms(dev.backend, runner.call(params), args.repeats)
+                    nbytes, flops = traffic(spec, case)
+                    gbps = nbytes / ms / 1e6
+                    row: dict[str, Any] = {
+                        "device": dev.id, "device_name": info.name, "case": case.name, "dtype": dtype,
+                        "layout": layout, "shape": "x".join(map(str, shape)), "ms": ms, "gbps": gbps,
+                        "copy_share": gbps / gbps_copy, "gflops": flops / ms / 1e6 if flops else None,
+                        "params": params, "level": resolved.level, "check": bad or "ok",
+                    }
+                    if cuda_dev is not None and on_nvidia:
+                        crun = Runner(cuda_dev, spec, rng)
+                        cparams = dict(cuda_dev.tuner.resolve_spec(spec).params)
+                        row["cuda_ms"] = median_ms(cuda_dev.backend, crun.call(cparams), args.repeats)
+                        del crun
+                    t_ms, why = torch_ms(case, spec, runner, on_nvidia, args.repeats) if (on_nvidia or is_cpu) else (
+                        None, "no PyTorch backend for this device")
+                    row["torch_ms"], row["torch_note"] = t_ms, why
+                    if args.sweep:
+                        schema = dev.backend.schemas()[case.family]
+                        best = (ms, params)
+                        for cand in SWEEP[case.family]:
+                            full = {**schema.defaults(), **cand}
+                            if schema.validate(full, info) or full == params:
+                                continue
+                            t = median_ms(dev.backend, runner.call(full), max(5, args.repeats // 2))
+                            if t < best[0]:
+                                best = (t, full)
+                        row["sweep_best"] = {"ms": best[0], "params": best[1]}
+                        if best[0] < 0.95 * ms and not check(
+                            Runner(dev, make_spec(case, (min(2, shape[0]), *shape[1:]), dtype, layout), rng), best[1]
+                        ):
+                            family, key = kernel_key(spec)
+                            keep = {"pool2d": ("kind", "dtype", "layout", "kernel", "stride"),
+                                    "adaptive_pool2d": ("kind", "dtype", "layout", "out_h", "out_w"),
+                                    "conv2d": ("dtype", "layout", "kernel", "groups"),
+                                    "batch_norm": ("mode", "dtype", "layout")}[family]
+                            suggestions.append({
+                                "level": "arch", "match": extras.get("real_arch", info.arch), "kernel": family,
+                                "key": {k: key[k] for k in keep},
+                                "params": {k: v for k, v in best[1].items() if v != schema.defaults()[k]} or best[1],
+                                "provenance": f"measured on {info.name} ({info.platform} {info.driver}), {today}, "
+                                              f"benchmarks/opencl_ops.py --sweep, {case.name} {row['shape']}: "
+                                              f"{best[0]:.4g} ms vs {ms:.4g} ms served",
+                            })
+                    rows.append(row)
+                    del runner
+                    print(_line(row), flush=True)
+    (out_dir / "opencl_ops.json").write_text(json.dumps(rows, indent=1))
+    if args.sweep:
+        (out_dir / "opencl_tuning.json").write_text(json.dumps(suggestions, indent=1))
+    print("\n" + _header())
+    for row in rows:
+        print(_line(row))
+    return 0 if all(r["check"] == "ok" for r in rows) else 2
+
+
+def _header() -> str:
+    return (f"{'case':22s} {'dtype':7s} {'layout':6s} {'shape':17s} {'ms':>9s} {'GB/s':>8s} {'copy%':>6s} "
+            f"{'GFLOP/s':>8s} {'cuda x':>7s} {'torch x':>7s} level  check")
+
+
+def _line(r: dict[str, Any]) -> str:
+    cuda = f"{r['ms'] / r['cuda_ms']:7.2f}" if r.get("cuda_ms") else f"{'-':>7s}"
+    torch = f"{r['ms'] / r['torch_ms']:7.2f}" if r.get("torch_ms") else f"{'-':>7s}"
+    gf = f"{r['gflops']:8.1f}" if r.get("gflops") else f"{'':8s}"
+    sweep = ""
+    if "sweep_best" in r:
+        sweep = f"  sweep best {r['sweep_best']['ms']:.4g} ms {r['sweep_best']['params']}"
+    note = f" ({r['torch_note']})" if r.get("torch_note") and not r.get("torch_ms") else ""
+    return (f"{r['case']:22s} {r['dtype']:7s} {r['layout']:6s} {r['shape']:17s} {r['ms']:9.4f} {r['gbps']:8.1f} "
+            f"{100 * r['copy_share']:5.1f}% {gf} {cuda} {torch} {r['level']:6s} {r['check']}{note}{sweep}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

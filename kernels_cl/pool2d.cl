@@ -1,0 +1,420 @@
+/* Sliding-window 2-D pooling: pool2d_max, pool2d_avg.
+ *
+ * Arguments (all backends): x, y, indices, N, C, IH, IW, OH, OW, KH, KW, SH, SW,
+ * PT, PB, PL, PR, DH, DW, DIVISOR, COUNT_INCLUDE_PAD. indices may be NULL.
+ *
+ * Work mapping (1-D range, work-group WG):
+ *   NCHW: one work-item = VEC consecutive outputs along OW of one (n, c, oh) row;
+ *         interior taps load VEC inputs at once (vloadN at stride 1, vload2N.even at
+ *         stride 2), borders gather per lane.
+ *   NCHW with LOCAL_TILE=1: one work-group = a TILE_W x (WG / TILE_W) output tile of one
+ *         plane; the group stages the input window it reads in local memory (overlapping
+ *         windows are then read once from global memory), one output per work-item.
+ *   NHWC: one work-item = VEC consecutive channels of one output pixel.
+ * Max: start at -inf, take a tap when v > best || isnan(v) in row-major tap order, the
+ * first valid tap's index if none is taken. Avg: float sum / divisor rule.
+ */
+
+#ifndef LOCAL_TILE
+#define LOCAL_TILE 0
+#endif
+#ifndef POOL_INTERIOR
+#define POOL_INTERIOR 0 /* the schema's INTERIOR: NCHW mask-free path for interior windows */
+#endif
+
+#define TILE_W 16
+#define TILE_H (WG / TILE_W)
+/* float elements of the staged input window; the backend's local-memory constraint
+ * counts WG * 16 * 4 bytes */
+#define TILE_ELEMS (WG * 16)
+
+#if !LAYOUT_NHWC && !LOCAL_TILE
+/* ------------------------------------------------------------------------------------
+ * NCHW, VEC outputs per work-item
+ * ---------------------------------------------------------------------------------- */
+
+/* VEC taps of one input row for lanes ow0 + j: iw = iwb + j * SW (masked lanes -> 0). */
+inline ctypeV taps_c(__global const dtype_t* row, int iwb, int SW, int IW, int nvalid)
+{
+    if (nvalid == VEC && iwb >= 0 && iwb + VEC * SW - 1 < IW) {
+        if (SW == 1) return LDCV(row, iwb);
+        if (SW == 2) return LDC2V_EVEN(row, iwb);
+    }
+    ctype tmp[VEC];
+    for (int j = 0; j < VEC; ++j) {
+        const int iw = iwb + j * SW;
+        tmp[j] = (j < nvalid && iw >= 0 && iw < IW) ? LDC(row, iw) : (ctype)0;
+    }
+#if HAL_HALF_COMPUTE && VEC > 1
+    return HAL_CAT(vload, VEC)(0, tmp);
+#else
+    return PRIV_LDV(tmp);
+#endif
+}
+
+inline floatV taps_f(__global const dtype_t* row, int iwb, int SW, int IW, int nvalid)
+{
+    if (nvalid == VEC && iwb >= 0 && iwb + VEC * SW - 1 < IW) {
+        if (SW == 1) return LDV(row, iwb);
+        if (SW == 2) return LD2V_EVEN(row, iwb);
+    }
+    float tmp[VEC];
+    for (int j = 0; j < VEC; ++j) {
+        const int iw = iwb + j * SW;
+        tmp[j] = (j < nvalid && iw >= 0 && iw < IW) ? LD(row, iw) : 0.0f;
+    }
+    return PRIV_LDV(tmp);
+}
+
+/* Every tap of every lane inside the input, and the lanes' taps loadable at once (stride
+ * 1 or 2): the common case, which then needs no masks, no bounds and no tap counting. */
+#define INTERIOR                                                                            \
+    (POOL_INTERIOR && nvalid == VEC && SW <= 2 && h0 >= 0 && h0 + (KH - 1) * DH < IH && w0 >= 0 &&            \
+     w0 + (KW - 1) * DW + VEC * SW - 1 < IW)
+
+inline void store_out(__global dtype_t* y, int base, floatV v, int nvalid)
+{
+    if (nvalid == VEC) {
+        STV(v, y, base);
+    } else {
+        float tmp[VEC];
+        PRIV_STV(v, tmp);
+        for (int j = 0; j < nvalid; ++j) ST(tmp[j], y, base + j);
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y, __global long* restrict indices,
+                int N, int C, int IH, int IW, int OH, int OW, int KH, int KW, int SH, int SW,
+                int PT, int PB, int PL, int PR, int DH, int DW, int DIVISOR, int COUNT_INCLUDE_PAD)
+{
+    const int OWV = CEIL_DIV(OW, VEC);
+    const int gid = get_global_id(0);
+    if (gid >= N * C * OH * OWV) return;
+    const int owv = gid % OWV;
+    const int t = gid / OWV;
+    const int oh = t % OH;
+    const int nc = t / OH;
+    const int ow0 = owv * VEC;
+    const int nvalid = min(VEC, OW - ow0);
+    const int h0 = oh * SH - PT;
+    const int w0 = ow0 * SW - PL;
+    __global const dtype_t* xp = x + nc * IH * IW;
+    const intV lane = LANE_IDS;
+    const int base = (nc * OH + oh) * OW + ow0;
+    if (INTERIOR) {
+        ctypeV best = (ctypeV)(-INFINITY);
+        intV bidx = h0 * IW + w0 + lane * SW; /* the first tap, kept when every tap is -inf */
+        /* the stride test stays outside the loops: a select between both loads would issue both */
+#define MAX_TAPS(LOAD)                                                                      \
+        for (int kh = 0; kh < KH; ++kh) {                                                   \
+            const int ih = h0 + kh * DH;                                                    \
+            __global const dtype_t* row = xp + ih * IW;                                     \
+            for (int kw = 0; kw < KW; ++kw) {                                               \
+                const int iwb = w0 + kw * DW;                                               \
+                const ctypeV v = LOAD(row, iwb);                                            \
+                const cmaskV take = (v > best) | isnan(v);                                  \
+                best = select(best, v, take);                                               \
+                bidx = select(bidx, ih * IW + iwb + lane * SW, CMASK_TO_INT(take));         \
+            }                                                                               \
+        }
+        if (SW == 1) {
+            MAX_TAPS(LDCV)
+        } else {
+            MAX_TAPS(LDC2V_EVEN)
+        }
+        STV(CTOFLOATV(best), y, base);
+        if (indices) ST_IDX(bidx, indices, base, VEC);
+        return;
+    }
+    const intV lane_ok = lane < nvalid;
+
+    ctypeV best = (ctypeV)(-INFINITY);
+    intV bidx = (intV)0;
+    intV unseen = (intV)VTRUE; /* no valid tap taken yet */
+    for (int kh = 0; kh < KH; ++kh) {
+        const int ih = h0 + kh * DH;
+        if (ih < 0 || ih >= IH) continue;
+        __global const dtype_t* row = xp + ih * IW;
+        for (int kw = 0; kw < KW; ++kw) {
+            const int iwb = w0 + kw * DW;
+            const intV iw = iwb + lane * SW;
+            const intV ok = lane_ok & (iw >= 0) & (iw < IW);
+            const ctypeV v = taps_c(row, iwb, SW, IW, nvalid);
+            const intV take = ok & (unseen | CMASK_TO_INT((v > best) | isnan(v)));
+            best = select(best, v, TO_CMASK(take));
+            bidx = select(bidx, ih * IW + iw, take);
+            unseen &= ~ok;
+        }
+    }
+    store_out(y, base, CTOFLOATV(best), nvalid);
+    if (indices) ST_IDX(bidx, indices, base, nvalid);
+}
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* restrict y, __global long* restrict indices,
+                int N, int C, int IH, int IW, int OH, int OW, int KH, int KW, int SH, int SW,
+                int PT, int PB, int PL, int PR, int DH, int DW, int DIVISOR, int COUNT_INCLUDE_PAD)
+{
+    const int OWV = CEIL_DIV(OW, VEC);
+    const int gid = get_global_id(0);
+    if (gid >= N * C * OH * OWV) return;
+    const int owv = gid % OWV;
+    const int t = gid / OWV;
+    const int oh = t % OH;
+    const int nc = t / OH;
+    const int ow0 = owv * VEC;
+    const int nvalid = min(VEC, OW - ow0);
+    const int h0 = oh * SH - PT;
+    const int w0 = ow0 * SW - PL;
+    __global const dtype_t* xp = x + nc * IH * IW;
+    const intV lane = LANE_IDS;
+    if (INTERIOR) {
+        floatV sum = (floatV)0.0f;
+#define SUM_TAPS(LOAD)                                                                      \
+        for (int kh = 0; kh < KH; ++kh) {                                                   \
+            __global const dtype_t* row = xp + (h0 + kh * DH) * IW;                         \
+            for (int kw = 0; kw < KW; ++kw) sum += LOAD(row, w0 + kw * DW);                 \
+        }
+        if (SW == 1) {
+            SUM_TAPS(LDV)
+        } else {
+            SUM_TAPS(LD2V_EVEN)
+        }
+        /* no padding inside the window: both counting rules give KH * KW */
+        STV(sum / (float)(DIVISOR > 0 ? DIVISOR : KH * KW), y, (nc * OH + oh) * OW + ow0);
+        return;
+    }
+
+    floatV sum = (floatV)0.0f;
+    int rows_in = 0, rows_pad = 0;
+    for (int kh = 0; kh < KH; ++kh) {
+        const int ih = h0 + kh * DH;
+        rows_pad += (ih >= -PT && ih < IH + PB);
+        if (ih < 0 || ih >= IH) continue;
+        ++rows_in;
+        __global const dtype_t* row = xp + ih * IW;
+        for (int kw = 0; kw < KW; ++kw) sum += taps_f(row, w0 + kw * DW, SW, IW, nvalid);
+    }
+    floatV result;
+    if (DIVISOR > 0) {
+        result = sum / (float)DIVISOR;
+    } else {
+        intV cols_in = (intV)0, cols_pad = (intV)0;
+        for (int kw = 0; kw < KW; ++kw) {
+            const intV iw = w0 + kw * DW + lane * SW;
+            cols_in += MASK01((iw >= 0) & (iw < IW));
+            cols_pad += MASK01((iw >= -PL) & (iw < IW + PR));
+        }
+        const intV count = COUNT_INCLUDE_PAD ? rows_pad * cols_pad : rows_in * cols_in;
+        /* lanes past OW may count 0 taps; they are never stored */
+        result = sum / CONVERT_FLOATV(max(count, (intV)1));
+    }
+    store_out(y, (nc * OH + oh) * OW + ow0, result, nvalid);
+}
+
+#elif !LAYOUT_NHWC && LOCAL_TILE
+/* ------------------------------------------------------------------------------------
+ * NCHW, local-memory tile: one output per work-item
+ * ---------------------------------------------------------------------------------- */
+
+#define TILE_PROLOGUE                                                                       \
+    const int TX = CEIL_DIV(OW, TILE_W);                                                   \
+    const int TY = CEIL_DIV(OH, TILE_H);                                                   \
+    const int grp = get_group_id(0);                                                       \
+    const int tx = grp % TX;                                                               \
+    const int ty = (grp / TX) % TY;                                                        \
+    const int nc = grp / (TX * TY);                                                        \
+    const int lid = get_local_id(0);                                                       \
+    const int oh = ty * TILE_H + lid / TILE_W;                                             \
+    const int ow = tx * TILE_W + lid % TILE_W;                                             \
+    const int ih0 = ty * TILE_H * SH - PT;                                                 \
+    const int iw0 = tx * TILE_W * SW - PL;                                                 \
+    const int EH = (TILE_H - 1) * SH + (KH - 1) * DH + 1;                                  \
+    const int EW = (TILE_W - 1) * SW + (KW - 1) * DW + 1;                                  \
+    __global const dtype_t* xp = x + nc * IH * IW;                                         \
+    __local float tile[TILE_ELEMS];                                                        \
+    /* the same for the whole group: the barrier below is in uniform control flow */       \
+    const int staged = (nc < N * C) && EH * EW <= TILE_ELEMS;                              \
+    if (staged) {                                                                          \
+        for (int i = lid; i < EH * EW; i += WG) {                                          \
+            const int ih = ih0 + i / EW;                                                   \
+            const int iw = iw0 + i % EW;                                                   \
+            tile[i] = (ih >= 0 && ih < IH && iw >= 0 && iw < IW) ? LD(xp, ih * IW + iw) : 0.0f; \
+        }                                                                                  \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                      \
+    }                                                                                      \
+    if (nc >= N * C || oh >= OH || ow >= OW) return;                                       \
+    const int h0 = oh * SH - PT;                                                           \
+    const int w0 = ow * SW - PL;
+
+#define TAP(ih, iw) (staged ? tile[((ih) - ih0) * EW + ((iw) - iw0)] : LD(xp, (ih) * IW + (iw)))
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y, __global long* restrict indices,
+                int N, int C, int IH, int IW, int OH, int OW, int KH, int KW, int SH, int SW,
+                int PT, int PB, int PL, int PR, int DH, int DW, int DIVISOR, int COUNT_INCLUDE_PAD)
+{
+    TILE_PROLOGUE
+    float best = -INFINITY;
+    long bidx = 0;
+    int unseen = 1;
+    for (int kh = 0; kh < KH; ++kh) {
+        const int ih = h0 + kh * DH;
+        if (ih < 0 || ih >= IH) continue;
+        for (int kw = 0; kw < KW; ++kw) {
+            const int iw = w0 + kw * DW;
+            if (iw < 0 || iw >= IW) continue;
+            const float v = TAP(ih, iw);
+            if (unseen || v > best || isnan(v)) {
+                best = v;
+                bidx = ih * IW + iw;
+                unseen = 0;
+            }
+        }
+    }
+    const int o = (nc * OH + oh) * OW + ow;
+    ST(best, y, o);
+    if (indices) indices[o] = bidx;
+}
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* restrict y, __global long* restrict indices,
+                int N, int C, int IH, int IW, int OH, int OW, int KH, int KW, int SH, int SW,
+                int PT, int PB, int PL, int PR, int DH, int DW, int DIVISOR, int COUNT_INCLUDE_PAD)
+{
+    TILE_PROLOGUE
+    float sum = 0.0f;
+    int rows_in = 0, rows_pad = 0, cols_in = 0, cols_pad = 0;
+    for (int kw = 0; kw < KW; ++kw) {
+        const int iw = w0 + kw * DW;
+        cols_in += (iw >= 0 && iw < IW);
+        cols_pad += (iw >= -PL && iw < IW + PR);
+    }
+    for (int kh = 0; kh < KH; ++kh) {
+        const int ih = h0 + kh * DH;
+        rows_pad += (ih >= -PT && ih < IH + PB);
+        if (ih < 0 || ih >= IH) continue;
+        ++rows_in;
+        for (int kw = 0; kw < KW; ++kw) {
+            const int iw = w0 + kw * DW;
+            if (iw >= 0 && iw < IW) sum += TAP(ih, iw);
+        }
+    }
+    const int count = DIVISOR > 0 ? DIVISOR : (COUNT_INCLUDE_PAD ? rows_pad * cols_pad : rows_in * cols_in);
+    ST(sum / (float)count, y, (nc * OH + oh) * OW + ow);
+}
+
+#else
+/* ------------------------------------------------------------------------------------
+ * NHWC: VEC channels per work-item
+ * ---------------------------------------------------------------------------------- */
+
+#define NHWC_PROLOGUE                                                                      \
+    const int CV = CEIL_DIV(C, VEC);                                                       \
+    const int gid = get_global_id(0);                                                      \
+    if (gid >= N * OH * OW * CV) return;                                                   \
+    const int cv = gid % CV;                                                               \
+    int t = gid / CV;                                                                      \
+    const int ow = t % OW;                                                                 \
+    t /= OW;                                                                               \
+    const int oh = t % OH;                                                                 \
+    const int n = t / OH;                                                                  \
+    const int c0 = cv * VEC;                                                               \
+    const int nvalid = min(VEC, C - c0);                                                   \
+    const int h0 = oh * SH - PT;                                                           \
+    const int w0 = ow * SW - PL;                                                           \
+    const int obase = ((n * OH + oh) * OW + ow) * C + c0;
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y, __global long* restrict indices,
+                int N, int C, int IH, int IW, int OH, int OW, int KH, int KW, int SH, int SW,
+                int PT, int PB, int PL, int PR, int DH, int DW, int DIVISOR, int COUNT_INCLUDE_PAD)
+{
+    NHWC_PROLOGUE
+    ctypeV best = (ctypeV)(-INFINITY);
+    intV bidx = (intV)0;
+    int unseen = 1;
+    for (int kh = 0; kh < KH; ++kh) {
+        const int ih = h0 + kh * DH;
+        if (ih < 0 || ih >= IH) continue;
+        for (int kw = 0; kw < KW; ++kw) {
+            const int iw = w0 + kw * DW;
+            if (iw < 0 || iw >= IW) continue;
+            const int p = ((n * IH + ih) * IW + iw) * C + c0;
+            ctypeV v;
+            if (nvalid == VEC) {
+                v = LDCV(x, p);
+            } else {
+                ctype tmp[VEC];
+                for (int j = 0; j < VEC; ++j) tmp[j] = j < nvalid ? LDC(x, p + j) : (ctype)0;
+#if HAL_HALF_COMPUTE && VEC > 1
+                v = HAL_CAT(vload, VEC)(0, tmp);
+#else
+                v = PRIV_LDV(tmp);
+#endif
+            }
+            if (unseen) {
+                best = v;
+                bidx = (intV)(ih * IW + iw);
+                unseen = 0;
+            } else {
+                const cmaskV take = (v > best) | isnan(v);
+                best = select(best, v, take);
+                bidx = select(bidx, (intV)(ih * IW + iw), CMASK_TO_INT(take));
+            }
+        }
+    }
+    const floatV out = CTOFLOATV(best);
+    if (nvalid == VEC) {
+        STV(out, y, obase);
+    } else {
+        float tv[VEC];
+        PRIV_STV(out, tv);
+        for (int j = 0; j < nvalid; ++j) ST(tv[j], y, obase + j);
+    }
+    if (indices) ST_IDX(bidx, indices, obase, nvalid);
+}
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* restrict y, __global long* restrict indices,
+                int N, int C, int IH, int IW, int OH, int OW, int KH, int KW, int SH, int SW,
+                int PT, int PB, int PL, int PR, int DH, int DW, int DIVISOR, int COUNT_INCLUDE_PAD)
+{
+    NHWC_PROLOGUE
+    floatV sum = (floatV)0.0f;
+    int rows_in = 0, rows_pad = 0, cols_in = 0, cols_pad = 0;
+    for (int kw = 0; kw < KW; ++kw) {
+        const int iw = w0 + kw * DW;
+        cols_in += (iw >= 0 && iw < IW);
+        cols_pad += (iw >= -PL && iw < IW + PR);
+    }
+    for (int kh = 0; kh < KH; ++kh) {
+        const int ih = h0 + kh * DH;
+        rows_pad += (ih >= -PT && ih < IH + PB);
+        if (ih < 0 || ih >= IH) continue;
+        ++rows_in;
+        for (int kw = 0; kw < KW; ++kw) {
+            const int iw = w0 + kw * DW;
+            if (iw < 0 || iw >= IW) continue;
+            const int p = ((n * IH + ih) * IW + iw) * C + c0;
+            if (nvalid == VEC) {
+                sum += LDV(x, p);
+            } else {
+                float tmp[VEC];
+                for (int j = 0; j < VEC; ++j) tmp[j] = j < nvalid ? LD(x, p + j) : 0.0f;
+                sum += PRIV_LDV(tmp);
+            }
+        }
+    }
+    const int count = DIVISOR > 0 ? DIVISOR : (COUNT_INCLUDE_PAD ? rows_pad * cols_pad : rows_in * cols_in);
+    const floatV out = sum / (float)count;
+    if (nvalid == VEC) {
+        STV(out, y, obase);
+    } else {
+        float tv[VEC];
+        PRIV_STV(out, tv);
+        for (int j = 0; j < nvalid; ++j) ST(tv[j], y, obase + j);
+    }
+}
+#endif
