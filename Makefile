@@ -2,12 +2,18 @@
 # Each sets up what it needs on first use: a project virtual environment in .venv with
 # hal installed in editable mode, its dev tools, PyOpenCL and PoCL (OpenCL on the CPU).
 
+SHELL  := /bin/bash
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.hal-installed
 
-.PHONY: conformance test lint unit wheel-test cuda-compile clean
+.PHONY: conformance test lint unit wheel-test cuda-compile opencl-profiles clean
+
+# Every HAL_OPENCL_PROFILE runs the op tests on PoCL (emulation: the profile's tuning
+# parameters and code paths on the CPU's OpenCL driver, the real device's limits).
+PROFILES := amd-gcn amd-cdna amd-rdna mali-midgard mali-bifrost mali-valhall adreno5xx adreno6xx adreno7xx \
+            intel-gen9 intel-xe nvidia pocl
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || \
@@ -21,7 +27,7 @@ conformance: $(STAMP)
 	$(BIN)/hal devices
 	$(BIN)/hal conformance
 
-test: lint cuda-compile wheel-test unit
+test: lint cuda-compile wheel-test opencl-profiles unit
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -39,6 +45,15 @@ wheel-test: $(STAMP)
 	$(PYTHON) -m venv $(VENV)-wheel
 	$(VENV)-wheel/bin/python -m pip install -q dist/hal_kernels-*.whl
 	cd /tmp && $(CURDIR)/$(VENV)-wheel/bin/hal conformance --device cpu --quick --dtype float32,float16
+
+opencl-profiles: $(STAMP)
+	@for p in $(PROFILES); do \
+		echo "== HAL_OPENCL_PROFILE=$$p"; \
+		HAL_OPENCL_PROFILE=$$p HAL_TEST_EXAMPLES=8 $(BIN)/python -m pytest -q -p no:cacheprovider -m opencl \
+			tests/test_pooling.py tests/test_conv.py tests/test_batch_norm.py tests/test_quant.py tests/test_nn.py \
+			| tail -1 | sed "s/^/  $$p: /"; \
+		test $${PIPESTATUS[0]} -eq 0 || exit 1; \
+	done
 
 clean:
 	rm -rf $(VENV) $(VENV)-wheel build dist *.egg-info
