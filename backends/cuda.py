@@ -1,0 +1,1113 @@
+"""CUDA backend on PyCUDA.
+
+Nothing here touches CUDA at import time. ``probe`` imports PyCUDA lazily and never
+raises. Each device's *primary* context is retained (never ``pycuda.autoinit``) and
+pushed around every piece of work, so hal runs from any thread and shares the device
+with PyTorch, CuPy or anything else using the runtime API in the same process. Memory
+comes from ``pycuda.tools.DeviceMemoryPool``; all work goes to one stream per device
+(a blocking stream, so it is ordered with work on the legacy default stream that
+PyTorch uses unless told otherwise).
+
+Kernels (``kernels_cu/*.cu``) are compiled with ``SourceModule`` for the device's own
+``sm_XY`` with ``-D`` macros for dtype, layout and the tuning parameters that change
+code; shapes are run-time arguments, so one build serves every shape. Builds are cached
+in memory per (file, defines) and on disk by PyCUDA under ``hal.cache.cache_dir("cuda")``.
+
+Each launcher turns a spec into a launch plan (kernel, grid, block, shared memory and
+the packed arguments) once per (spec, parameters, buffer alignment) and replays it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import struct
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from hal import cache, resources
+from hal.backends.base import Backend, BackendProbe, Buffer, DeviceInfo
+from hal.errors import HalError, KernelCompileError, OutOfMemory, UnsupportedOperation
+from hal.spec import AdaptivePool2dSpec, BatchNormSpec, Conv2dSpec, EltwiseSpec, Pool2dSpec
+from hal.tuning.schema import KernelSchema, Param
+
+_NOT_INSTALLED = "cuda: PyCUDA not installed; pip install 'hal-kernels[cuda]'"
+_NO_DEVICE = "cuda: no CUDA driver / no device found"
+
+
+# ----------------------------------------------------------------------------------
+# device identity
+# ----------------------------------------------------------------------------------
+
+
+def arch_family(major: int, minor: int) -> str:
+    """Marketing-neutral architecture family of compute capability ``major.minor``."""
+    if major == 7:
+        return "turing" if minor >= 5 else "volta"
+    if major == 8:
+        return "ada" if minor == 9 else "ampere"
+    if major == 9:
+        return "hopper"
+    if major in (10, 11, 12):
+        return "blackwell"
+    if major == 6:
+        return "pascal"
+    return f"sm{major}x"
+
+
+def _device_info(drv: Any, index: int) -> DeviceInfo:
+    dev = drv.Device(index)
+    major, minor = dev.compute_capability()
+    attr = drv.device_attribute
+
+    def get(name: str, default: int = 0) -> int:
+        try:
+            return int(dev.get_attribute(getattr(attr, name)))
+        except Exception:  # attribute missing in this PyCUDA/driver
+            return default
+
+    smem_default = get("MAX_SHARED_MEMORY_PER_BLOCK", 48 * 1024)
+    smem_optin = get("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN", smem_default)
+    try:
+        version = drv.get_driver_version()
+        driver = f"{version // 1000}.{(version % 1000) // 10}"
+    except Exception:
+        driver = ""
+    extras = (
+        ("compute_capability", f"{major}.{minor}"),
+        ("shared_memory_per_block_default", str(smem_default)),
+        ("shared_memory_per_sm", str(get("MAX_SHARED_MEMORY_PER_MULTIPROCESSOR"))),
+        ("l2_bytes", str(get("L2_CACHE_SIZE"))),
+        ("max_threads_per_sm", str(get("MAX_THREADS_PER_MULTIPROCESSOR", 2048))),
+        ("pci_bus_id", str(dev.pci_bus_id()) if hasattr(dev, "pci_bus_id") else ""),
+    )
+    return DeviceInfo(
+        backend="cuda",
+        index=index,
+        name=str(dev.name()),
+        vendor="nvidia",
+        arch_family=arch_family(major, minor),
+        arch=f"sm_{major}{minor}",
+        compute_units=get("MULTIPROCESSOR_COUNT", 1),
+        max_work_group=get("MAX_THREADS_PER_BLOCK", 1024),
+        local_mem_bytes=smem_optin,
+        global_mem_bytes=int(dev.total_memory()),
+        fp16=True,
+        subgroup=get("WARP_SIZE", 32),
+        platform="CUDA",
+        driver=driver,
+        extras=extras,
+    )
+
+
+# ----------------------------------------------------------------------------------
+# buffers
+# ----------------------------------------------------------------------------------
+
+
+class CudaBuffer:
+    """A device address with its size; keeps its owner (pool allocation or foreign object) alive.
+
+    A buffer that owns a pool allocation hands it back to the pool with the device's
+    context current: PyCUDA's pool needs a current context when a block comes back to
+    an empty pool, and Python may collect a buffer on any thread at any time.
+    """
+
+    __slots__ = ("__weakref__", "_ctx", "nbytes", "owner", "ptr")
+
+    def __init__(self, ptr: int, nbytes: int, owner: object, ctx: Any = None) -> None:
+        self.ptr = int(ptr)
+        self.nbytes = int(nbytes)
+        self.owner = owner
+        self._ctx = ctx  # set only for buffers that own a pool allocation
+
+    def __int__(self) -> int:
+        return self.ptr
+
+    def __index__(self) -> int:
+        return self.ptr
+
+    def __repr__(self) -> str:
+        return f"CudaBuffer(0x{self.ptr:x}, {self.nbytes} bytes)"
+
+    def __del__(self) -> None:
+        ctx, owner = self._ctx, self.owner
+        if ctx is None or owner is None:
+            return
+        self.owner = None
+        try:
+            ctx.push()
+        except Exception:  # interpreter shutdown: keep the block rather than free it context-less
+            _KEPT.append(owner)
+            return
+        try:
+            owner.free()
+        except Exception:
+            pass
+        finally:
+            try:
+                ctx.pop()
+            except Exception:
+                pass
+
+
+#: pool blocks whose buffer died when no context could be made current (shutdown only)
+_KEPT: list[object] = []
+
+
+def _ptr(buf: Buffer | None) -> int:
+    return 0 if buf is None else int(buf)
+
+
+# ----------------------------------------------------------------------------------
+# launch plans
+# ----------------------------------------------------------------------------------
+
+
+def fastdiv(d: int) -> tuple[int, int, int]:
+    """(d, m, s) for the kernels' division by an invariant: q = (umulhi(n, m) + n) >> s, n < 2**31."""
+    d = max(1, int(d))
+    s = (d - 1).bit_length()
+    m = ((1 << 32) * ((1 << s) - d)) // d + 1
+    return d, m & 0xFFFFFFFF, s
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+#: WinParams in hal_window.cuh: 29 int32 fields, then three FastDiv (3 x uint32 each)
+_WIN_FIELDS = (
+    "N C IH IW OH OW KH KW SH SW PT PB PL PR DH DW divisor count_include_pad "
+    "planes band bands th tw tiles_h tiles_w tc chunks w_floats spp"
+).split()
+
+#: output rows per strip of the fixed-window NCHW kernels (WIN_STRIP_* in hal_window.cuh)
+_STRIP_ROWS = {"k3s2": 4, "k2s2": 2, "k3s1": 4}
+
+
+def pack_win(fields: Mapping[str, int]) -> bytes:
+    """The WinParams struct, as the kernels read it (divisors derived from the fields)."""
+    spp = max(1, int(fields.get("spp", 1)))
+    divs = (*fastdiv(fields["OW"]), *fastdiv(fields["OH"]), *fastdiv(spp))
+    return struct.pack(f"<{len(_WIN_FIELDS)}i9I", *(int(fields.get(k, 0)) for k in _WIN_FIELDS), *divs)
+
+
+def pack_bn(
+    slabs: int, vec: int, cv_chunk: int, cchunks: int, eps: float, momentum: float, infer: int, reverse: int,
+    fd_plane: tuple[int, int, int],
+) -> bytes:
+    """The BnParams struct of batch_norm.cu."""
+    return struct.pack("<4i2f2i3I", slabs, vec, cv_chunk, cchunks, eps, momentum, infer, reverse, *fd_plane)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel launch: what to build, the geometry, and the arguments.
+
+    ``args`` holds ints/floats/bytes and, for buffers, the name of the launcher
+    argument (a str) whose device address goes there at launch time.
+    """
+
+    file: str
+    defines: tuple[tuple[str, int], ...]
+    kernel: str
+    fmt: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared: int
+    args: tuple[object, ...]
+
+
+# ----------------------------------------------------------------------------------
+# schemas
+# ----------------------------------------------------------------------------------
+
+
+def _fits_threads(*names: str) -> Callable[[Mapping[str, int], DeviceInfo], str | None]:
+    def check(params: Mapping[str, int], device: DeviceInfo) -> str | None:
+        for name in names:
+            if params[name] > device.max_work_group:
+                return f"{name}={params[name]} exceeds the device's {device.max_work_group} threads per block"
+        return None
+
+    return check
+
+
+def _fits_smem(name: str) -> Callable[[Mapping[str, int], DeviceInfo], str | None]:
+    def check(params: Mapping[str, int], device: DeviceInfo) -> str | None:
+        if params[name] * 1024 > device.local_mem_bytes:
+            return (
+                f"{name}={params[name]} KiB exceeds the device's {device.local_mem_bytes} bytes "
+                "of shared memory per block"
+            )
+        return None
+
+    return check
+
+
+def _fits_occupancy(name: str) -> Callable[[Mapping[str, int], DeviceInfo], str | None]:
+    def check(params: Mapping[str, int], device: DeviceInfo) -> str | None:
+        limit = int(dict(device.extras).get("max_threads_per_sm", "1024"))
+        if params[name] > limit:
+            return f"{name}={params[name]} exceeds the device's {limit} resident threads per multiprocessor"
+        return None
+
+    return check
+
+
+_SCHEMAS: dict[str, KernelSchema] = {
+    "pool2d": KernelSchema(
+        "cuda",
+        "pool2d",
+        (
+            Param("POOL_THREADS", (128, 256, 512), 256, "threads per block (-D)"),
+            Param("POOL_OCC", (0, 1024, 1536, 2048), 1024,
+                  "resident threads per SM the register allocation must allow, 0 = compiler's choice (-D)"),
+            Param("POOL_TILE_H", (1, 2, 4, 8, 16, 32), 16, "output rows per block (NCHW band, NHWC tile)"),
+            Param("POOL_TILE_W", (4, 8, 16, 32), 8, "output columns per NHWC tile"),
+            Param("POOL_SMEM_KB", (8, 16, 24, 32, 48), 48, "shared-memory budget per block for the input tile, KiB"),
+            Param("POOL_SPLIT", (0, 1), 0, "float32 stride-2 NCHW tiles: even/odd columns apart in shared memory (-D)"),
+        ),
+        (_fits_threads("POOL_THREADS"), _fits_smem("POOL_SMEM_KB"), _fits_occupancy("POOL_OCC")),
+    ),
+    "adaptive_pool2d": KernelSchema(
+        "cuda",
+        "adaptive_pool2d",
+        (
+            Param("ADAPT_THREADS", (128, 256, 512), 256, "threads per block (-D)"),
+            Param("ADAPT_SMEM_KB", (8, 16, 24, 32, 48), 32, "shared-memory budget per NCHW tile, KiB"),
+            Param("ADAPT_VSPLIT", (0, 1), 1,
+                  "NHWC: a block per output pixel when the outputs are too few for a thread each"),
+        ),
+        (_fits_threads("ADAPT_THREADS"), _fits_smem("ADAPT_SMEM_KB")),
+    ),
+    "conv2d": KernelSchema(
+        "cuda",
+        "conv2d",
+        (
+            Param("CONV_THREADS", (128, 256, 512), 256, "threads per block of the generic and depthwise kernels (-D)"),
+            Param("CONV_OCC", (0, 1024, 1536, 2048), 1024,
+                  "resident threads per SM for those kernels' register allocation, 0 = compiler's choice (-D)"),
+            Param("CONV_SIMT_CI", (4, 8), 8, "input channels per pipeline stage of the float 3x3 kernel (-D)"),
+            Param("CONV_TC", (0, 1), 1, "float16 dense convolutions on tensor cores"),
+            Param("DW_TILE_H", (1, 2, 4, 8, 16, 32), 32, "depthwise: output rows per block"),
+            Param("DW_TILE_W", (4, 8, 16, 32), 8, "depthwise NHWC: output columns per tile"),
+            Param("DW_SMEM_KB", (8, 16, 24, 32, 48), 32, "depthwise: shared-memory budget per block, KiB"),
+        ),
+        (_fits_threads("CONV_THREADS"), _fits_smem("DW_SMEM_KB"), _fits_occupancy("CONV_OCC")),
+    ),
+    "batch_norm": KernelSchema(
+        "cuda",
+        "batch_norm",
+        (
+            Param("BN_THREADS", (128, 256, 512), 256, "threads per block (-D)"),
+            Param("BN_UNROLL", (1, 2, 4, 8), 4, "16-byte loads in flight per thread (-D)"),
+            Param("BN_BLOCKS_PER_SM", (2, 4, 8, 16, 32), 16,
+                  "blocks per multiprocessor (NCHW grid; NHWC runs one wave of at most this many)"),
+            Param("BN_L2_HINT", (0, 1), 1, "L2 eviction hints and mirrored apply order (-D, sm_80+)"),
+        ),
+        (_fits_threads("BN_THREADS"),),
+    ),
+    "eltwise": KernelSchema(
+        "cuda", "eltwise", (Param("ELT_THREADS", (128, 256, 512), 256, "threads per block (-D)"),),
+        (_fits_threads("ELT_THREADS"),),
+    ),
+    # not implemented on CUDA (the base class raises UnsupportedOperation); the empty schema
+    # lets the op layer resolve parameters and reach that error
+    "qconv2d": KernelSchema("cuda", "qconv2d", ()),
+}
+
+#: parameters that change the generated code (passed as -D); the rest shape the launch only
+_COMPILE_PARAMS = {
+    "pool2d": ("POOL_THREADS", "POOL_OCC", "POOL_SPLIT"),
+    "adaptive_pool2d": ("ADAPT_THREADS",),
+    "conv2d": ("CONV_THREADS", "CONV_SIMT_CI", "CONV_OCC"),
+    "batch_norm": ("BN_THREADS", "BN_UNROLL", "BN_L2_HINT"),
+    "eltwise": ("ELT_THREADS",),
+    "qconv2d": (),
+}
+
+_FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
+
+_TC_SMEM = (9 * 64 * 64 + 6 * 34 * 64) * 2  # conv2d_k3_tc: all weights of 64 channels + one input tile
+_SIMT_BUF_FLOATS = {ci: ci * 10 * 36 + ci * 9 * 68 for ci in (4, 8)}
+
+
+def build_cubin(file: str, defines: Mapping[str, int], arch: str) -> bytes:
+    """Compile one kernel file into PyCUDA's disk cache without a context (for parallel warm-up).
+
+    Uses exactly the options ``CudaBackend`` uses, so its later ``SourceModule`` finds the result.
+    """
+    from pycuda.compiler import compile as nvcc_compile
+
+    options = CudaBackend.compile_options(defines)
+    cache_dir: str | bool = False if cache.cache_disabled() else str(cache.cache_dir("cuda"))
+    include = str(resources.kernel_dir(CudaBackend.kernel_folder))
+    source = resources.kernel_source(CudaBackend.kernel_folder, file)
+    cubin: bytes = nvcc_compile(
+        source, options=options, arch=arch, no_extern_c=True, include_dirs=[include], cache_dir=cache_dir
+    )
+    return cubin
+
+
+class _DeviceState:
+    """What every CudaBackend of one device shares: the retained primary context."""
+
+    def __init__(self, drv: Any, index: int) -> None:
+        self.ctx = drv.Device(index).retain_primary_context()
+
+
+_STATES: dict[int, _DeviceState] = {}
+_STATES_LOCK = threading.Lock()
+
+
+class CudaBackend(Backend):
+    """One CUDA device through PyCUDA."""
+
+    name: ClassVar[str] = "cuda"
+    kernel_folder: ClassVar[str] = "kernels_cu"
+
+    # -- discovery ---------------------------------------------------------------------
+    @classmethod
+    def probe(cls) -> BackendProbe:
+        """Find CUDA devices; never raises."""
+        try:
+            import pycuda.driver as drv
+        except ModuleNotFoundError as exc:
+            if (exc.name or "").split(".")[0] == "pycuda":
+                return BackendProbe(False, _NOT_INSTALLED)
+            return BackendProbe(False, f"{_NO_DEVICE} ({exc})")
+        except Exception as exc:  # libcuda missing, broken build
+            return BackendProbe(False, f"{_NO_DEVICE} ({type(exc).__name__}: {exc})")
+        try:
+            drv.init()
+            count = drv.Device.count()
+            infos = tuple(_device_info(drv, i) for i in range(count))
+        except Exception as exc:
+            return BackendProbe(False, f"{_NO_DEVICE} ({type(exc).__name__}: {exc})")
+        if not infos:
+            return BackendProbe(False, _NO_DEVICE)
+        names = ", ".join(f"{i.name} ({i.arch})" for i in infos)
+        return BackendProbe(True, f"cuda: {len(infos)} device(s): {names}", infos)
+
+    @classmethod
+    def schemas(cls) -> Mapping[str, KernelSchema]:
+        """Tunable parameters of every kernel family."""
+        return dict(_SCHEMAS)
+
+    # -- runtime -----------------------------------------------------------------------
+    def __init__(self, info: DeviceInfo) -> None:
+        super().__init__(info)
+        import pycuda.driver as drv
+        import pycuda.tools
+
+        self._drv = drv
+        drv.init()
+        with _STATES_LOCK:
+            state = _STATES.get(info.index)
+            if state is None:
+                state = _STATES[info.index] = _DeviceState(drv, info.index)
+        self._ctx = state.ctx
+        major, minor = (int(v) for v in dict(info.extras).get("compute_capability", "7.5").split("."))
+        self._cc = (major, minor)
+        self._arch = f"sm_{major}{minor}"
+        self._sms = max(1, info.compute_units)
+        self._smem_default = int(dict(info.extras).get("shared_memory_per_block_default", 48 * 1024))
+        self._lock = threading.RLock()
+        self._modules: dict[tuple[str, tuple[tuple[str, int], ...]], Any] = {}
+        self._functions: dict[tuple[str, tuple[tuple[str, int], ...], str], Any] = {}
+        self._plans: dict[tuple[object, ...], tuple[Launch, ...]] = {}
+        self._workspace: dict[str, CudaBuffer] = {}
+        #: tests only: use the contract entry points (one thread per output) everywhere
+        self.force_generic = False
+        with self._active():
+            self._pool = pycuda.tools.DeviceMemoryPool()
+            self._stream = drv.Stream()
+        atexit.register(self._release)
+
+    @contextmanager
+    def _active(self) -> Iterator[None]:
+        """Make this device's primary context current on the calling thread."""
+        self._ctx.push()
+        try:
+            yield
+        finally:
+            self._drv.Context.pop()
+
+    def _release(self) -> None:
+        try:
+            with self._active():
+                self._stream.synchronize()
+                self._pool.stop_holding()
+        except Exception:  # interpreter shutdown: the driver may already be gone
+            pass
+
+    def _alloc_raw(self, nbytes: int) -> CudaBuffer:
+        try:
+            alloc = self._pool.allocate(nbytes)
+        except Exception as exc:  # pycuda.driver.MemoryError (the pool already freed what it held)
+            if type(exc).__name__ == "MemoryError" or "out of memory" in str(exc).lower():
+                raise OutOfMemory(self.info.id, nbytes, str(exc)) from exc
+            raise
+        return CudaBuffer(int(alloc), nbytes, alloc, self._ctx)
+
+    def allocate(self, nbytes: int) -> Buffer:
+        """An uninitialised device buffer of ``nbytes`` (>= 1) from the memory pool."""
+        with self._active():
+            return self._alloc_raw(max(1, int(nbytes)))
+
+    def upload(self, array: np.ndarray) -> Buffer:
+        """A new device buffer holding a copy of ``array``."""
+        host = np.ascontiguousarray(array)
+        with self._active():
+            buf = self._alloc_raw(max(1, host.nbytes))
+            if host.nbytes:
+                # pageable source: the driver has copied it out before this returns
+                self._drv.memcpy_htod_async(buf.ptr, host, self._stream)
+        return buf
+
+    def download(self, buffer: Buffer, out: np.ndarray) -> None:
+        """Copy ``out.nbytes`` bytes of ``buffer`` into ``out`` (waits for queued work first)."""
+        if not out.flags.c_contiguous or not out.flags.writeable:
+            raise HalError("download: out must be a writeable C-contiguous array")
+        if out.nbytes == 0:
+            return
+        with self._active():
+            self._drv.memcpy_dtoh_async(out, int(buffer), self._stream)
+            self._stream.synchronize()
+
+    def copy(self, src: Buffer, dst: Buffer, nbytes: int) -> None:
+        """Device-to-device copy of ``nbytes`` on this device's stream."""
+        if nbytes <= 0:
+            return
+        with self._active():
+            self._drv.memcpy_dtod_async(int(dst), int(src), int(nbytes), self._stream)
+
+    def synchronize(self) -> None:
+        """Wait for every launch queued on this device's stream."""
+        with self._active():
+            self._stream.synchronize()
+
+    def time_launches(self, launch: Callable[[], None], repeats: int, warmup: int = 2) -> list[float]:
+        """Seconds of device time each of ``repeats`` calls of ``launch`` took (CUDA events on the stream)."""
+        for _ in range(warmup):
+            launch()
+        drv = self._drv
+        with self._active():
+            events = [(drv.Event(), drv.Event()) for _ in range(repeats)]
+        for start, end in events:
+            with self._active():
+                start.record(self._stream)
+            launch()
+            with self._active():
+                end.record(self._stream)
+        with self._active():
+            if events:
+                events[-1][1].synchronize()
+            return [end.time_since(start) / 1e3 for start, end in events]
+
+    def pointer(self, buffer: Buffer) -> int:
+        """The device address of ``buffer`` (for ``__cuda_array_interface__``)."""
+        return int(buffer)
+
+    def wrap(self, pointer: int, nbytes: int, owner: object) -> Buffer:
+        """A non-owning buffer over foreign device memory; keeps ``owner`` alive."""
+        return CudaBuffer(int(pointer), int(nbytes), owner)
+
+    @property
+    def stream(self) -> Any:
+        """The pycuda.driver.Stream all of this device's work goes to."""
+        return self._stream
+
+    @contextmanager
+    def activate(self) -> Iterator[None]:
+        """Public form of the context push/pop (for benchmarks that use PyCUDA events)."""
+        with self._active():
+            yield
+
+    # -- compilation --------------------------------------------------------------------
+    def _module(self, file: str, defines: tuple[tuple[str, int], ...]) -> Any:
+        key = (file, defines)
+        mod = self._modules.get(key)
+        if mod is not None:
+            return mod
+        with self._lock:
+            mod = self._modules.get(key)
+            if mod is None:
+                mod = self._compile(file, dict(defines))
+                self._modules[key] = mod
+        return mod
+
+    @staticmethod
+    def compile_options(defines: Mapping[str, int]) -> list[str]:
+        """The nvcc options (besides -arch and -I) a build with ``defines`` uses."""
+        return [f"-D{k}={int(v)}" for k, v in sorted(defines.items())] + ["--std=c++17"]
+
+    def _compile(self, file: str, defines: dict[str, int]) -> Any:
+        from pycuda.compiler import SourceModule
+
+        drv = self._drv
+        source = resources.kernel_source(self.kernel_folder, file)
+        options = self.compile_options(defines)
+        cache_dir: str | bool = False if cache.cache_disabled() else str(cache.cache_dir("cuda"))
+        include = str(resources.kernel_dir(self.kernel_folder))
+        try:
+            with self._active():
+                return SourceModule(
+                    source,
+                    options=options,
+                    arch=self._arch,
+                    no_extern_c=True,
+                    include_dirs=[include],
+                    cache_dir=cache_dir,
+                )
+        except drv.CompileError as exc:
+            log = "\n".join(str(part) for part in (exc.msg, exc.stdout, exc.stderr) if part)
+            full = [*options, f"-arch={self._arch}", f"-I{include}"]
+            raise KernelCompileError("cuda", file, defines, full, log) from exc
+
+    def build_all(
+        self, keys: Iterable[tuple[str, tuple[tuple[str, int], ...]]], processes: int | None = None
+    ) -> int:
+        """Compile many (file, defines) builds at once in worker processes, then load them.
+
+        The workers run nvcc only (no CUDA context) and share PyCUDA's disk cache; a build
+        that fails is left for the ordinary path, which reports it when the build is used.
+        Returns the number of builds loaded.
+        """
+        todo = [k for k in dict.fromkeys(keys) if k not in self._modules]
+        if not todo:
+            return 0
+        import multiprocessing
+        import os
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        workers = max(1, min(len(todo), processes or os.cpu_count() or 1))
+        loaded = 0
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = {
+                pool.submit(build_cubin, file, dict(defines), self._arch): (file, defines) for file, defines in todo
+            }
+            for future in as_completed(futures):
+                try:
+                    cubin = future.result()
+                except Exception:
+                    continue
+                with self._active():
+                    module = self._drv.module_from_buffer(cubin)
+                with self._lock:
+                    self._modules.setdefault(futures[future], module)
+                loaded += 1
+        return loaded
+
+    def _function(self, launch: Launch) -> Any:
+        key = (launch.file, launch.defines, launch.kernel)
+        fn = self._functions.get(key)
+        if fn is None:
+            mod = self._module(launch.file, launch.defines)
+            with self._lock:
+                fn = mod.get_function(launch.kernel)
+                fn.prepare(launch.fmt)
+                fn.hal_max_shared = self._smem_default
+                self._functions[key] = fn
+        if launch.shared > fn.hal_max_shared:
+            with self._active():
+                fn.set_attribute(self._drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, launch.shared)
+            fn.hal_max_shared = launch.shared
+        return fn
+
+    def _run(self, launches: tuple[Launch, ...], buffers: Mapping[str, Buffer | None]) -> None:
+        fns = [self._function(launch) for launch in launches]
+        with self._active():
+            for launch, fn in zip(launches, fns, strict=True):
+                args = [_ptr(buffers.get(a)) if isinstance(a, str) else a for a in launch.args]
+                fn.prepared_async_call(launch.grid, launch.block, self._stream, *args, shared_size=launch.shared)
+
+    def prepare(self, launches: tuple[Launch, ...]) -> None:
+        """Build (or load from cache) everything ``launches`` need."""
+        for launch in launches:
+            self._function(launch)
+
+    def _planned(self, key: tuple[object, ...], make: Callable[[], tuple[Launch, ...]]) -> tuple[Launch, ...]:
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = make()
+            if len(self._plans) > 4096:
+                self._plans.clear()
+            self._plans[key] = plan
+        return plan
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _grid_1d(self, total: int, threads: int) -> tuple[int, int, int]:
+        per_sm = max(1, 2048 // threads)
+        return (max(1, min(_cdiv(total, threads), self._sms * per_sm * 8)), 1, 1)
+
+    def _max_smem(self) -> int:
+        return int(self.info.local_mem_bytes)
+
+    def _workspace_buffer(self, name: str, nbytes: int) -> CudaBuffer:
+        buf = self._workspace.get(name)
+        if buf is None or buf.nbytes < nbytes:
+            buf = self.allocate(max(nbytes, 256))
+            self._workspace[name] = buf
+        return buf
+
+    @staticmethod
+    def compile_defines(
+        family: str, dtype: np.dtype, layout: str, params: Mapping[str, int]
+    ) -> tuple[tuple[str, int], ...]:
+        """The -D set a launch of ``family`` builds with (dtype, layout and the code-changing parameters)."""
+        full = {**_SCHEMAS[family].defaults(), **params}
+        defines = {"DTYPE_HALF": int(np.dtype(dtype) == np.float16), "LAYOUT_NHWC": int(layout == "NHWC")}
+        defines.update({name: int(full[name]) for name in _COMPILE_PARAMS[family]})
+        return tuple(sorted(defines.items()))
+
+    @staticmethod
+    def family_file(family: str) -> str:
+        """The kernel source of a kernel family."""
+        return f"{family}.cu"
+
+    # -- sliding windows (pooling, depthwise) -----------------------------------------------
+    def _window_plan(
+        self,
+        *,
+        nhwc: bool,
+        es: int,
+        n: int,
+        c: int,
+        ih: int,
+        iw: int,
+        oh: int,
+        ow: int,
+        kh: int,
+        kw: int,
+        sh: int,
+        sw: int,
+        pt: int,
+        pl: int,
+        dh: int,
+        dw: int,
+        adaptive: bool,
+        split: bool,
+        weights_per_plane: int,
+        tile_h: int,
+        tile_w: int,
+        budget: int,
+        strip_rows: int = 0,
+    ) -> tuple[dict[str, int], int, int] | None:
+        """WinParams fields, grid size and shared bytes for a tile plan; None when no tile fits."""
+        vec = 16 // es
+        max_smem = self._max_smem()
+        budget = min(budget, max_smem)
+        fields: dict[str, int] = {}
+
+        def rows_in(tr: int, size: int, out: int, k: int, s: int, d: int) -> int:
+            if adaptive:
+                return min(size, (tr * size) // out + 2)
+            return min(size, (tr - 1) * s + (k - 1) * d + 1)
+
+        if not nhwc:
+            def chunk_bytes(length: int) -> int:
+                if split:
+                    hs = ((length + 8) // 2 + 3) & ~3
+                    return 2 * hs * 4 + 16
+                return (length + 2 * vec) * es
+
+            planes_total = n * c
+            plane = ih * iw
+            if chunk_bytes(plane) <= budget:
+                planes = max(1, budget // max(1, chunk_bytes(plane)))
+                while planes > 1 and chunk_bytes(planes * plane) > budget:
+                    planes -= 1
+                planes = min(planes, max(1, _cdiv(planes_total, self._sms * 8)))
+                fields.update(planes=planes, band=oh, bands=1, spp=_cdiv(oh, max(1, strip_rows)))
+                grid = _cdiv(planes_total, planes)
+                in_bytes = chunk_bytes(planes * plane)
+                w_floats = planes * weights_per_plane
+            else:
+                tr = max(1, min(tile_h, oh))
+                while tr > 1 and chunk_bytes(rows_in(tr, ih, oh, kh, sh, dh) * iw) > budget:
+                    tr //= 2
+                in_bytes = chunk_bytes(rows_in(tr, ih, oh, kh, sh, dh) * iw)
+                w_floats = weights_per_plane
+                bands = _cdiv(oh, tr)
+                fields.update(planes=0, band=tr, bands=bands)
+                grid = planes_total * bands
+            w_floats = (w_floats + 3) & ~3
+            shared = w_floats * 4 + in_bytes
+            if shared > max_smem or grid >= 2**31:
+                return None
+            fields["w_floats"] = w_floats
+            return fields, grid, shared
+
+        # NHWC: th x tw output tile, channel chunk tc (a multiple of vec)
+        if adaptive or c % vec:
+            return None
+        th, tw = max(1, min(tile_h, oh)), max(1, min(tile_w, ow))
+
+        def pixels(th_: int, tw_: int) -> int:
+            return rows_in(th_, ih, oh, kh, sh, dh) * rows_in(tw_, iw, ow, kw, sw, dw)
+
+        # prefer whole pixels (all channels: one contiguous segment per input row) and shrink
+        # the tile down to 8 output pixels for that; split channels only beyond
+        while pixels(th, tw) * c * es > budget and th * tw > 8:
+            if tw >= th and tw > 1:
+                tw //= 2
+            else:
+                th //= 2
+        while pixels(th, tw) * vec * es > budget and (th > 1 or tw > 1):
+            if tw >= th and tw > 1:
+                tw //= 2
+            else:
+                th //= 2
+        px = pixels(th, tw)
+        if px * c * es <= budget:
+            tc = c
+        else:
+            tc = max(vec, (budget // (px * es)) // vec * vec)
+            chunks = _cdiv(c, tc)
+            tc = _cdiv(_cdiv(c, chunks), vec) * vec
+        chunks = _cdiv(c, tc)
+        w_floats = (weights_per_plane * tc + 3) & ~3
+        shared = w_floats * 4 + px * tc * es
+        tiles_h, tiles_w = _cdiv(oh, th), _cdiv(ow, tw)
+        grid = n * tiles_h * tiles_w * chunks
+        if shared > max_smem or grid >= 2**31:
+            return None
+        fields.update(th=th, tw=tw, tiles_h=tiles_h, tiles_w=tiles_w, tc=tc, chunks=chunks, w_floats=w_floats)
+        return fields, grid, shared
+
+    def _float_only(self, what: str, dtype: np.dtype, spec: object = None) -> None:
+        if np.dtype(dtype) not in _FLOAT_DTYPES:
+            raise UnsupportedOperation(f"{self.info.id}: {what} in {np.dtype(dtype).name} is not implemented on CUDA")
+        if getattr(spec, "relu", False):  # fused_relu is False: the op layer applies ReLU itself
+            raise UnsupportedOperation(f"{self.info.id}: {what} with a fused ReLU is not implemented on CUDA")
+
+    # -- eltwise -----------------------------------------------------------------------------------
+    def eltwise(self, spec: EltwiseSpec, x: Buffer, y: Buffer, params: Mapping[str, int]) -> None:
+        """Elementwise ReLU over ``spec.count`` elements (``x`` may be ``y``)."""
+        if spec.op != "relu":
+            raise UnsupportedOperation(f"{self.info.id}: elementwise {spec.op!r} is not implemented on CUDA")
+        self._float_only("relu", spec.dtype)
+        if spec.count <= 0:
+            return
+        p = {**_SCHEMAS["eltwise"].defaults(), **params}
+        threads = int(p["ELT_THREADS"])
+        key = ("eltwise", spec.count, spec.dtype, threads)
+
+        def make() -> tuple[Launch, ...]:
+            defines = self.compile_defines("eltwise", spec.dtype, "NCHW", p)
+            vec = 16 // spec.dtype.itemsize
+            return (Launch("eltwise.cu", defines, "eltwise_relu", "PPq", self._grid_1d(_cdiv(spec.count, vec), threads),
+                           (threads, 1, 1), 0, ("x", "y", spec.count)),)
+
+        self._run(self._planned(key, make), {"x": x, "y": y})
+
+    # -- pool2d ----------------------------------------------------------------------------------
+    def pool2d(
+        self, spec: Pool2dSpec, x: Buffer, y: Buffer, indices: Buffer | None, params: Mapping[str, int]
+    ) -> None:
+        """Max or average pooling."""
+        self._float_only("pool2d", spec.dtype, spec)
+        aligned = int(x) % 16 == 0 and int(y) % 16 == 0
+        key = ("pool2d", spec, tuple(sorted(params.items())), indices is not None, aligned, self.force_generic)
+        plan = self._planned(key, lambda: self._plan_pool2d(spec, params, indices is not None, aligned))
+        self._run(plan, {"x": x, "y": y, "i": indices})
+
+    def _plan_pool2d(
+        self, spec: Pool2dSpec, params: Mapping[str, int], with_indices: bool, aligned: bool
+    ) -> tuple[Launch, ...]:
+        p = {**_SCHEMAS["pool2d"].defaults(), **params}
+        threads = int(p["POOL_THREADS"])
+        defines = self.compile_defines("pool2d", spec.dtype, spec.layout, p)
+        nhwc = spec.layout == "NHWC"
+        es = spec.dtype.itemsize
+        half = es == 2
+        pt, pb, pl, pr = spec.pads
+        kh, kw = spec.kernel
+        sh, sw = spec.stride
+        dh, dw = spec.dilation
+        divisor = spec.divisor or 0
+        if (kh, kw, sh, sw, dh, dw) == (3, 3, 2, 2, 1, 1):
+            variant = "k3s2"
+        elif (kh, kw, sh, sw, dh, dw) == (2, 2, 2, 2, 1, 1):
+            variant = "k2s2"
+        else:
+            variant = "g"
+        tile = None
+        if not self.force_generic and (aligned or not nhwc):
+            tile = self._window_plan(
+                nhwc=nhwc, es=es, n=spec.n, c=spec.c, ih=spec.in_h, iw=spec.in_w, oh=spec.out_h, ow=spec.out_w,
+                kh=kh, kw=kw, sh=sh, sw=sw, pt=pt, pl=pl, dh=dh, dw=dw, adaptive=False,
+                split=(variant != "g" and not half and bool(p["POOL_SPLIT"])), weights_per_plane=0,
+                tile_h=int(p["POOL_TILE_H"]), tile_w=int(p["POOL_TILE_W"]), budget=int(p["POOL_SMEM_KB"]) * 1024,
+                strip_rows=_STRIP_ROWS.get(variant, 0),
+            )
+        if tile is not None:
+            fields, grid, shared = tile
+            fields.update(
+                N=spec.n, C=spec.c, IH=spec.in_h, IW=spec.in_w, OH=spec.out_h, OW=spec.out_w, KH=kh, KW=kw, SH=sh,
+                SW=sw, PT=pt, PB=pb, PL=pl, PR=pr, DH=dh, DW=dw, divisor=divisor,
+                count_include_pad=int(spec.count_include_pad),
+            )
+            blob = pack_win(fields)
+            kind = "maxi" if (spec.kind == "max" and with_indices) else spec.kind
+            return (
+                Launch("pool2d.cu", defines, f"pool2d_{kind}_tile_{variant}", f"PPP{len(blob)}s", (grid, 1, 1),
+                       (threads, 1, 1), shared, ("x", "y", "i", blob)),
+            )
+        total = spec.n * spec.c * spec.out_h * spec.out_w
+        args = (
+            "x", "y", "i", spec.n, spec.c, spec.in_h, spec.in_w, spec.out_h, spec.out_w, kh, kw, sh, sw, pt, pb, pl,
+            pr, dh, dw, divisor, int(spec.count_include_pad),
+        )
+        return (
+            Launch("pool2d.cu", defines, f"pool2d_{spec.kind}", "PPP" + "i" * 18, self._grid_1d(total, threads),
+                   (threads, 1, 1), 0, args),
+        )
+
+    # -- adaptive_pool2d -------------------------------------------------------------------------
+    def adaptive_pool2d(
+        self,
+        spec: AdaptivePool2dSpec,
+        x: Buffer,
+        y: Buffer,
+        indices: Buffer | None,
+        params: Mapping[str, int],
+    ) -> None:
+        """Adaptive max or average pooling."""
+        self._float_only("adaptive_pool2d", spec.dtype, spec)
+        aligned = int(x) % 16 == 0 and int(y) % 16 == 0
+        key = ("adaptive", spec, tuple(sorted(params.items())), indices is not None, aligned, self.force_generic)
+        plan = self._planned(key, lambda: self._plan_adaptive(spec, params, indices is not None, aligned))
+        self._run(plan, {"x": x, "y": y, "i": indices})
+
+    def _plan_adaptive(
+        self, spec: AdaptivePool2dSpec, params: Mapping[str, int], with_indices: bool, aligned: bool
+    ) -> tuple[Launch, ...]:
+        p = {**_SCHEMAS["adaptive_pool2d"].defaults(), **params}
+        threads = int(p["ADAPT_THREADS"])
+        defines = self.compile_defines("adaptive_pool2d", spec.dtype, spec.layout, p)
+        es = spec.dtype.itemsize
+        vec = 16 // es
+        kind = "maxi" if (spec.kind == "max" and with_indices) else spec.kind
+        dims = (spec.n, spec.c, spec.in_h, spec.in_w, spec.out_h, spec.out_w)
+        outputs = spec.n * spec.c * spec.out_h * spec.out_w
+        bin_area = (_cdiv(spec.in_h, spec.out_h) + 1) * (_cdiv(spec.in_w, spec.out_w) + 1)
+        few_large = bin_area >= 1024 and outputs <= self._sms * 64
+        if not self.force_generic:
+            if few_large:
+                return (
+                    Launch("adaptive_pool2d.cu", defines, f"adaptive_pool2d_{kind}_block", "PPP" + "i" * 6,
+                           (min(outputs, 2**31 - 1), 1, 1), (threads, 1, 1), 0, ("x", "y", "i", *dims)),
+                )
+            if spec.layout == "NHWC" and aligned and spec.c % vec == 0 and p["ADAPT_VSPLIT"] and bin_area >= 8 \
+                    and outputs // vec < self._sms * 4096:
+                groups = threads // 32
+                blocks = spec.n * spec.out_h * spec.out_w * _cdiv(spec.c // vec, 32)
+                return (
+                    Launch("adaptive_pool2d.cu", defines, f"adaptive_pool2d_{kind}_vsplit", "PPP" + "i" * 6,
+                           (min(blocks, 2**31 - 1), 1, 1), (threads, 1, 1), groups * 32 * vec * 12,
+                           ("x", "y", "i", *dims)),
+                )
+            if spec.layout == "NHWC" and aligned and spec.c % vec == 0:
+                total = outputs // vec
+                return (
+                    Launch("adaptive_pool2d.cu", defines, f"adaptive_pool2d_{kind}_vec", "PPP" + "i" * 6,
+                           self._grid_1d(total, threads), (threads, 1, 1), 0, ("x", "y", "i", *dims)),
+                )
+            if spec.layout == "NCHW" and bin_area <= 256:
+                tile = self._window_plan(
+                    nhwc=False, es=es, n=spec.n, c=spec.c, ih=spec.in_h, iw=spec.in_w, oh=spec.out_h,
+                    ow=spec.out_w, kh=1, kw=1, sh=1, sw=1, pt=0, pl=0, dh=1, dw=1, adaptive=True, split=False,
+                    weights_per_plane=0, tile_h=8, tile_w=8, budget=int(p["ADAPT_SMEM_KB"]) * 1024,
+                )
+                if tile is not None:
+                    fields, grid, shared = tile
+                    fields.update(N=spec.n, C=spec.c, IH=spec.in_h, IW=spec.in_w, OH=spec.out_h, OW=spec.out_w,
+                                  KH=1, KW=1, SH=1, SW=1, DH=1, DW=1)
+                    blob = pack_win(fields)
+                    return (
+                        Launch("adaptive_pool2d.cu", defines, f"adaptive_pool2d_{kind}_tile", f"PPP{len(blob)}s",
+                               (grid, 1, 1), (threads, 1, 1), shared, ("x", "y", "i", blob)),
+                    )
+            if bin_area >= 1024:
+                return (
+                    Launch("adaptive_pool2d.cu", defines, f"adaptive_pool2d_{kind}_block", "PPP" + "i" * 6,
+                           (min(outputs, 2**31 - 1), 1, 1), (threads, 1, 1), 0, ("x", "y", "i", *dims)),
+                )
+        return (
+            Launch("adaptive_pool2d.cu", defines, f"adaptive_pool2d_{spec.kind}", "PPP" + "i" * 6,
+                   self._grid_1d(outputs, threads), (threads, 1, 1), 0, ("x", "y", "i", *dims)),
+        )
+
+    # -- conv2d ------------------------------------------------------------------------------------
+    def conv2d(
+        self,
+        spec: Conv2dSpec,
+        x: Buffer,
+        weight: Buffer,
+        bias: Buffer | None,
+        y: Buffer,
+        params: Mapping[str, int],
+    ) -> None:
+        """2-D convolution."""
+        self._float_only("conv2d", spec.dtype, spec)
+        aligned = int(x) % 16 == 0 and int(y) % 16 == 0
+        key = ("conv2d", spec, tuple(sorted(params.items())), aligned, self.force_generic)
+        plan = self._planned(key, lambda: self._plan_conv2d(spec, params, aligned))
+        self._run(plan, {"x": x, "w": weight, "b": bias, "y": y})
+
+    def _plan_conv2d(self, spec: Conv2dSpec, params: Mapping[str, int], aligned: bool) -> tuple[Launch, ...]:
+        p = {**_SCHEMAS["conv2d"].defaults(), **params}
+        threads = int(p["CONV_THREADS"])
+        simt_ci = int(p["CONV_SIMT_CI"])
+        defines = self.compile_defines("conv2d", spec.dtype, spec.layout, p)
+        es = spec.dtype.itemsize
+        half = es == 2
+        kh, kw = spec.kernel
+        sh, sw = spec.stride
+        dh, dw = spec.dilation
+        pt, _, pl, _ = spec.pads
+        n, ci, co, ih, iw, oh, ow = spec.n, spec.c_in, spec.c_out, spec.in_h, spec.in_w, spec.out_h, spec.out_w
+        unit = (sh, sw, dh, dw) == (1, 1, 1, 1)
+        if not self.force_generic:
+            if spec.groups == 1 and unit and half and p["CONV_TC"] and ci <= 64 and kh <= 3 and kw <= 3 \
+                    and self._cc >= (7, 5) and _TC_SMEM <= self._max_smem():
+                tiles_h, tiles_w = _cdiv(oh, 4), _cdiv(ow, 32)
+                ntiles = n * tiles_h * tiles_w
+                grid = (max(1, min(ntiles, self._sms * 2)), _cdiv(co, 64), 1)
+                args = ("x", "w", "b", "y", n, ci, ih, iw, co, oh, ow, kh, kw, pt, pl, tiles_h, tiles_w)
+                return (
+                    Launch("conv2d.cu", defines, "conv2d_k3_tc", "PPPP" + "i" * 13, grid, (256, 1, 1), _TC_SMEM,
+                           args),
+                )
+            simt_smem = 2 * _SIMT_BUF_FLOATS[simt_ci] * 4
+            if spec.groups == 1 and unit and (kh, kw) == (3, 3) and simt_smem <= self._max_smem() \
+                    and n * ci * ih * iw < 2**31 and co * ci * 9 < 2**31:
+                tiles_h, tiles_w, co_tiles = _cdiv(oh, 8), _cdiv(ow, 32), _cdiv(co, 64)
+                grid = n * tiles_h * tiles_w * co_tiles
+                if grid < 2**31:
+                    args = ("x", "w", "b", "y", n, ci, ih, iw, co, oh, ow, pt, pl, tiles_h, tiles_w, co_tiles)
+                    return (
+                        Launch("conv2d.cu", defines, "conv2d_k3_simt", "PPPP" + "i" * 12, (grid, 1, 1), (256, 1, 1),
+                               simt_smem, args),
+                    )
+            if spec.groups == ci == co and ci > 1 and (aligned or spec.layout == "NCHW"):
+                variant = "k3s1" if (kh, kw, sh, sw, dh, dw) == (3, 3, 1, 1, 1, 1) else "g"
+                tile = self._window_plan(
+                    nhwc=spec.layout == "NHWC", es=es, n=n, c=ci, ih=ih, iw=iw, oh=oh, ow=ow, kh=kh, kw=kw, sh=sh,
+                    sw=sw, pt=pt, pl=pl, dh=dh, dw=dw, adaptive=False, split=False, weights_per_plane=kh * kw,
+                    tile_h=int(p["DW_TILE_H"]), tile_w=int(p["DW_TILE_W"]), budget=int(p["DW_SMEM_KB"]) * 1024,
+                    strip_rows=_STRIP_ROWS.get(variant, 0),
+                )
+                if tile is not None:
+                    fields, grid, shared = tile
+                    fields.update(N=n, C=ci, IH=ih, IW=iw, OH=oh, OW=ow, KH=kh, KW=kw, SH=sh, SW=sw, PT=pt, PL=pl,
+                                  DH=dh, DW=dw)
+                    blob = pack_win(fields)
+                    return (
+                        Launch("conv2d.cu", defines, f"conv2d_dw_tile_{variant}", f"PPPP{len(blob)}s", (grid, 1, 1),
+                               (threads, 1, 1), shared, ("x", "w", "b", "y", blob)),
+                    )
+        total = n * co * oh * ow
+        args = ("x", "w", "b", "y", n, ci, ih, iw, co, oh, ow, kh, kw, sh, sw, pt, pl, dh, dw, spec.groups)
+        return (
+            Launch("conv2d.cu", defines, "conv2d", "PPPP" + "i" * 16, self._grid_1d(total, threads), (threads, 1, 1),
+                   0, args),
+        )
+
+    # -- batch_norm --------------------------------------------------------------------------------
+    def batch_norm(
+        self,
+        spec: BatchNormSpec,
+        x: Buffer,
+        y: Buffer,
+        weight: Buffer | None,
+        bias: Buffer | None,
+        running_mean: Buffer | None,
+        running_var: Buffer | None,
+        params: Mapping[str, int],
+    ) -> None:
+        """BatchNorm forward (training updates the running statistics in place)."""
+        self._float_only("batch_norm", spec.dtype, spec)
+        aligned = int(x) % 16 == 0 and int(y) % 16 == 0
+        key = ("bn", spec, tuple(sorted(params.items())), aligned)
+        plan = self._planned(key, lambda: self._plan_batch_norm(spec, params, aligned))
+        c = spec.c
+        buffers: dict[str, Buffer | None] = {
+            "x": x, "y": y, "w": weight, "b": bias, "rm": running_mean, "rv": running_var,
+        }
+        with self._lock:  # the workspace is shared: keep the launches of one call together
+            if spec.training:
+                slabs = struct.unpack_from("<i", plan[0].args[-1])[0]  # BnParams.slabs
+                buffers["part"] = self._workspace_buffer("bn_part", 12 * c * slabs)
+                stats = self._workspace_buffer("bn_stats", 16 * c)
+                buffers["mean"] = stats
+                buffers["var"] = CudaBuffer(stats.ptr + 4 * c, 4 * c, stats)
+                buffers["scale"] = CudaBuffer(stats.ptr + 8 * c, 4 * c, stats)
+                buffers["beta"] = CudaBuffer(stats.ptr + 12 * c, 4 * c, stats)
+            self._run(plan, buffers)
+
+    def _plan_batch_norm(self, spec: BatchNormSpec, params: Mapping[str, int], aligned: bool) -> tuple[Launch, ...]:
+        p = {**_SCHEMAS["batch_norm"].defaults(), **params}
+        threads, unroll = int(p["BN_THREADS"]), int(p["BN_UNROLL"])
+        defines = self.compile_defines("batch_norm", spec.dtype, spec.layout, p)
+        es = spec.dtype.itemsize
+        vecw = 16 // es
+        n, c, hw = spec.n, spec.c, spec.h * spec.w
+        bps = int(p["BN_BLOCKS_PER_SM"])
+        if spec.layout == "NHWC":
+            vec = int(aligned and c % vecw == 0)
+            ve = vecw if vec else 1
+            ncv = c // ve
+            cv_chunk = min(ncv, threads)
+            cchunks = _cdiv(ncv, cv_chunk)
+            rg = threads // cv_chunk
+            # one wave, every block resident: equal slabs finish together (the partials per
+            # channel are merged by a block per channel afterwards)
+            wave = self._sms * max(1, min(bps, 2048 // threads))
+            slabs = max(1, min(_cdiv(wave, cchunks), _cdiv(n * hw, rg * unroll)))
+            grid = slabs * cchunks
+            fd = fastdiv(1)
+            shared = threads * ve * 12
+        else:
+            vec = int(aligned and hw % vecw == 0)
+            ve = vecw if vec else 1
+            per_plane = hw // ve
+            cv_chunk, cchunks = 1, 1
+            # many blocks: the hardware balances them over the multiprocessors
+            slabs = max(1, min(_cdiv(self._sms * bps, c), _cdiv(n * per_plane, threads * unroll)))
+            grid = slabs * c
+            fd = fastdiv(per_plane)
+            shared = 0
+        infer = int(not spec.training)
+        apply_blob = pack_bn(slabs, vec, cv_chunk, cchunks, spec.eps, spec.momentum, infer,
+                             int(spec.training and p["BN_L2_HINT"] == 1), fd)
+        apply = Launch(
+            "batch_norm.cu", defines, "batch_norm_apply_ex", f"PPPPPPPPPiii{len(apply_blob)}s", (grid, 1, 1),
+            (threads, 1, 1), 0,
+            ("x", "y", "mean", "scale", "beta", "rm", "rv", "w", "b", n, c, hw, apply_blob),
+        )
+        if not spec.training:
+            return (apply,)
+        stats_blob = pack_bn(slabs, vec, cv_chunk, cchunks, spec.eps, spec.momentum, 0, 0, fd)
+        stats = Launch(
+            "batch_norm.cu", defines, "batch_norm_stats", f"PPPiiiP{len(stats_blob)}s", (grid, 1, 1),
+            (threads, 1, 1), shared, ("x", "mean", "var", n, c, hw, "part", stats_blob),
+        )
+        fin = Launch(
+            "batch_norm.cu", defines, "batch_norm_finalize", f"PPPPPPPPPii{len(stats_blob)}s", (c, 1, 1),
+            (threads, 1, 1), 0,
+            ("part", "mean", "var", "w", "b", "rm" if spec.has_running else 0, "rv" if spec.has_running else 0,
+             "scale", "beta", c, slabs, stats_blob),
+        )
+        return (stats, fin, apply)
+
+
+BACKEND = CudaBackend

@@ -1,0 +1,652 @@
+"""Correctness check of the CUDA backend against hal's float64 oracle (needs an NVIDIA GPU).
+
+Every kernel path (tiles, vector paths, the contract's one-thread-per-output kernels,
+tensor cores), float32 and float16, NCHW and NHWC, odd shapes, every padding form,
+ceil_mode, dilation, NaN inputs and ties, misaligned foreign buffers, running
+statistics, plus the runtime: out-of-memory, compile errors, another thread, PyTorch
+tensors in the same process. Fresh random inputs for every case; outputs are filled
+with NaN (indices with INT64_MIN) before each launch, so an unwritten element fails.
+
+    python3 benchmarks/check_cuda.py [--quick] [--out DIR]
+
+Prints one line per failure and a summary; exits 1 if anything failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hal import reference as ref
+from hal import spec as S
+from hal.backends.cuda import CudaBackend, CudaBuffer
+from hal.errors import KernelCompileError, OutOfMemory
+
+RESULTS: list[dict[str, Any]] = []
+
+#: the code-changing parameter sets the checks use (built in parallel up front)
+CHECK_BUILDS: dict[str, list[dict[str, int]]] = {
+    "pool2d": [{}, {"POOL_THREADS": 128}, {"POOL_THREADS": 512}, {"POOL_SPLIT": 1}],
+    "adaptive_pool2d": [{}],
+    "conv2d": [{}, {"CONV_SIMT_CI": 4}],
+    "batch_norm": [{}, {"BN_THREADS": 128, "BN_UNROLL": 2, "BN_L2_HINT": 0}, {"BN_THREADS": 512, "BN_UNROLL": 8}],
+    "eltwise": [{}],
+}
+
+
+def record(name: str, ok: bool, detail: str = "") -> None:
+    """Remember one check's outcome (printed at once when it failed)."""
+    RESULTS.append({"name": name, "ok": bool(ok), "detail": detail})
+    if not ok:
+        print(f"FAIL {name}: {detail}", flush=True)
+
+
+def phys(a: np.ndarray, layout: str) -> np.ndarray:
+    """Logical NCHW -> physical layout."""
+    return np.ascontiguousarray(a.transpose(0, 2, 3, 1) if layout == "NHWC" else a)
+
+
+def logical(a: np.ndarray, layout: str) -> np.ndarray:
+    """Physical layout -> logical NCHW."""
+    return a.transpose(0, 3, 1, 2) if layout == "NHWC" else a
+
+
+def phys_shape(shape: tuple[int, ...], layout: str) -> tuple[int, ...]:
+    """Physical shape of a logical NCHW shape."""
+    n, c, h, w = shape
+    return (n, h, w, c) if layout == "NHWC" else (n, c, h, w)
+
+
+class Dev:
+    """Upload/download helpers around one backend, with optional misaligned placement."""
+
+    def __init__(self, be: CudaBackend) -> None:
+        self.be = be
+
+    def put(self, a: np.ndarray, offset: int = 0) -> CudaBuffer:
+        """Upload ``a``; with ``offset`` bytes of shift inside a larger allocation (a foreign-like view)."""
+        if offset == 0:
+            return self.be.upload(a)
+        host = np.ascontiguousarray(a)
+        raw = np.zeros(host.nbytes + offset + 64, np.uint8)
+        raw[offset : offset + host.nbytes] = host.view(np.uint8).reshape(-1)
+        base = self.be.upload(raw)
+        return self.be.wrap(base.ptr + offset, host.nbytes, base)
+
+    def poison(self, shape: tuple[int, ...], dtype: Any, offset: int = 0) -> CudaBuffer:
+        """A buffer of ``shape`` full of NaN (floats) or INT64_MIN (indices)."""
+        dt = np.dtype(dtype)
+        fill = np.nan if dt.kind == "f" else np.iinfo(dt).min
+        return self.put(np.full(shape, fill, dt), offset)
+
+    def get(self, buf: CudaBuffer, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        """Download ``buf`` as an array of ``shape``."""
+        out = np.empty(shape, np.dtype(dtype))
+        self.be.download(buf, out)
+        return out
+
+
+def geometry(shape: tuple[int, int, int, int], layout: str, dtype: Any) -> S.TensorGeometry:
+    """TensorGeometry of a logical shape."""
+    n, c, h, w = shape
+    return S.TensorGeometry(n, c, h, w, layout, np.dtype(dtype))  # type: ignore[arg-type]
+
+
+def rand(rng: np.random.Generator, shape: tuple[int, ...], dtype: Any, kind: str = "normal") -> np.ndarray:
+    """Fresh random input (never zeros); 'ties' draws small integers so windows tie."""
+    if kind == "ties":
+        return rng.integers(-3, 4, size=shape).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+# ----------------------------------------------------------------------------------
+# pooling
+# ----------------------------------------------------------------------------------
+
+
+def check_pool(
+    dev: Dev, rng: np.random.Generator, name: str, shape: tuple[int, int, int, int], dtype: Any, layout: str,
+    kind: str, kernel: Any, stride: Any, padding: Any, dilation: Any = 1, ceil_mode: bool = False,
+    count_include_pad: bool = True, divisor: int | None = None, indices: bool = False, params: dict | None = None,
+    data: str = "normal", nan_frac: float = 0.0, offset: int = 0,
+) -> None:
+    """One pool2d launch against the oracle."""
+    full = f"pool2d[{name} {kind} {np.dtype(dtype).name} {layout}]"
+    try:
+        sp = S.pool2d_spec(kind, geometry(shape, layout, dtype), kernel, stride, padding, dilation, ceil_mode,
+                           count_include_pad, divisor, indices)
+        x = rand(rng, shape, dtype, data)
+        if nan_frac:
+            x[rng.random(shape) < nan_frac] = np.nan
+        want, want_i = ref.pool2d_from_spec(sp, x.astype(np.float64))
+        xb = dev.put(phys(x, layout), offset)
+        oshape = phys_shape(sp.out_shape, layout)
+        yb = dev.poison(oshape, dtype, offset)
+        ib = dev.poison(oshape, np.int64) if indices else None
+        dev.be.pool2d(sp, xb, yb, ib, params or {})
+        got = logical(dev.get(yb, oshape, dtype), layout)
+        ok, detail = compare(got, want, dtype, exact=(kind == "max"))
+        if ok and indices:
+            got_i = logical(dev.get(ib, oshape, np.int64), layout)
+            bad = np.argwhere(got_i != want_i)
+            ok = bad.size == 0
+            if not ok:
+                k = tuple(bad[0])
+                detail = f"index mismatch at {k}: got {got_i[k]} want {want_i[k]} ({len(bad)} bad)"
+        record(full, ok, detail)
+    except Exception as exc:
+        record(full, False, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}")
+
+
+def compare(got: np.ndarray, want: np.ndarray, dtype: Any, exact: bool = False,
+            scale: np.ndarray | None = None, rtol: float | None = None) -> tuple[bool, str]:
+    """Compare with the oracle: NaN where the oracle has NaN only; else within the dtype's tolerance."""
+    dt = np.dtype(dtype)
+    got64 = got.astype(np.float64)
+    nan_w, nan_g = np.isnan(want), np.isnan(got64)
+    if (nan_w != nan_g).any():
+        k = tuple(np.argwhere(nan_w != nan_g)[0])
+        return False, f"NaN pattern differs at {k}: got {got64[k]} want {want[k]} ({int((nan_w != nan_g).sum())} bad)"
+    m = ~nan_w
+    if exact:
+        w = want.astype(dt).astype(np.float64)
+        bad = m & (got64 != w)
+        if bad.any():
+            k = tuple(np.argwhere(bad)[0])
+            return False, f"value at {k}: got {got64[k]!r} want {w[k]!r} ({int(bad.sum())} bad)"
+        return True, ""
+    tol = rtol if rtol is not None else (2e-5 if dt == np.float32 else 2e-3)
+    base = scale if scale is not None else np.maximum(np.abs(want), 1.0)
+    err = np.abs(got64 - want)
+    bad = m & (err > tol * base)
+    if bad.any():
+        k = tuple(np.argwhere(bad)[0])
+        return False, f"value at {k}: got {got64[k]!r} want {want[k]!r} (tol {tol * base[k]:.3g}, {int(bad.sum())} bad)"
+    return True, ""
+
+
+def pool_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
+    """pool2d cases."""
+    for dtype in (np.float32, np.float16):
+        for layout in ("NCHW", "NHWC"):
+            c = dict(dtype=dtype, layout=layout)
+            check_pool(dev, rng, "3x3s2p1 odd", (3, 5, 17, 23), kind="max", kernel=3, stride=2, padding=1,
+                       indices=True, **c)
+            check_pool(dev, rng, "3x3s2p1 odd", (3, 5, 17, 23), kind="avg", kernel=3, stride=2, padding=1, **c)
+            check_pool(dev, rng, "3x3s2p1 C64", (2, 64, 30, 29), kind="max", kernel=3, stride=2, padding=1, **c)
+            check_pool(dev, rng, "3x3s2p1 C64 idx", (2, 64, 30, 29), kind="max", kernel=3, stride=2, padding=1,
+                       indices=True, **c)
+            check_pool(dev, rng, "3x3s2p1 C64", (2, 64, 30, 29), kind="avg", kernel=3, stride=2, padding=1,
+                       count_include_pad=False, **c)
+            check_pool(dev, rng, "2x2s2 C130", (2, 130, 18, 21), kind="max", kernel=2, stride=2, padding=0,
+                       indices=True, **c)
+            check_pool(dev, rng, "2x2s2 ceil", (1, 16, 19, 21), kind="avg", kernel=2, stride=2, padding=0,
+                       ceil_mode=True, **c)
+            check_pool(dev, rng, "ties", (2, 8, 16, 15), kind="max", kernel=3, stride=2, padding=1, indices=True,
+                       data="ties", **c)
+            check_pool(dev, rng, "nan", (2, 8, 16, 15), kind="max", kernel=3, stride=2, padding=1, indices=True,
+                       nan_frac=0.05, **c)
+            check_pool(dev, rng, "nan k2", (2, 8, 16, 16), kind="max", kernel=2, stride=2, padding=0, indices=True,
+                       nan_frac=0.1, **c)
+            check_pool(dev, rng, "split", (2, 5, 37, 41), kind="max", kernel=3, stride=2, padding=1, indices=True,
+                       nan_frac=0.02, params={"POOL_SPLIT": 1}, **c)
+            check_pool(dev, rng, "split", (1, 3, 70, 67), kind="avg", kernel=2, stride=2, padding=0,
+                       params={"POOL_SPLIT": 1, "POOL_SMEM_KB": 8}, **c)
+            check_pool(dev, rng, "asym pads dil2", (2, 9, 19, 17), kind="max", kernel=(3, 2), stride=(2, 1),
+                       padding=(2, 0, 1, 1), dilation=(2, 3), indices=True, **c)
+            check_pool(dev, rng, "asym pads dil2", (2, 9, 19, 17), kind="avg", kernel=(3, 2), stride=(2, 1),
+                       padding=(2, 0, 1, 1), dilation=(2, 3), **c)
+            check_pool(dev, rng, "same", (1, 7, 13, 11), kind="avg", kernel=4, stride=3, padding="same",
+                       count_include_pad=True, **c)
+            check_pool(dev, rng, "divisor", (1, 12, 13, 11), kind="avg", kernel=3, stride=2, padding=1, divisor=5,
+                       **c)
+            check_pool(dev, rng, "ceil incl pad", (2, 4, 14, 13), kind="avg", kernel=3, stride=2, padding=1,
+                       ceil_mode=True, **c)
+            check_pool(dev, rng, "1x1 plane", (3, 17, 1, 1), kind="max", kernel=1, stride=1, padding=0,
+                       indices=True, **c)
+            check_pool(dev, rng, "band tiles", (2, 3, 70, 97), kind="max", kernel=3, stride=2, padding=1,
+                       indices=True, params={"POOL_SMEM_KB": 8, "POOL_TILE_H": 2}, **c)
+            check_pool(dev, rng, "band tiles", (2, 3, 70, 97), kind="avg", kernel=3, stride=2, padding=1,
+                       params={"POOL_SMEM_KB": 8, "POOL_TILE_H": 4, "POOL_THREADS": 128}, **c)
+            check_pool(dev, rng, "band k5s1", (1, 2, 66, 81), kind="max", kernel=5, stride=1, padding=2,
+                       indices=True, params={"POOL_SMEM_KB": 8, "POOL_TILE_H": 8}, **c)
+            check_pool(dev, rng, "nhwc chunks", (2, 96, 21, 19), kind="max", kernel=3, stride=2, padding=1,
+                       indices=True, params={"POOL_SMEM_KB": 8, "POOL_TILE_W": 4, "POOL_TILE_H": 2}, **c)
+            check_pool(dev, rng, "misaligned", (2, 16, 15, 14), kind="max", kernel=3, stride=2, padding=1,
+                       indices=True, offset=2 * np.dtype(dtype).itemsize, **c)
+            check_pool(dev, rng, "misaligned", (2, 16, 15, 14), kind="avg", kernel=2, stride=2, padding=0,
+                       offset=np.dtype(dtype).itemsize, **c)
+            if not quick:
+                check_pool(dev, rng, "big", (4, 32, 56, 56), kind="max", kernel=3, stride=2, padding=1,
+                           indices=True, **c)
+                check_pool(dev, rng, "512 threads", (2, 24, 33, 35), kind="avg", kernel=3, stride=1, padding=1,
+                           params={"POOL_THREADS": 512, "POOL_TILE_W": 16}, **c)
+
+
+def adaptive_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
+    """adaptive_pool2d cases."""
+    cases = [
+        ("global 7x7", (4, 64, 7, 7), (1, 1)),
+        ("odd", (2, 3, 17, 23), (5, 7)),
+        ("identity", (2, 6, 13, 15), (13, 15)),
+        ("grow", (2, 3, 5, 5), (7, 9)),
+        ("C130", (2, 130, 9, 10), (3, 4)),
+        ("large bins", (1, 3, 200, 180), (1, 2)),
+        ("nhwc vsplit", (3, 256, 9, 11), (2, 3)),
+        ("nhwc global C64", (5, 64, 13, 12), (1, 1)),
+    ]
+    for dtype in (np.float32, np.float16):
+        for layout in ("NCHW", "NHWC"):
+            for name, shape, out in cases:
+                for kind in ("avg", "max"):
+                    full = f"adaptive[{name} {kind} {np.dtype(dtype).name} {layout}]"
+                    try:
+                        sp = S.adaptive_pool2d_spec(kind, geometry(shape, layout, dtype), out, kind == "max")
+                        x = rand(rng, shape, dtype)
+                        want, want_i = ref.pool2d_from_spec(sp, x.astype(np.float64))
+                        xb = dev.put(phys(x, layout))
+                        oshape = phys_shape(sp.out_shape, layout)
+                        yb = dev.poison(oshape, dtype)
+                        ib = dev.poison(oshape, np.int64) if kind == "max" else None
+                        dev.be.adaptive_pool2d(sp, xb, yb, ib, {})
+                        got = logical(dev.get(yb, oshape, dtype), layout)
+                        ok, detail = compare(got, want, dtype, exact=(kind == "max"))
+                        if ok and ib is not None:
+                            gi = logical(dev.get(ib, oshape, np.int64), layout)
+                            if (gi != want_i).any():
+                                ok, detail = False, f"indices differ ({int((gi != want_i).sum())} bad)"
+                        record(full, ok, detail)
+                    except Exception as exc:
+                        record(full, False, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}")
+
+
+# ----------------------------------------------------------------------------------
+# convolution
+# ----------------------------------------------------------------------------------
+
+
+def check_conv(
+    dev: Dev, rng: np.random.Generator, name: str, shape: tuple[int, int, int, int], cout: int, k: Any, dtype: Any,
+    layout: str, stride: Any = 1, padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
+    params: dict | None = None, offset: int = 0,
+) -> None:
+    """One conv2d launch against the oracle (tolerance relative to sum |x||w|)."""
+    full = f"conv2d[{name} {np.dtype(dtype).name} {layout}]"
+    try:
+        kh, kw = (k, k) if isinstance(k, int) else k
+        wshape = (cout, shape[1] // groups, kh, kw)
+        sp = S.conv2d_spec(geometry(shape, layout, dtype), wshape, bias, (cout,) if bias else None, stride, padding,
+                           dilation, groups)
+        x = rand(rng, shape, dtype)
+        w = (rng.standard_normal(wshape) / np.sqrt(np.prod(wshape[1:]))).astype(dtype)
+        b = rng.standard_normal(cout).astype(np.float32) if bias else None
+        want = ref.conv2d_from_spec(sp, x.astype(np.float64), w.astype(np.float64), b)
+        scale = ref.conv2d_from_spec(sp, np.abs(x.astype(np.float64)), np.abs(w.astype(np.float64)),
+                                     None if b is None else np.abs(b))
+        xb = dev.put(phys(x, layout), offset)
+        wb = dev.put(w)
+        bb = dev.put(b) if b is not None else None
+        oshape = phys_shape(sp.out_shape, layout)
+        yb = dev.poison(oshape, dtype, offset)
+        dev.be.conv2d(sp, xb, wb, bb, yb, params or {})
+        got = logical(dev.get(yb, oshape, dtype), layout)
+        if np.dtype(dtype) == np.float32:
+            ok, detail = compare(got, want, dtype, scale=np.maximum(scale, 1e-30), rtol=1e-5)
+        else:
+            ok, detail = compare(got, want, dtype, scale=scale + np.abs(want), rtol=1.5e-3)
+        record(full, ok, detail)
+    except Exception as exc:
+        record(full, False, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}")
+
+
+def conv_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
+    """conv2d cases (dense 3x3 -> SIMT/tensor cores, depthwise tiles, generic)."""
+    for dtype in (np.float32, np.float16):
+        for layout in ("NCHW", "NHWC"):
+            c = dict(dtype=dtype, layout=layout)
+            check_conv(dev, rng, "3x3 64->64", (2, 64, 32, 32), 64, 3, padding=1, **c)
+            check_conv(dev, rng, "3x3 64->64 nobias", (1, 64, 12, 40), 64, 3, padding=1, bias=False, **c)
+            check_conv(dev, rng, "3x3 5->7 odd", (3, 5, 17, 23), 7, 3, padding=1, **c)
+            check_conv(dev, rng, "3x3 16->130", (1, 16, 9, 35), 130, 3, padding=(0, 2, 1, 0), **c)
+            check_conv(dev, rng, "3x3 70->20 valid", (2, 70, 11, 13), 20, 3, padding=0, **c)
+            check_conv(dev, rng, "3x3 simt ci4", (2, 13, 10, 33), 24, 3, padding=1, params={"CONV_SIMT_CI": 4}, **c)
+            check_conv(dev, rng, "3x3 no tc", (2, 24, 10, 17), 40, 3, padding=1, params={"CONV_TC": 0}, **c)
+            check_conv(dev, rng, "1x1 16->24", (2, 16, 9, 9), 24, 1, **c)
+            check_conv(dev, rng, "2x3 asym", (2, 8, 11, 12), 16, (2, 3), padding=(1, 0, 2, 1), **c)
+            check_conv(dev, rng, "dw 3x3", (2, 32, 17, 19), 32, 3, padding=1, groups=32, **c)
+            check_conv(dev, rng, "dw 3x3 nobias C6", (2, 6, 17, 19), 6, 3, padding=1, groups=6, bias=False, **c)
+            check_conv(dev, rng, "dw 3x3 s2", (2, 24, 17, 20), 24, 3, stride=2, padding=1, groups=24, **c)
+            check_conv(dev, rng, "dw 5x5 d2", (1, 16, 23, 21), 16, 5, padding=4, dilation=2, groups=16, **c)
+            check_conv(dev, rng, "dw bands", (1, 8, 80, 90), 8, 3, padding=1, groups=8,
+                       params={"DW_SMEM_KB": 8, "DW_TILE_H": 4}, **c)
+            check_conv(dev, rng, "dw x2 mult", (2, 4, 9, 10), 8, 3, padding=1, groups=4, **c)
+            check_conv(dev, rng, "grouped g4", (2, 16, 9, 11), 12, 3, stride=2, padding=1, groups=4, **c)
+            check_conv(dev, rng, "generic dil s2", (2, 6, 15, 14), 5, 3, stride=(2, 1), padding="same",
+                       dilation=(1, 2), **c)
+            check_conv(dev, rng, "misaligned", (2, 16, 10, 11), 16, 3, padding=1, offset=4, **c)
+            check_conv(dev, rng, "dw misaligned", (2, 16, 10, 11), 16, 3, padding=1, groups=16, offset=4, **c)
+            if not quick:
+                check_conv(dev, rng, "3x3 32->64 big", (4, 32, 28, 45), 64, 3, padding=1, **c)
+
+
+# ----------------------------------------------------------------------------------
+# batch norm
+# ----------------------------------------------------------------------------------
+
+
+def check_bn(
+    dev: Dev, rng: np.random.Generator, name: str, shape: tuple[int, int, int, int], dtype: Any, layout: str,
+    training: bool, affine: bool = True, running: bool = True, mean: float = 0.0, std: float = 1.0,
+    params: dict | None = None, offset: int = 0,
+) -> None:
+    """One batch_norm launch against the oracle, running statistics included."""
+    full = f"batch_norm[{name} {'train' if training else 'infer'} {np.dtype(dtype).name} {layout}]"
+    try:
+        c = shape[1]
+        sp = S.batch_norm_spec(geometry(shape, layout, dtype), training, 0.1, 1e-5, running)
+        chan_mean = mean + rng.standard_normal(c)
+        x = (chan_mean[None, :, None, None] + std * rng.standard_normal(shape)).astype(dtype)
+        wt = rng.uniform(0.5, 1.5, c).astype(np.float32) if affine else None
+        bs = rng.standard_normal(c).astype(np.float32) if affine else None
+        rm = rng.standard_normal(c).astype(np.float32) if running else None
+        rv = rng.uniform(0.5, 2.0, c).astype(np.float32) if running else None
+        rm64 = None if rm is None else rm.astype(np.float64)
+        rv64 = None if rv is None else rv.astype(np.float64)
+        want = ref.batch_norm_from_spec(sp, x.astype(np.float64), rm64, rv64, wt, bs)
+        xb = dev.put(phys(x, layout), offset)
+        yb = dev.poison(phys_shape(shape, layout), dtype, offset)
+        bufs = [None if a is None else dev.put(a) for a in (wt, bs, rm, rv)]
+        dev.be.batch_norm(sp, xb, yb, bufs[0], bufs[1], bufs[2], bufs[3], params or {})
+        got = logical(dev.get(yb, phys_shape(shape, layout), dtype), layout)
+        # input representation bound: x is known to eps * |x|, scaled by |scale|
+        xs = np.abs(x.astype(np.float64))
+        var = x.astype(np.float64).var(axis=(0, 2, 3)) if training else rv.astype(np.float64)
+        sc = (1.0 if wt is None else np.abs(wt.astype(np.float64))) / np.sqrt(var + 1e-5)
+        epsd = 6e-8 if np.dtype(dtype) == np.float32 else 1e-3
+        tol_abs = 4 * epsd * xs.max(axis=(0, 2, 3)) * sc + (1e-5 if np.dtype(dtype) == np.float32 else 2e-3)
+        err = np.abs(got.astype(np.float64) - want)
+        bound = tol_abs[None, :, None, None] * np.maximum(1.0, np.abs(want))
+        ok = bool(np.isfinite(got).all() and (err <= bound).all())
+        detail = "" if ok else (
+            f"max err {np.nanmax(err):.3g} (bound {bound.min():.3g}..{bound.max():.3g}), nan {np.isnan(got).sum()}"
+        )
+        if ok and training and running:
+            grm = dev.get(bufs[2], (c,), np.float32)
+            grv = dev.get(bufs[3], (c,), np.float32)
+            e1 = np.abs(grm - rm64) / np.maximum(np.abs(rm64), 1e-3 * max(1.0, abs(mean)))
+            e2 = np.abs(grv - rv64) / np.abs(rv64)
+            if e1.max() > 2e-5 or e2.max() > 2e-4:
+                ok, detail = False, f"running stats off: mean rel {e1.max():.3g}, var rel {e2.max():.3g}"
+        record(full, ok, detail)
+    except Exception as exc:
+        record(full, False, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}")
+
+
+def bn_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
+    """batch_norm cases (vector and scalar paths, several slabs, large means)."""
+    for dtype in (np.float32, np.float16):
+        for layout in ("NCHW", "NHWC"):
+            c = dict(dtype=dtype, layout=layout)
+            for training in (True, False):
+                check_bn(dev, rng, "16x64x32x32", (16, 64, 32, 32), training=training, **c)
+                check_bn(dev, rng, "odd 3x5x7x9", (3, 5, 7, 9), training=training, **c)
+                check_bn(dev, rng, "C130", (4, 130, 6, 5), training=training, **c)
+                check_bn(dev, rng, "no affine", (4, 24, 8, 8), training=training, affine=False, **c)
+                check_bn(dev, rng, "misaligned", (4, 24, 8, 8), training=training, offset=2 * np.dtype(dtype).itemsize,
+                         **c)
+                check_bn(dev, rng, "params", (8, 40, 12, 12), training=training,
+                         params={"BN_THREADS": 128, "BN_UNROLL": 2, "BN_BLOCKS_PER_SM": 1, "BN_L2_HINT": 0}, **c)
+                check_bn(dev, rng, "params 512", (8, 40, 12, 12), training=training,
+                         params={"BN_THREADS": 512, "BN_UNROLL": 8, "BN_BLOCKS_PER_SM": 8}, **c)
+            check_bn(dev, rng, "no running", (4, 24, 8, 8), training=True, running=False, **c)
+            check_bn(dev, rng, "1 image", (1, 8, 5, 7), training=True, **c)
+            check_bn(dev, rng, "C2048 1x1", (64, 2048, 1, 1), training=True, **c)
+            if dtype == np.float32:
+                check_bn(dev, rng, "mean 1e4 std 1", (8, 16, 20, 20), training=True, mean=1e4, std=1.0, **c)
+
+
+# ----------------------------------------------------------------------------------
+# runtime
+# ----------------------------------------------------------------------------------
+
+
+def runtime_suite(dev: Dev, rng: np.random.Generator) -> None:
+    """Out-of-memory, compile errors, threads, generic kernels, PyTorch interop."""
+    be = dev.be
+    try:
+        be.allocate(1 << 50)
+        record("runtime[oom raises]", False, "no error for 1 PiB")
+    except OutOfMemory as exc:
+        record("runtime[oom raises]", "1125899906842624" in str(exc), str(exc))
+    except Exception as exc:
+        record("runtime[oom raises]", False, f"{type(exc).__name__}: {exc}")
+    try:
+        buf = be.upload(np.arange(10, dtype=np.float32))
+        out = np.empty(10, np.float32)
+        be.download(buf, out)
+        record("runtime[usable after oom]", bool((out == np.arange(10)).all()))
+    except Exception as exc:
+        record("runtime[usable after oom]", False, f"{type(exc).__name__}: {exc}")
+    try:
+        be._module("pool2d.cu", (("DTYPE_HALF", 0), ("HAL_COMPILE_ERROR_TEST", 1), ("LAYOUT_NHWC", 0)))
+        record("runtime[compile error]", False, "no error")
+    except KernelCompileError as exc:
+        record("runtime[compile error]", "HAL_COMPILE_ERROR_TEST" in exc.log and exc.file == "pool2d.cu",
+               str(exc)[:300])
+    except Exception as exc:
+        record("runtime[compile error]", False, f"{type(exc).__name__}: {exc}")
+
+    # another thread, no context of its own
+    errors: list[str] = []
+
+    def worker() -> None:
+        try:
+            check_pool(dev, np.random.default_rng(7), "thread", (2, 8, 11, 12), np.float32, "NCHW", "max", 3, 2, 1,
+                       indices=True)
+        except Exception as exc:  # pragma: no cover
+            errors.append(str(exc))
+
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join()
+    record("runtime[other thread]", not errors, "; ".join(errors))
+
+    # the contract's one-thread-per-output kernels on their own
+    be.force_generic = True
+    try:
+        for dtype in (np.float32, np.float16):
+            for layout in ("NCHW", "NHWC"):
+                c = dict(dtype=dtype, layout=layout)
+                check_pool(dev, rng, "generic", (2, 9, 13, 11), kind="max", kernel=3, stride=2, padding=1,
+                           indices=True, **c)
+                check_pool(dev, rng, "generic", (2, 9, 13, 11), kind="avg", kernel=(2, 3), stride=(1, 2),
+                           padding=(1, 0, 1, 1), dilation=(2, 1), count_include_pad=False, **c)
+                check_conv(dev, rng, "generic 3x3", (2, 9, 13, 11), 10, 3, padding=1, **c)
+                check_conv(dev, rng, "generic dw", (2, 9, 13, 11), 9, 3, padding=1, groups=9, **c)
+                for kind in ("avg", "max"):
+                    full = f"adaptive[generic {kind} {np.dtype(dtype).name} {layout}]"
+                    sp = S.adaptive_pool2d_spec(kind, geometry((2, 5, 11, 13), layout, dtype), (4, 5), kind == "max")
+                    x = rand(rng, (2, 5, 11, 13), dtype)
+                    want, _ = ref.pool2d_from_spec(sp, x.astype(np.float64))
+                    yb = dev.poison(phys_shape(sp.out_shape, layout), dtype)
+                    ib = dev.poison(phys_shape(sp.out_shape, layout), np.int64) if kind == "max" else None
+                    be.adaptive_pool2d(sp, dev.put(phys(x, layout)), yb, ib, {})
+                    got = logical(dev.get(yb, phys_shape(sp.out_shape, layout), dtype), layout)
+                    record(full, *compare(got, want, dtype, exact=kind == "max"))
+    finally:
+        be.force_generic = False
+
+    # eltwise ReLU, in place and not, aligned and not
+    for dtype in (np.float32, np.float16):
+        for count, offset, inplace in ((1000003, 0, False), (77, 2 * np.dtype(dtype).itemsize, True)):
+            name = f"eltwise[relu {np.dtype(dtype).name} n={count} off={offset} inplace={inplace}]"
+            try:
+                x = rand(rng, (count,), dtype)
+                x[::97] = np.nan
+                xb = dev.put(x, offset)
+                yb = xb if inplace else dev.poison((count,), dtype)
+                be.eltwise(S.EltwiseSpec("relu", count, np.dtype(dtype)), xb, yb, {})
+                got = dev.get(yb, (count,), dtype)
+                record(name, *compare(got, ref.relu(x), dtype, exact=True))
+            except Exception as exc:
+                record(name, False, f"{type(exc).__name__}: {exc}")
+
+    # contract entry point batch_norm_apply (y = x * scale + shift), launched by hand
+    try:
+        from hal.backends.cuda import Launch
+
+        for layout in ("NCHW", "NHWC"):
+            x = rand(rng, (2, 5, 3, 7), np.float32)
+            sc = rng.standard_normal(5).astype(np.float32)
+            sh = rng.standard_normal(5).astype(np.float32)
+            want = x * sc[None, :, None, None] + sh[None, :, None, None]
+            yb = dev.poison(phys_shape(x.shape, layout), np.float32)
+            defines = be.compile_defines("batch_norm", np.dtype(np.float32), layout, {})
+            launch = Launch("batch_norm.cu", defines, "batch_norm_apply", "PPPPiii", (4, 1, 1), (256, 1, 1), 0,
+                            ("x", "y", "s", "t", 2, 5, 21))
+            be._run((launch,), {"x": dev.put(phys(x, layout)), "y": yb, "s": dev.put(sc), "t": dev.put(sh)})
+            got = logical(dev.get(yb, phys_shape(x.shape, layout), np.float32), layout)
+            record(f"batch_norm_apply[contract {layout}]", *compare(got, want.astype(np.float64), np.float32))
+    except Exception as exc:
+        record("batch_norm_apply[contract]", False, f"{type(exc).__name__}: {exc}")
+
+    # PyTorch in the same process: its tensors wrapped without copies, its default stream
+    try:
+        import torch
+        import torch.nn.functional as F
+
+        if torch.cuda.is_available():
+            xt = torch.randn(4, 32, 40, 40, device="cuda")
+            for layout in ("NCHW", "NHWC"):
+                xin = xt.contiguous(memory_format=torch.channels_last) if layout == "NHWC" else xt
+                yt = torch.full((4, 32, 20, 20), float("nan"), device="cuda")
+                if layout == "NHWC":
+                    yt = yt.contiguous(memory_format=torch.channels_last)
+                sp = S.pool2d_spec("max", geometry((4, 32, 40, 40), layout, np.float32), 3, 2, 1, 1, False, True,
+                                   None, False)
+                xin2 = xin * 2.0  # queued on PyTorch's stream right before hal's kernel
+                xw = be.wrap(xin2.data_ptr(), xin2.numel() * 4, xin2)
+                be.pool2d(sp, xw, be.wrap(yt.data_ptr(), yt.numel() * 4, yt), None, {})
+                want_t = F.max_pool2d(xin2, 3, 2, 1)  # queued after: must see hal's result ordered too
+                be.synchronize()
+                torch.cuda.synchronize()
+                ok = torch.equal(yt, want_t)
+                record(f"runtime[torch interop {layout}]", bool(ok), "" if ok else "differs from F.max_pool2d")
+        else:
+            record("runtime[torch interop]", False, "torch sees no GPU")
+    except ImportError:
+        record("runtime[torch interop]", True, "torch not installed: skipped")
+    except Exception as exc:
+        record("runtime[torch interop]", False, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}")
+
+
+def one_suite(dev: Dev, rng: np.random.Generator) -> None:
+    """One small launch of every kernel entry point (for compute-sanitizer)."""
+    be = dev.be
+    for dtype in (np.float32, np.float16):
+        for layout in ("NCHW", "NHWC"):
+            c = dict(dtype=dtype, layout=layout)
+            check_pool(dev, rng, "one k3s2", (2, 16, 15, 14), kind="max", kernel=3, stride=2, padding=1,
+                       indices=True, **c)
+            check_pool(dev, rng, "one k3s2", (2, 16, 15, 14), kind="max", kernel=3, stride=2, padding=1, **c)
+            check_pool(dev, rng, "one k3s2", (2, 16, 15, 14), kind="avg", kernel=3, stride=2, padding=1, **c)
+            check_pool(dev, rng, "one k2s2", (1, 8, 16, 18), kind="max", kernel=2, stride=2, padding=0,
+                       indices=True, **c)
+            check_pool(dev, rng, "one k2s2", (1, 8, 16, 18), kind="avg", kernel=2, stride=2, padding=0, **c)
+            check_pool(dev, rng, "one g", (2, 8, 13, 11), kind="max", kernel=(2, 3), stride=(1, 2), padding=1,
+                       indices=True, **c)
+            check_pool(dev, rng, "one g", (2, 8, 13, 11), kind="avg", kernel=(2, 3), stride=(1, 2), padding=1, **c)
+            check_pool(dev, rng, "one bands", (1, 2, 66, 70), kind="max", kernel=3, stride=2, padding=1,
+                       params={"POOL_SMEM_KB": 8, "POOL_TILE_H": 2}, **c)
+            check_pool(dev, rng, "one misaligned", (1, 8, 9, 10), kind="max", kernel=3, stride=2, padding=1,
+                       offset=2 * np.dtype(dtype).itemsize, **c)
+            for name, shape, out in (("global", (2, 16, 7, 7), (1, 1)), ("large bins", (1, 2, 60, 70), (1, 1))):
+                for kind in ("max", "avg"):
+                    sp = S.adaptive_pool2d_spec(kind, geometry(shape, layout, dtype), out, kind == "max")
+                    x = rand(rng, shape, dtype)
+                    want, _ = ref.pool2d_from_spec(sp, x.astype(np.float64))
+                    oshape = phys_shape(sp.out_shape, layout)
+                    yb = dev.poison(oshape, dtype)
+                    ib = dev.poison(oshape, np.int64) if kind == "max" else None
+                    be.adaptive_pool2d(sp, dev.put(phys(x, layout)), yb, ib, {})
+                    got = logical(dev.get(yb, oshape, dtype), layout)
+                    record(f"adaptive[one {name} {kind} {np.dtype(dtype).name} {layout}]",
+                           *compare(got, want, dtype, exact=kind == "max"))
+            check_conv(dev, rng, "one 3x3", (1, 16, 9, 35), 70, 3, padding=1, **c)
+            check_conv(dev, rng, "one 3x3 simt", (1, 16, 9, 35), 70, 3, padding=1, params={"CONV_TC": 0}, **c)
+            check_conv(dev, rng, "one dw k3s1", (2, 16, 10, 11), 16, 3, padding=1, groups=16, **c)
+            check_conv(dev, rng, "one dw g", (2, 16, 10, 11), 16, 3, stride=2, padding=1, groups=16, **c)
+            check_conv(dev, rng, "one generic", (2, 6, 10, 11), 4, 3, stride=2, padding=1, groups=2, **c)
+            for training in (True, False):
+                check_bn(dev, rng, "one", (4, 16, 6, 8), training=training, **c)
+                check_bn(dev, rng, "one scalar", (3, 5, 3, 3), training=training, **c)
+    be.force_generic = True
+    try:
+        for dtype in (np.float32, np.float16):
+            for layout in ("NCHW", "NHWC"):
+                c = dict(dtype=dtype, layout=layout)
+                check_pool(dev, rng, "one generic", (2, 5, 9, 8), kind="max", kernel=3, stride=2, padding=1,
+                           indices=True, **c)
+                check_pool(dev, rng, "one generic", (2, 5, 9, 8), kind="avg", kernel=3, stride=2, padding=1, **c)
+                check_conv(dev, rng, "one generic dw", (2, 5, 9, 8), 5, 3, padding=1, groups=5, **c)
+    finally:
+        be.force_generic = False
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run every check; print failures and a summary."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="fewer and smaller cases")
+    ap.add_argument("--out", default="", help="folder for check_cuda.json")
+    ap.add_argument("--only", default="", help="suites: pool,adaptive,conv,bn,runtime,one (one launch per kernel)")
+    args = ap.parse_args(argv)
+    probe = CudaBackend.probe()
+    print(probe.reason, flush=True)
+    if not probe.available:
+        return 2
+    be = CudaBackend(probe.devices[0])
+    dev = Dev(be)
+    t0 = time.time()
+    keys = []
+    for family, variants in CHECK_BUILDS.items():
+        for dtype in (np.float32, np.float16):
+            for layout in ("NCHW", "NHWC"):
+                for params in variants:
+                    keys.append((CudaBackend.family_file(family),
+                                 CudaBackend.compile_defines(family, np.dtype(dtype), layout, params)))
+    print(f"built {be.build_all(keys)} modules in {time.time() - t0:.1f} s", flush=True)
+    rng = np.random.default_rng(int(time.time()))
+    suites: dict[str, Callable[[], None]] = {
+        "pool": lambda: pool_suite(dev, rng, args.quick),
+        "adaptive": lambda: adaptive_suite(dev, rng, args.quick),
+        "conv": lambda: conv_suite(dev, rng, args.quick),
+        "bn": lambda: bn_suite(dev, rng, args.quick),
+        "runtime": lambda: runtime_suite(dev, rng),
+        "one": lambda: one_suite(dev, rng),
+    }
+    wanted = [s for s in args.only.split(",") if s] or [s for s in suites if s != "one"]
+    for name in wanted:
+        t0 = time.time()
+        before = len(RESULTS)
+        suites[name]()
+        done = RESULTS[before:]
+        print(f"{name}: {sum(r['ok'] for r in done)}/{len(done)} passed in {time.time() - t0:.1f} s", flush=True)
+    failed = [r for r in RESULTS if not r["ok"]]
+    print(f"check_cuda: {len(RESULTS) - len(failed)}/{len(RESULTS)} passed", flush=True)
+    if args.out:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        (Path(args.out) / "check_cuda.json").write_text(json.dumps(RESULTS, indent=1))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

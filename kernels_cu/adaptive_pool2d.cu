@@ -1,0 +1,359 @@
+// Adaptive (and global) max / average pooling: bin i spans [i*In/Out, ceil((i+1)*In/Out)).
+//
+// Macros: DTYPE_HALF, LAYOUT_NHWC, ADAPT_THREADS [256] (threads per block of every kernel).
+//
+// Entry points:
+//   adaptive_pool2d_max, adaptive_pool2d_avg (contract signature) one thread per output
+//   adaptive_pool2d_{max,maxi,avg}_vec   NHWC, HAL_VEC channels per thread (16-byte loads)
+//   adaptive_pool2d_{max,maxi,avg}_tile  NCHW shared-memory tiles (hal_window.cuh)
+//   adaptive_pool2d_{max,maxi,avg}_block one block per output: few outputs, large bins
+//   adaptive_pool2d_{max,maxi,avg}_vsplit NHWC, a block per (output pixel, 32 channel vectors):
+//       its warps split the bin's pixels (global pooling of small images has too few outputs
+//       for a thread each)
+#include "hal_window.cuh"
+
+#ifndef ADAPT_THREADS
+#define ADAPT_THREADS 256
+#endif
+
+__device__ __forceinline__ int bin_lo(int o, int In, int Out) { return (int)(((long long)o * In) / Out); }
+__device__ __forceinline__ int bin_hi(int o, int In, int Out) {
+    return (int)(((long long)(o + 1) * In + Out - 1) / Out);
+}
+
+// decode a physical output index into (n, c, oh, ow) and the input element strides
+struct OutPos {
+    int n, c, oh, ow;
+    long long base, rs, cs;
+};
+__device__ __forceinline__ OutPos out_pos(long long i, int C, int IH, int IW, int OH, int OW) {
+    OutPos q;
+#if LAYOUT_NHWC
+    q.c = (int)(i % C);
+    i /= C;
+    q.ow = (int)(i % OW);
+    i /= OW;
+    q.oh = (int)(i % OH);
+    q.n = (int)(i / OH);
+    q.base = (long long)q.n * IH * IW * C + q.c;
+    q.rs = (long long)IW * C;
+    q.cs = C;
+#else
+    q.ow = (int)(i % OW);
+    i /= OW;
+    q.oh = (int)(i % OH);
+    i /= OH;
+    q.c = (int)(i % C);
+    q.n = (int)(i / C);
+    q.base = ((long long)q.n * C + q.c) * IH * IW;
+    q.rs = IW;
+    q.cs = 1;
+#endif
+    return q;
+}
+
+template <bool MAXP>
+__device__ __forceinline__ void adaptive_direct(const act_t* __restrict__ x, act_t* __restrict__ y,
+                                                long long* __restrict__ ind, int N, int C, int IH, int IW, int OH,
+                                                int OW) {
+    const long long total = (long long)N * C * OH * OW;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        const OutPos q = out_pos(i, C, IH, IW, OH, OW);
+        const int hs = bin_lo(q.oh, IH, OH), he = bin_hi(q.oh, IH, OH);
+        const int ws = bin_lo(q.ow, IW, OW), we = bin_hi(q.ow, IW, OW);
+        float acc = MAXP ? HAL_NEG_INF : 0.0f;
+        long long bi = (long long)hs * IW + ws;
+        for (int ih = hs; ih < he; ++ih)
+            for (int iw = ws; iw < we; ++iw) {
+                const float v = ld_act(x + q.base + ih * q.rs + iw * q.cs);
+                if (MAXP)
+                    max_take(v, (long long)ih * IW + iw, acc, bi);
+                else
+                    acc += v;
+            }
+        if (!MAXP) acc /= (float)((he - hs) * (we - ws));
+        st_act(y + i, acc);
+        if (MAXP && ind) ind[i] = bi;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(ADAPT_THREADS)
+    adaptive_pool2d_max(const act_t* __restrict__ x, act_t* __restrict__ y, long long* __restrict__ indices, int N,
+                        int C, int IH, int IW, int OH, int OW) {
+    adaptive_direct<true>(x, y, indices, N, C, IH, IW, OH, OW);
+}
+extern "C" __global__ void __launch_bounds__(ADAPT_THREADS)
+    adaptive_pool2d_avg(const act_t* __restrict__ x, act_t* __restrict__ y, long long* __restrict__ indices, int N,
+                        int C, int IH, int IW, int OH, int OW) {
+    adaptive_direct<false>(x, y, indices, N, C, IH, IW, OH, OW);
+}
+
+// ---- NHWC, HAL_VEC channels per thread (C % HAL_VEC == 0, aligned buffers)
+template <int OP, bool IDX>
+__device__ __forceinline__ void adaptive_vec(const act_t* __restrict__ x, act_t* __restrict__ y,
+                                             long long* __restrict__ ind, int N, int C, int IH, int IW, int OH,
+                                             int OW) {
+    const int ncv = C / HAL_VEC;
+    const long long total = (long long)N * OH * OW * ncv;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        long long t = i;
+        const int cv = (int)(t % ncv);
+        t /= ncv;
+        const int ow = (int)(t % OW);
+        t /= OW;
+        const int oh = (int)(t % OH);
+        const int n = (int)(t / OH);
+        const int hs = bin_lo(oh, IH, OH), he = bin_hi(oh, IH, OH);
+        const int ws = bin_lo(ow, IW, OW), we = bin_hi(ow, IW, OW);
+        float acc[HAL_VEC];
+        long long bi[HAL_VEC];
+#pragma unroll
+        for (int j = 0; j < HAL_VEC; ++j) {
+            acc[j] = OP == WIN_MAX ? HAL_NEG_INF : 0.0f;
+            bi[j] = (long long)hs * IW + ws;
+        }
+        const act_t* xb = x + (long long)n * IH * IW * C + cv * HAL_VEC;
+        for (int ih = hs; ih < he; ++ih) {
+            const act_t* xr = xb + (long long)ih * IW * C;
+#pragma unroll 4
+            for (int iw = ws; iw < we; ++iw) {
+                float v[HAL_VEC];
+                ld_vec(xr + (long long)iw * C, v);
+                if (OP == WIN_MAX) {
+#pragma unroll
+                    for (int j = 0; j < HAL_VEC; ++j) max_take(v[j], (long long)ih * IW + iw, acc[j], bi[j]);
+                } else {
+#pragma unroll
+                    for (int j = 0; j < HAL_VEC; ++j) acc[j] += v[j];
+                }
+            }
+        }
+        if (OP == WIN_AVG) {
+            const float d = (float)((he - hs) * (we - ws));
+#pragma unroll
+            for (int j = 0; j < HAL_VEC; ++j) acc[j] /= d;
+        }
+        const long long o = (((long long)n * OH + oh) * OW + ow) * C + cv * HAL_VEC;
+        st_vec(y + o, acc);
+        if (IDX) {
+#pragma unroll
+            for (int j = 0; j < HAL_VEC; ++j) ind[o + j] = bi[j];
+        }
+    }
+}
+
+#define ADAPT_VEC_KERNEL(NAME, OP, IDX)                                                                         \
+    extern "C" __global__ void __launch_bounds__(ADAPT_THREADS)                                                 \
+        NAME(const act_t* __restrict__ x, act_t* __restrict__ y, long long* __restrict__ indices, int N, int C, \
+             int IH, int IW, int OH, int OW) {                                                                  \
+        adaptive_vec<OP, IDX>(x, y, indices, N, C, IH, IW, OH, OW);                                             \
+    }
+ADAPT_VEC_KERNEL(adaptive_pool2d_max_vec, WIN_MAX, false)
+ADAPT_VEC_KERNEL(adaptive_pool2d_maxi_vec, WIN_MAX, true)
+ADAPT_VEC_KERNEL(adaptive_pool2d_avg_vec, WIN_AVG, false)
+
+// ---- NCHW tiles
+#define ADAPT_TILE_KERNEL(NAME, OP, IDX)                                                                     \
+    extern "C" __global__ void __launch_bounds__(ADAPT_THREADS)                                              \
+        NAME(const act_t* __restrict__ x, act_t* __restrict__ y, long long* __restrict__ indices, WinParams p) { \
+        win_nchw<OP, true, IDX, 0, 0, 0, 0>(x, y, indices, nullptr, nullptr, p);                             \
+    }
+ADAPT_TILE_KERNEL(adaptive_pool2d_max_tile, WIN_MAX, false)
+ADAPT_TILE_KERNEL(adaptive_pool2d_maxi_tile, WIN_MAX, true)
+ADAPT_TILE_KERNEL(adaptive_pool2d_avg_tile, WIN_AVG, false)
+
+// ---- one block per output (large bins, few outputs)
+__device__ __forceinline__ void max_combine(float& v, long long& i, float v2, long long i2) {
+    const bool n1 = isnan(v), n2 = isnan(v2);
+    bool take;
+    if (n1 || n2)
+        take = n2 && (!n1 || i2 > i);  // the last NaN in scan order
+    else
+        take = v2 > v || (v2 == v && i2 < i);  // the first maximum
+    if (take) {
+        v = v2;
+        i = i2;
+    }
+}
+
+template <int OP, bool IDX>
+__device__ __forceinline__ void adaptive_block(const act_t* __restrict__ x, act_t* __restrict__ y,
+                                               long long* __restrict__ ind, int N, int C, int IH, int IW, int OH,
+                                               int OW) {
+    __shared__ float s_v[32];
+    __shared__ long long s_i[32];
+    const long long total = (long long)N * C * OH * OW;
+    for (long long o = blockIdx.x; o < total; o += gridDim.x) {
+        const OutPos q = out_pos(o, C, IH, IW, OH, OW);
+        const int hs = bin_lo(q.oh, IH, OH), he = bin_hi(q.oh, IH, OH);
+        const int ws = bin_lo(q.ow, IW, OW), we = bin_hi(q.ow, IW, OW);
+        const int ww = we - ws, count = (he - hs) * ww;
+        float acc = OP == WIN_MAX ? HAL_NEG_INF : 0.0f;
+        long long bi = 0x7fffffffffffffffLL;
+        int r = threadIdx.x / ww, c = threadIdx.x - (threadIdx.x / ww) * ww;
+        for (int t = threadIdx.x; t < count; t += blockDim.x) {
+            const int ih = hs + r, iw = ws + c;
+            const float v = ld_act(x + q.base + ih * q.rs + iw * q.cs);
+            if (OP == WIN_MAX) {
+                if (bi == 0x7fffffffffffffffLL) bi = (long long)ih * IW + iw;
+                max_take(v, (long long)ih * IW + iw, acc, bi);
+            } else {
+                acc += v;
+            }
+            c += blockDim.x;
+            while (c >= ww) {
+                c -= ww;
+                ++r;
+            }
+        }
+        // warp then block reduction
+        for (int off = 16; off > 0; off >>= 1) {
+            const float v2 = __shfl_down_sync(0xffffffffu, acc, off);
+            const long long i2 = __shfl_down_sync(0xffffffffu, bi, off);
+            if (OP == WIN_MAX)
+                max_combine(acc, bi, v2, i2);
+            else
+                acc += v2;
+        }
+        const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+        if (lane == 0) {
+            s_v[warp] = acc;
+            s_i[warp] = bi;
+        }
+        __syncthreads();
+        if (warp == 0) {
+            acc = lane < nw ? s_v[lane] : (OP == WIN_MAX ? HAL_NEG_INF : 0.0f);
+            bi = lane < nw ? s_i[lane] : 0x7fffffffffffffffLL;
+            for (int off = 16; off > 0; off >>= 1) {
+                const float v2 = __shfl_down_sync(0xffffffffu, acc, off);
+                const long long i2 = __shfl_down_sync(0xffffffffu, bi, off);
+                if (OP == WIN_MAX)
+                    max_combine(acc, bi, v2, i2);
+                else
+                    acc += v2;
+            }
+            if (lane == 0) {
+                if (OP == WIN_AVG) acc /= (float)count;
+                st_act(y + o, acc);
+                if (IDX) ind[o] = bi;
+            }
+        }
+        __syncthreads();
+    }
+}
+
+#define ADAPT_BLOCK_KERNEL(NAME, OP, IDX)                                                                       \
+    extern "C" __global__ void __launch_bounds__(ADAPT_THREADS)                                                 \
+        NAME(const act_t* __restrict__ x, act_t* __restrict__ y, long long* __restrict__ indices, int N, int C, \
+             int IH, int IW, int OH, int OW) {                                                                  \
+        adaptive_block<OP, IDX>(x, y, indices, N, C, IH, IW, OH, OW);                                           \
+    }
+ADAPT_BLOCK_KERNEL(adaptive_pool2d_max_block, WIN_MAX, false)
+ADAPT_BLOCK_KERNEL(adaptive_pool2d_maxi_block, WIN_MAX, true)
+ADAPT_BLOCK_KERNEL(adaptive_pool2d_avg_block, WIN_AVG, false)
+
+// ---- NHWC, a block per (output pixel, 32 channel vectors); warp g takes pixels g, g + G, ...
+template <int OP, bool IDX>
+__device__ __forceinline__ void adaptive_vsplit(const act_t* __restrict__ x, act_t* __restrict__ y,
+                                                long long* __restrict__ ind, int N, int C, int IH, int IW, int OH,
+                                                int OW) {
+    extern __shared__ __align__(16) unsigned char s_raw[];
+    const int G = blockDim.x >> 5, g = threadIdx.x >> 5, cvl = threadIdx.x & 31;
+    float* s_v = reinterpret_cast<float*>(s_raw);                                  // [G][32][VEC]
+    long long* s_i = reinterpret_cast<long long*>(s_raw + (size_t)G * 32 * HAL_VEC * 4);  // [G][32][VEC]
+    const int ncv = C / HAL_VEC, chunks = (ncv + 31) / 32;
+    const long long total = (long long)N * OH * OW * chunks;
+    const long long none = 0x7fffffffffffffffLL;
+    for (long long b = blockIdx.x; b < total; b += gridDim.x) {
+        const int chunk = (int)(b % chunks);
+        long long t = b / chunks;
+        const int ow = (int)(t % OW);
+        t /= OW;
+        const int oh = (int)(t % OH);
+        const int n = (int)(t / OH);
+        const int cv = chunk * 32 + cvl;
+        const int hs = bin_lo(oh, IH, OH), he = bin_hi(oh, IH, OH);
+        const int ws = bin_lo(ow, IW, OW), we = bin_hi(ow, IW, OW);
+        const int bw = we - ws, cnt = (he - hs) * bw;
+        float acc[HAL_VEC];
+        long long bi[HAL_VEC];
+#pragma unroll
+        for (int j = 0; j < HAL_VEC; ++j) {
+            acc[j] = OP == WIN_MAX ? HAL_NEG_INF : 0.0f;
+            bi[j] = none;
+        }
+        if (cv < ncv) {
+            const act_t* xb = x + (long long)n * IH * IW * C + cv * HAL_VEC;
+            int r = g / bw, c = g - (g / bw) * bw;
+            for (int k = g; k < cnt; k += G) {
+                const int ih = hs + r, iw = ws + c;
+                float v[HAL_VEC];
+                ld_vec(xb + ((long long)ih * IW + iw) * C, v);
+                const long long idx = (long long)ih * IW + iw;
+#pragma unroll
+                for (int j = 0; j < HAL_VEC; ++j) {
+                    if (OP == WIN_MAX) {
+                        if (IDX) {
+                            if (bi[j] == none) bi[j] = idx;
+                            max_take(v[j], idx, acc[j], bi[j]);
+                        } else {
+                            acc[j] = max_nan(acc[j], v[j]);
+                        }
+                    } else {
+                        acc[j] += v[j];
+                    }
+                }
+                c += G;
+                while (c >= bw) {
+                    c -= bw;
+                    ++r;
+                }
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < HAL_VEC; ++j) {
+            s_v[(g * 32 + cvl) * HAL_VEC + j] = acc[j];
+            if (IDX) s_i[(g * 32 + cvl) * HAL_VEC + j] = bi[j];
+        }
+        __syncthreads();
+        if (g == 0 && cv < ncv) {
+            for (int q = 1; q < G; ++q) {
+#pragma unroll
+                for (int j = 0; j < HAL_VEC; ++j) {
+                    const float v2 = s_v[(q * 32 + cvl) * HAL_VEC + j];
+                    if (OP == WIN_MAX) {
+                        if (IDX)
+                            max_combine(acc[j], bi[j], v2, s_i[(q * 32 + cvl) * HAL_VEC + j]);
+                        else
+                            acc[j] = max_nan(acc[j], v2);
+                    } else {
+                        acc[j] += v2;
+                    }
+                }
+            }
+            if (OP == WIN_AVG) {
+#pragma unroll
+                for (int j = 0; j < HAL_VEC; ++j) acc[j] /= (float)cnt;
+            }
+            const long long o = (((long long)n * OH + oh) * OW + ow) * C + cv * HAL_VEC;
+            st_vec(y + o, acc);
+            if (IDX) {
+#pragma unroll
+                for (int j = 0; j < HAL_VEC; ++j) ind[o + j] = bi[j];
+            }
+        }
+        __syncthreads();
+    }
+}
+
+#define ADAPT_VSPLIT_KERNEL(NAME, OP, IDX)                                                                      \
+    extern "C" __global__ void __launch_bounds__(ADAPT_THREADS)                                                 \
+        NAME(const act_t* __restrict__ x, act_t* __restrict__ y, long long* __restrict__ indices, int N, int C, \
+             int IH, int IW, int OH, int OW) {                                                                  \
+        adaptive_vsplit<OP, IDX>(x, y, indices, N, C, IH, IW, OH, OW);                                          \
+    }
+ADAPT_VSPLIT_KERNEL(adaptive_pool2d_max_vsplit, WIN_MAX, false)
+ADAPT_VSPLIT_KERNEL(adaptive_pool2d_maxi_vsplit, WIN_MAX, true)
+ADAPT_VSPLIT_KERNEL(adaptive_pool2d_avg_vsplit, WIN_AVG, false)

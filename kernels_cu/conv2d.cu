@@ -1,0 +1,524 @@
+// 2-D convolution (cross-correlation, groups, dilation, asymmetric padding; fp32 accumulate).
+//
+// Macros: DTYPE_HALF, LAYOUT_NHWC, CONV_THREADS [256] (threads per block of conv2d and
+// the depthwise tiles), CONV_OCC [0] (their occupancy target), CONV_SIMT_CI [8] (input channels per pipeline stage of the
+// float 3x3 kernel).
+//
+// Entry points:
+//   conv2d (contract signature)            one thread per output, any spec
+//   conv2d_dw_tile_{g,k3s1}(x, w, bias, y, WinParams)
+//       depthwise (groups == C_in == C_out) shared-memory tiles (hal_window.cuh)
+//   conv2d_k3_simt(x, w, bias, y, N, CI, IH, IW, CO, OH, OW, PT, PL, tiles_h, tiles_w, co_tiles)
+//       dense 3x3, stride 1, dilation 1, groups 1, CUDA cores: implicit GEMM, block tile
+//       8 x 32 output pixels x 64 output channels, 8 x 8 outputs per thread, input and
+//       weights double-buffered in shared memory (cp.async on sm_80+)
+//   conv2d_k3_tc(x, w, bias, y, N, CI, IH, IW, CO, OH, OW, KH, KW, PT, PL, tiles_h, tiles_w)
+//       float16 only, dense KH,KW <= 3, stride 1, dilation 1, groups 1, C_in <= 64, tensor
+//       cores (mma.sync m16n8k16, m16n8k8 on sm_75): persistent blocks keep all weights of
+//       64 output channels in shared memory and stream 4 x 32 pixel tiles (ldmatrix
+//       reads the 3x3 shifted views of one input tile, XOR-swizzled: no bank conflicts)
+#include "hal_window.cuh"
+
+#ifndef CONV_THREADS
+#define CONV_THREADS 256
+#endif
+#ifndef CONV_SIMT_CI
+#define CONV_SIMT_CI 8
+#endif
+// CONV_OCC [0]: resident threads per multiprocessor the register allocation of the generic
+// and depthwise kernels must allow (0: the compiler's choice)
+#ifndef CONV_OCC
+#define CONV_OCC 0
+#endif
+#define CONV_MINB (CONV_OCC / CONV_THREADS > 0 ? CONV_OCC / CONV_THREADS : 1)
+
+// ---------------------------------------------------------------------------------
+// generic: one thread per output
+// ---------------------------------------------------------------------------------
+extern "C" __global__ void __launch_bounds__(CONV_THREADS, CONV_MINB)
+    conv2d(const act_t* __restrict__ x, const act_t* __restrict__ w, const float* __restrict__ bias,
+           act_t* __restrict__ y, int N, int CI, int IH, int IW, int CO, int OH, int OW, int KH, int KW, int SH, int SW,
+           int PT, int PL, int DH, int DW, int G) {
+    const long long total = (long long)N * CO * OH * OW;
+    const int cig = CI / G, cog = CO / G;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        long long t = i;
+        int n, co, oh, ow;
+#if LAYOUT_NHWC
+        co = (int)(t % CO);
+        t /= CO;
+        ow = (int)(t % OW);
+        t /= OW;
+        oh = (int)(t % OH);
+        n = (int)(t / OH);
+#else
+        ow = (int)(t % OW);
+        t /= OW;
+        oh = (int)(t % OH);
+        t /= OH;
+        co = (int)(t % CO);
+        n = (int)(t / CO);
+#endif
+        const int ci0 = (co / cog) * cig;
+        const int hs = oh * SH - PT, ws = ow * SW - PL;
+        float acc = bias ? bias[co] : 0.0f;
+        const act_t* wc = w + (long long)co * cig * KH * KW;
+        for (int ci = 0; ci < cig; ++ci) {
+            for (int kh = 0; kh < KH; ++kh) {
+                const int ih = hs + kh * DH;
+                if ((unsigned)ih >= (unsigned)IH) continue;
+                for (int kw = 0; kw < KW; ++kw) {
+                    const int iw = ws + kw * DW;
+                    if ((unsigned)iw >= (unsigned)IW) continue;
+#if LAYOUT_NHWC
+                    const long long xo = (((long long)n * IH + ih) * IW + iw) * CI + ci0 + ci;
+#else
+                    const long long xo = (((long long)n * CI + ci0 + ci) * IH + ih) * IW + iw;
+#endif
+                    acc = fmaf(ld_act(x + xo), ld_act(wc + (ci * KH + kh) * KW + kw), acc);
+                }
+            }
+        }
+        st_act(y + i, acc);
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// depthwise tiles
+// ---------------------------------------------------------------------------------
+#if LAYOUT_NHWC
+#define DW_BODY(KH_, KW_, SH_, SW_) \
+    win_nhwc<WIN_DW, false, KH_, KW_, SH_, SW_, (KH_ == 3 ? WIN_STRIP_NHWC : 0)>(x, y, nullptr, w, bias, p)
+#else
+#define DW_BODY(KH_, KW_, SH_, SW_) \
+    win_nchw<WIN_DW, false, false, KH_, KW_, SH_, SW_, (KH_ == 3 ? WIN_STRIP_K3S1 : 0)>(x, y, nullptr, w, bias, p)
+#endif
+extern "C" __global__ void __launch_bounds__(CONV_THREADS, CONV_MINB)
+    conv2d_dw_tile_g(const act_t* __restrict__ x, const act_t* __restrict__ w, const float* __restrict__ bias,
+                     act_t* __restrict__ y, WinParams p) {
+    DW_BODY(0, 0, 0, 0);
+}
+extern "C" __global__ void __launch_bounds__(CONV_THREADS, CONV_MINB)
+    conv2d_dw_tile_k3s1(const act_t* __restrict__ x, const act_t* __restrict__ w, const float* __restrict__ bias,
+                        act_t* __restrict__ y, WinParams p) {
+    DW_BODY(3, 3, 1, 1);
+}
+
+// ---------------------------------------------------------------------------------
+// dense 3x3 on CUDA cores
+// ---------------------------------------------------------------------------------
+namespace simt {
+constexpr int TR = 8, TC = 32, TCO = 64;
+constexpr int IR = TR + 2, ICOL = TC + 2, ICP = 36, WST = 68;
+constexpr int CIC = CONV_SIMT_CI;
+constexpr int IN_FLOATS = CIC * IR * ICP;
+constexpr int W_FLOATS = CIC * 9 * WST;
+constexpr int BUF = IN_FLOATS + W_FLOATS;
+}  // namespace simt
+
+// xn: this image's input; offsets inside one image and inside the weights fit in int
+__device__ __forceinline__ void simt_fill(float* buf, const act_t* __restrict__ xn, const act_t* __restrict__ w,
+                                          int ci0, int co0, int oh0, int ow0, int CI, int IH, int IW, int CO, int PT,
+                                          int PL) {
+    using namespace simt;
+    float* sin = buf;
+    float* sw = buf + IN_FLOATS;
+    for (int f = threadIdx.x; f < CIC * IR * ICOL; f += 256) {
+#if LAYOUT_NHWC
+        const int cil = f % CIC, rem = f / CIC;
+#else
+        const int cil = f / (IR * ICOL), rem = f - (f / (IR * ICOL)) * (IR * ICOL);
+#endif
+        const int r = rem / ICOL, c = rem - (rem / ICOL) * ICOL;
+        const int ih = oh0 - PT + r, iw = ow0 - PL + c, ci = ci0 + cil;
+        const bool valid = ci < CI && (unsigned)ih < (unsigned)IH && (unsigned)iw < (unsigned)IW;
+#if LAYOUT_NHWC
+        const int off = (ih * IW + iw) * CI + ci;
+#else
+        const int off = (ci * IH + ih) * IW + iw;
+#endif
+        float* dst = sin + (cil * IR + r) * ICP + c;
+#if DTYPE_HALF
+        *dst = valid ? to_f(xn[off]) : 0.0f;
+#else
+        cp_async4_zfill(dst, valid ? (const void*)(xn + off) : (const void*)xn, valid);
+#endif
+    }
+    for (int f = threadIdx.x; f < TCO * CIC * 9; f += 256) {
+        const int col = f / (CIC * 9), rem = f - (f / (CIC * 9)) * (CIC * 9);
+        const int cil = rem / 9, tap = rem - (rem / 9) * 9;
+        const int co = co0 + col, ci = ci0 + cil;
+        const bool valid = co < CO && ci < CI;
+        const int off = (co * CI + ci) * 9 + tap;
+        float* dst = sw + (cil * 9 + tap) * WST + col;
+#if DTYPE_HALF
+        *dst = valid ? to_f(w[off]) : 0.0f;
+#else
+        cp_async4_zfill(dst, valid ? (const void*)(w + off) : (const void*)w, valid);
+#endif
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256, 2)
+    conv2d_k3_simt(const act_t* __restrict__ x, const act_t* __restrict__ w, const float* __restrict__ bias,
+                   act_t* __restrict__ y, int N, int CI, int IH, int IW, int CO, int OH, int OW, int PT, int PL,
+                   int tiles_h, int tiles_w, int co_tiles) {
+    using namespace simt;
+    extern __shared__ __align__(16) float smem_f[];
+    int b = blockIdx.x;
+    const int twi = b % tiles_w;
+    b /= tiles_w;
+    const int thi = b % tiles_h;
+    b /= tiles_h;
+    const int cot = b % co_tiles;
+    const int n = b / co_tiles;
+    const int oh0 = thi * TR, ow0 = twi * TC, co0 = cot * TCO;
+    const int tid = threadIdx.x, cg = tid & 7, pg = tid >> 3, orow = pg >> 2, ocol0 = (pg & 3) * 8;
+
+    float acc[8][8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
+
+    const int nchunks = (CI + CIC - 1) / CIC;
+    const act_t* xn = x + (long long)n * CI * IH * IW;
+    simt_fill(smem_f, xn, w, 0, co0, oh0, ow0, CI, IH, IW, CO, PT, PL);
+    cp_async_commit();
+    for (int k = 0; k < nchunks; ++k) {
+        if (k + 1 < nchunks)
+            simt_fill(smem_f + ((k + 1) & 1) * BUF, xn, w, (k + 1) * CIC, co0, oh0, ow0, CI, IH, IW, CO, PT, PL);
+        cp_async_commit();
+        cp_async_wait<1>();
+        __syncthreads();
+        const float* sin = smem_f + (k & 1) * BUF;
+        const float* sw = sin + IN_FLOATS;
+#pragma unroll 1
+        for (int cil = 0; cil < CIC; ++cil) {
+#pragma unroll
+            for (int kh = 0; kh < 3; ++kh) {
+                const float* srow = sin + (cil * IR + orow + kh) * ICP + ocol0;
+                float a[10];
+#pragma unroll
+                for (int j = 0; j < 5; ++j) {
+                    const float2 t = *reinterpret_cast<const float2*>(srow + 2 * j);
+                    a[2 * j] = t.x;
+                    a[2 * j + 1] = t.y;
+                }
+#pragma unroll
+                for (int kw = 0; kw < 3; ++kw) {
+                    const float* swp = sw + (cil * 9 + kh * 3 + kw) * WST + cg * 4;
+                    const float4 b0 = *reinterpret_cast<const float4*>(swp);
+                    const float4 b1 = *reinterpret_cast<const float4*>(swp + 32);
+#pragma unroll
+                    for (int i = 0; i < 8; ++i) {
+                        const float av = a[i + kw];
+                        acc[i][0] = fmaf(av, b0.x, acc[i][0]);
+                        acc[i][1] = fmaf(av, b0.y, acc[i][1]);
+                        acc[i][2] = fmaf(av, b0.z, acc[i][2]);
+                        acc[i][3] = fmaf(av, b0.w, acc[i][3]);
+                        acc[i][4] = fmaf(av, b1.x, acc[i][4]);
+                        acc[i][5] = fmaf(av, b1.y, acc[i][5]);
+                        acc[i][6] = fmaf(av, b1.z, acc[i][6]);
+                        acc[i][7] = fmaf(av, b1.w, acc[i][7]);
+                    }
+                }
+            }
+        }
+        __syncthreads();
+    }
+
+    // epilogue
+    const int oh = oh0 + orow;
+    if (oh >= OH) return;
+    const int owb = ow0 + ocol0;
+    float bv[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        const int co = co0 + (j < 4 ? cg * 4 + j : 32 + cg * 4 + j - 4);
+        bv[j] = (bias && co < CO) ? bias[co] : 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[i][j] += bv[j];
+#if LAYOUT_NHWC
+    const bool vec_ok = (CO % 4 == 0) && aligned16(y);
+    act_t* yrow = y + (((long long)n * OH + oh) * OW + owb) * CO;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        if (owb + i < OW) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int cb = co0 + h * 32 + cg * 4;
+                act_t* yp = yrow + i * CO + cb;
+                if (vec_ok && cb + 3 < CO) {
+#if DTYPE_HALF
+                    const __half2 lo = __floats2half2_rn(acc[i][h * 4], acc[i][h * 4 + 1]);
+                    const __half2 hi = __floats2half2_rn(acc[i][h * 4 + 2], acc[i][h * 4 + 3]);
+                    uint2 u;
+                    u.x = *reinterpret_cast<const unsigned*>(&lo);
+                    u.y = *reinterpret_cast<const unsigned*>(&hi);
+                    *reinterpret_cast<uint2*>(yp) = u;
+#else
+                    *reinterpret_cast<float4*>(yp) =
+                        make_float4(acc[i][h * 4], acc[i][h * 4 + 1], acc[i][h * 4 + 2], acc[i][h * 4 + 3]);
+#endif
+                } else {
+#pragma unroll
+                    for (int j = 0; j < 4; ++j)
+                        if (cb + j < CO) st_act(yp + j, acc[i][h * 4 + j]);
+                }
+            }
+        }
+    }
+#else
+    const bool vec_ok = (OW % HAL_VEC == 0) && aligned16(y) && owb + 7 < OW;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        const int co = co0 + (j < 4 ? cg * 4 + j : 32 + cg * 4 + j - 4);
+        if (co >= CO) continue;
+        act_t* yp = y + (((long long)n * CO + co) * OH + oh) * OW + owb;
+        if (vec_ok) {
+            float o[8];
+#pragma unroll
+            for (int i = 0; i < 8; ++i) o[i] = acc[i][j];
+#if DTYPE_HALF
+            st_vec(yp, o);
+#else
+            *reinterpret_cast<float4*>(yp) = make_float4(o[0], o[1], o[2], o[3]);
+            *reinterpret_cast<float4*>(yp + 4) = make_float4(o[4], o[5], o[6], o[7]);
+#endif
+        } else {
+#pragma unroll
+            for (int i = 0; i < 8; ++i)
+                if (owb + i < OW) st_act(yp + i, acc[i][j]);
+        }
+    }
+#endif
+}
+
+// ---------------------------------------------------------------------------------
+// dense KH,KW <= 3 on tensor cores (float16)
+// ---------------------------------------------------------------------------------
+#if DTYPE_HALF
+namespace tc {
+constexpr int TR = 4, TCOL = 32, TCO = 64, ICMAX = TCOL + 2;
+constexpr int W_HALVES = 9 * TCO * 64;
+}  // namespace tc
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+// (the launcher uses the tensor-core kernel on sm_75 and newer only)
+__device__ __forceinline__ void ldsm_x4(unsigned addr, unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 750
+    (void)addr;
+    r0 = r1 = r2 = r3 = 0u;
+    __trap();
+#else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr));
+#endif
+}
+__device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 750
+    (void)c;
+    (void)a;
+    (void)b0;
+    (void)b1;
+    __trap();
+#else
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(b0));
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[2]), "r"(a[3]), "r"(b1));
+#endif
+}
+
+extern "C" __global__ void __launch_bounds__(256, 2)
+    conv2d_k3_tc(const __half* __restrict__ x, const __half* __restrict__ w, const float* __restrict__ bias,
+                 __half* __restrict__ y, int N, int CI, int IH, int IW, int CO, int OH, int OW, int KH, int KW, int PT,
+                 int PL, int tiles_h, int tiles_w) {
+    using namespace tc;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    __half* s_w = reinterpret_cast<__half*>(smem_raw);
+    __half* s_in = s_w + W_HALVES;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp & 3, wn = warp >> 2;
+    const int co0 = blockIdx.y * TCO;
+    const int KK = KH * KW;
+    const int nk16 = (CI + 15) >> 4;  // <= 4 (C_in <= 64)
+
+    // all weights of this block's 64 output channels: [tap][co][ci], 16-byte chunks XOR (co & 7)
+    for (int f = tid; f < KK * TCO * 8; f += blockDim.x) {
+        const int c8 = f & 7, rest = f >> 3;
+        const int col = rest % TCO, tap = rest / TCO;
+        const int kh = tap / KW, kw = tap - (tap / KW) * KW;
+        const int co = co0 + col;
+        __align__(16) __half h[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const int ci = c8 * 8 + j;
+            h[j] = (co < CO && ci < CI) ? w[(((long long)co * CI + ci) * KH + kh) * KW + kw] : __float2half(0.0f);
+        }
+        *reinterpret_cast<uint4*>(s_w + (tap * TCO + col) * 64 + ((c8 ^ (col & 7)) * 8)) =
+            *reinterpret_cast<const uint4*>(h);
+    }
+
+    const int irows = TR + KH - 1, icols = TCOL + KW - 1;
+    const bool vec_in = LAYOUT_NHWC && (CI % 8 == 0) && aligned16(x);
+#if LAYOUT_NHWC
+    const bool vec_out = (CO % 2 == 0) && ((reinterpret_cast<uintptr_t>(y) & 3u) == 0);
+#endif
+    float bv[4][2];
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const int co = co0 + wn * 32 + nt * 8 + (lane & 3) * 2 + e;
+            bv[nt][e] = (bias && co < CO) ? bias[co] : 0.0f;
+        }
+
+    const int ntiles = N * tiles_h * tiles_w;
+    for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
+        int tt = t;
+        const int twi = tt % tiles_w;
+        tt /= tiles_w;
+        const int thi = tt % tiles_h;
+        const int n = tt / tiles_h;
+        const int oh0 = thi * TR, ow0 = twi * TCOL;
+        __syncthreads();  // previous tile's reads of s_in are done
+        // thread -> (16-byte channel chunk c8, pixels pix0, pix0 + 32, ...): no division per copy
+        {
+            const int npix = irows * icols;
+            const int c8 = vec_in ? (tid & 7) : (tid >> 5);
+            int pix = vec_in ? (tid >> 3) : (tid & 31);
+            const int pstep = vec_in ? (blockDim.x >> 3) : 32;
+            int r = pix / icols, c = pix - (pix / icols) * icols;
+            for (; pix < npix; pix += pstep) {
+                const int ih = oh0 - PT + r, iw = ow0 - PL + c;
+                const int p = r * ICMAX + c;
+                __half* dst = s_in + p * 64 + ((c8 ^ (p & 7)) * 8);
+                const bool inside = (unsigned)ih < (unsigned)IH && (unsigned)iw < (unsigned)IW;
+                if (vec_in) {  // NHWC, C_in % 8 == 0: 16-byte copies along the channels of each pixel
+                    const bool valid = inside && c8 * 8 < CI;
+                    const __half* src = valid ? x + (((long long)n * IH + ih) * IW + iw) * CI + c8 * 8 : x;
+                    cp_async16_zfill(dst, src, valid);
+                } else {  // gather 8 channels; the 32 lanes of a warp take 32 pixels: coalesced loads
+                    __align__(16) __half h[8];
+#pragma unroll
+                    for (int j = 0; j < 8; ++j) {
+                        const int ci = c8 * 8 + j;
+#if LAYOUT_NHWC
+                        const long long off = (((long long)n * IH + ih) * IW + iw) * CI + ci;
+#else
+                        const long long off = (((long long)n * CI + ci) * IH + ih) * IW + iw;
+#endif
+                        h[j] = (inside && ci < CI) ? x[off] : __float2half(0.0f);
+                    }
+                    *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(h);
+                }
+                c += pstep;
+                while (c >= icols) {
+                    c -= icols;
+                    ++r;
+                }
+            }
+        }
+        cp_async_commit();
+        cp_async_wait<0>();
+        __syncthreads();
+
+        float acc[2][4][4];
+#pragma unroll
+        for (int a = 0; a < 2; ++a)
+#pragma unroll
+            for (int b = 0; b < 4; ++b)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc[a][b][e] = 0.0f;
+
+        // per-lane ldmatrix rows: A = pixels (16 per m tile), B = output channels; the XOR
+        // swizzle of B rows is (co & 7) = (lane & 7)
+        const int pr = (lane & 7) + ((lane >> 3) & 1) * 8, a_half = lane >> 4, b_half = (lane >> 3) & 1;
+        const int b_row = wn * 32 + (lane & 7) + (lane >> 4) * 8;
+        const unsigned in_u = smem_u32(s_in), w_u = smem_u32(s_w);
+        for (int kh = 0; kh < KH; ++kh) {
+            for (int kw = 0; kw < KW; ++kw) {
+                const int tap = kh * KW + kw;
+                unsigned a_base[2], a_sw[2], b_base[2];
+#pragma unroll
+                for (int mt = 0; mt < 2; ++mt) {
+                    const int p = (wm + kh) * ICMAX + mt * 16 + pr + kw;
+                    a_base[mt] = in_u + p * 128;
+                    a_sw[mt] = p & 7;
+                }
+#pragma unroll
+                for (int np = 0; np < 2; ++np) b_base[np] = w_u + (tap * TCO + b_row + np * 16) * 128;
+#pragma unroll
+                for (int kc = 0; kc < 4; ++kc) {
+                    if (kc < nk16) {
+                        unsigned af[2][4], bf[4][2];
+#pragma unroll
+                        for (int mt = 0; mt < 2; ++mt)
+                            ldsm_x4(a_base[mt] + ((((unsigned)(kc * 2 + a_half)) ^ a_sw[mt]) << 4), af[mt][0], af[mt][1],
+                                    af[mt][2], af[mt][3]);
+#pragma unroll
+                        for (int np = 0; np < 2; ++np)
+                            ldsm_x4(b_base[np] + ((((unsigned)(kc * 2 + b_half)) ^ (unsigned)(lane & 7)) << 4),
+                                    bf[2 * np][0], bf[2 * np][1], bf[2 * np + 1][0], bf[2 * np + 1][1]);
+#pragma unroll
+                        for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+                            for (int nt = 0; nt < 4; ++nt) mma16816(acc[mt][nt], af[mt], bf[nt][0], bf[nt][1]);
+                    }
+                }
+            }
+        }
+
+        // epilogue: lane holds rows lane/4 and lane/4 + 8 of each m16 tile, channels 2*(lane%4) + {0,1}
+        const int oh = oh0 + wm;
+        if (oh < OH) {
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+                for (int hsel = 0; hsel < 2; ++hsel) {
+                    const int ow = ow0 + mt * 16 + (lane >> 2) + hsel * 8;
+                    if (ow >= OW) continue;
+#pragma unroll
+                    for (int nt = 0; nt < 4; ++nt) {
+                        const int co = co0 + wn * 32 + nt * 8 + (lane & 3) * 2;
+                        const float v0 = acc[mt][nt][hsel * 2] + bv[nt][0];
+                        const float v1 = acc[mt][nt][hsel * 2 + 1] + bv[nt][1];
+#if LAYOUT_NHWC
+                        __half* yp = y + (((long long)n * OH + oh) * OW + ow) * CO + co;
+                        if (vec_out && co + 1 < CO) {
+                            *reinterpret_cast<__half2*>(yp) = __floats2half2_rn(v0, v1);
+                        } else {
+                            if (co < CO) yp[0] = __float2half_rn(v0);
+                            if (co + 1 < CO) yp[1] = __float2half_rn(v1);
+                        }
+#else
+                        const long long plane = (long long)OH * OW;
+                        __half* yp = y + (((long long)n * CO + co) * OH + oh) * OW + ow;
+                        if (co < CO) yp[0] = __float2half_rn(v0);
+                        if (co + 1 < CO) yp[plane] = __float2half_rn(v1);
+#endif
+                    }
+                }
+        }
+    }
+}
+#endif

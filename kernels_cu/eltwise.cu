@@ -1,0 +1,31 @@
+// Elementwise ops over COUNT contiguous elements (the layout does not matter).
+//
+// Macros: DTYPE_HALF, ELT_THREADS [256] (threads per block).
+//
+// eltwise_relu(x, y, COUNT): y = x < 0 ? 0 : x (NaN stays NaN, as torch.relu); x and y
+// may be the same buffer. 16-byte vectors when both are 16-byte aligned, grid-stride.
+#include "hal_prelude.cuh"
+
+#ifndef ELT_THREADS
+#define ELT_THREADS 256
+#endif
+
+__device__ __forceinline__ float relu_f(float v) { return v < 0.0f ? 0.0f : v; }
+
+extern "C" __global__ void __launch_bounds__(ELT_THREADS) eltwise_relu(const act_t* x, act_t* y, long long COUNT) {
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    const long long t0 = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (aligned16(x) && aligned16(y)) {
+        const long long nv = COUNT / HAL_VEC;
+        for (long long v = t0; v < nv; v += stride) {
+            float f[HAL_VEC];
+            unpack_vec(*reinterpret_cast<const uint4*>(x + v * HAL_VEC), f);
+#pragma unroll
+            for (int j = 0; j < HAL_VEC; ++j) f[j] = relu_f(f[j]);
+            st_vec(y + v * HAL_VEC, f);
+        }
+        for (long long i = nv * HAL_VEC + t0; i < COUNT; i += stride) st_act(y + i, relu_f(ld_act(x + i)));
+    } else {
+        for (long long i = t0; i < COUNT; i += stride) st_act(y + i, relu_f(ld_act(x + i)));
+    }
+}

@@ -1,0 +1,236 @@
+// hal CUDA prelude: storage type, conversions, 16-byte vectors, fast division,
+// asynchronous copies and cache hints shared by every kernels_cu/*.cu file.
+//
+// Macros (all optional, defaults in brackets):
+//   DTYPE_HALF [0]   1: activations are float16 (storage only: compute in float)
+//   LAYOUT_NHWC [0]  1: activations are channels-last
+#pragma once
+
+// test hook: lets a checker see how a failed build is reported
+#ifdef HAL_COMPILE_ERROR_TEST
+#error "HAL_COMPILE_ERROR_TEST is defined: this build fails on purpose"
+#endif
+
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#ifndef DTYPE_HALF
+#define DTYPE_HALF 0
+#endif
+#ifndef LAYOUT_NHWC
+#define LAYOUT_NHWC 0
+#endif
+
+#if DTYPE_HALF
+typedef __half act_t;
+#else
+typedef float act_t;
+#endif
+
+// elements of act_t in one 16-byte vector
+#define HAL_VEC ((int)(16 / sizeof(act_t)))
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define HAL_HAS_CP_ASYNC 1
+#else
+#define HAL_HAS_CP_ASYNC 0
+#endif
+
+#define HAL_NEG_INF (-__int_as_float(0x7f800000))
+
+__device__ __forceinline__ float to_f(float v) { return v; }
+__device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
+
+template <typename T>
+__device__ __forceinline__ T from_f(float v);
+template <>
+__device__ __forceinline__ float from_f<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
+
+__device__ __forceinline__ float ld_act(const act_t* p) { return to_f(*p); }
+__device__ __forceinline__ void st_act(act_t* p, float v) { *p = from_f<act_t>(v); }
+
+// ---------------------------------------------------------------------------------
+// 16-byte vectors of HAL_VEC activations, unpacked to float
+// ---------------------------------------------------------------------------------
+__device__ __forceinline__ void unpack_vec(const uint4& u, float (&f)[HAL_VEC]) {
+#if DTYPE_HALF
+    const __half2* h = reinterpret_cast<const __half2*>(&u);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        float2 t = __half22float2(h[i]);
+        f[2 * i] = t.x;
+        f[2 * i + 1] = t.y;
+    }
+#else
+    f[0] = __uint_as_float(u.x);
+    f[1] = __uint_as_float(u.y);
+    f[2] = __uint_as_float(u.z);
+    f[3] = __uint_as_float(u.w);
+#endif
+}
+
+__device__ __forceinline__ uint4 pack_vec(const float (&f)[HAL_VEC]) {
+    uint4 u;
+#if DTYPE_HALF
+    __half2* h = reinterpret_cast<__half2*>(&u);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) h[i] = __floats2half2_rn(f[2 * i], f[2 * i + 1]);
+#else
+    u.x = __float_as_uint(f[0]);
+    u.y = __float_as_uint(f[1]);
+    u.z = __float_as_uint(f[2]);
+    u.w = __float_as_uint(f[3]);
+#endif
+    return u;
+}
+
+__device__ __forceinline__ void ld_vec(const act_t* p, float (&f)[HAL_VEC]) {
+    unpack_vec(__ldg(reinterpret_cast<const uint4*>(p)), f);
+}
+__device__ __forceinline__ void st_vec(act_t* p, const float (&f)[HAL_VEC]) {
+    *reinterpret_cast<uint4*>(p) = pack_vec(f);
+}
+// streaming variants: data touched once (evict first)
+__device__ __forceinline__ void ld_vec_cs(const act_t* p, float (&f)[HAL_VEC]) {
+    unpack_vec(__ldcs(reinterpret_cast<const uint4*>(p)), f);
+}
+__device__ __forceinline__ void st_vec_cs(act_t* p, const float (&f)[HAL_VEC]) {
+    __stcs(reinterpret_cast<uint4*>(p), pack_vec(f));
+}
+
+__device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// ---------------------------------------------------------------------------------
+// division by a run-time invariant (magic numbers computed on the host, valid for n < 2^31):
+//   q = (umulhi(n, m) + n) >> s  with  s = ceil(log2 d),  m = 2^32 * (2^s - d) / d + 1
+// ---------------------------------------------------------------------------------
+struct FastDiv {
+    uint32_t d, m, s;
+};
+__device__ __forceinline__ uint32_t fdiv(uint32_t n, const FastDiv& f) { return (__umulhi(n, f.m) + n) >> f.s; }
+
+// ---------------------------------------------------------------------------------
+// global -> shared copies: cp.async on sm_80+, a plain load/store before
+// ---------------------------------------------------------------------------------
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+#if HAL_HAS_CP_ASYNC
+    unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+#else
+    *reinterpret_cast<uint4*>(smem) = __ldg(reinterpret_cast<const uint4*>(gmem));
+#endif
+}
+// 16 bytes, zero-filled when !valid (gmem must still be a valid address)
+__device__ __forceinline__ void cp_async16_zfill(void* smem, const void* gmem, bool valid) {
+#if HAL_HAS_CP_ASYNC
+    unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    int n = valid ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
+#else
+    *reinterpret_cast<uint4*>(smem) = valid ? __ldg(reinterpret_cast<const uint4*>(gmem)) : make_uint4(0, 0, 0, 0);
+#endif
+}
+// 4 bytes, zero-filled when !valid
+__device__ __forceinline__ void cp_async4_zfill(void* smem, const void* gmem, bool valid) {
+#if HAL_HAS_CP_ASYNC
+    unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    int n = valid ? 4 : 0;
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
+#else
+    *reinterpret_cast<float*>(smem) = valid ? __ldg(reinterpret_cast<const float*>(gmem)) : 0.0f;
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if HAL_HAS_CP_ASYNC
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+#if HAL_HAS_CP_ASYNC
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+// ---------------------------------------------------------------------------------
+// L2 cache policies (sm_80+): keep data for a second pass, or let it go first
+// ---------------------------------------------------------------------------------
+__device__ __forceinline__ uint64_t l2_policy_evict_last() {
+    uint64_t p = 0;
+#if HAL_HAS_CP_ASYNC
+    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(p));
+#endif
+    return p;
+}
+__device__ __forceinline__ uint64_t l2_policy_evict_first() {
+    uint64_t p = 0;
+#if HAL_HAS_CP_ASYNC
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
+#endif
+    return p;
+}
+__device__ __forceinline__ uint4 ld16_hint(const void* g, uint64_t policy) {
+#if HAL_HAS_CP_ASYNC
+    uint4 u;
+    asm volatile("ld.global.nc.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;\n"
+                 : "=r"(u.x), "=r"(u.y), "=r"(u.z), "=r"(u.w)
+                 : "l"(g), "l"(policy));
+    return u;
+#else
+    (void)policy;
+    return __ldg(reinterpret_cast<const uint4*>(g));
+#endif
+}
+
+// ---------------------------------------------------------------------------------
+// Welford/Chan running statistics (count, mean, M2)
+// ---------------------------------------------------------------------------------
+struct Stat {
+    float n, mean, m2;
+};
+__device__ __forceinline__ Stat stat_merge(const Stat& a, const Stat& b) {
+    float n = a.n + b.n;
+    if (n == 0.0f) return a;
+    float d = b.mean - a.mean;
+    float fb = b.n / n;
+    Stat r;
+    r.n = n;
+    r.mean = a.mean + d * fb;
+    r.m2 = a.m2 + b.m2 + d * d * a.n * fb;
+    return r;
+}
+__device__ __forceinline__ Stat stat_shfl_down(const Stat& s, int off) {
+    Stat r;
+    r.n = __shfl_down_sync(0xffffffffu, s.n, off);
+    r.mean = __shfl_down_sync(0xffffffffu, s.mean, off);
+    r.m2 = __shfl_down_sync(0xffffffffu, s.m2, off);
+    return r;
+}
+__device__ __forceinline__ Stat stat_shfl_xor(const Stat& s, int off) {
+    Stat r;
+    r.n = __shfl_xor_sync(0xffffffffu, s.n, off);
+    r.mean = __shfl_xor_sync(0xffffffffu, s.mean, off);
+    r.m2 = __shfl_xor_sync(0xffffffffu, s.m2, off);
+    return r;
+}
+
+// NaN-propagating maximum: the value the sequential rule `v > best || isnan(v)` ends with
+__device__ __forceinline__ float max_nan(float best, float v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    float r;
+    asm("max.NaN.f32 %0, %1, %2;\n" : "=f"(r) : "f"(best), "f"(v));
+    return r;
+#else
+    return (v > best || isnan(v)) ? v : best;
+#endif
+}
+
+// max-pooling combine: NaN wins (latest NaN index), else larger value, ties -> earlier index
+__device__ __forceinline__ void max_take(float v, long long i, float& best, long long& bi) {
+    if (v > best || isnan(v)) {
+        best = v;
+        bi = i;
+    }
+}

@@ -1,0 +1,704 @@
+// Tiled sliding-window kernels shared by pool2d.cu, adaptive_pool2d.cu and conv2d.cu
+// (max pooling, average pooling, depthwise convolution).
+//
+// A block copies the input its outputs need into shared memory with 16-byte
+// (cp.async on sm_80+) loads, each input byte read once from DRAM, then computes
+// its outputs from shared memory. Tile geometry is chosen by the launcher and
+// passed in WinParams; shapes are run-time values, so one build serves every shape.
+//
+//  NCHW: a block covers either a band of output rows of one plane or several whole
+//        planes: the input it needs is one contiguous range of memory.
+//  NHWC: a block covers a (tile rows x tile cols) patch of one image and a chunk of
+//        channels; each thread computes HAL_VEC channels of an output pixel
+//        (16-byte vectors), which needs C % HAL_VEC == 0 and 16-byte aligned buffers.
+#pragma once
+
+#include "hal_prelude.cuh"
+
+// WIN_SPLIT [0]: float32 stride-2 NCHW tiles keep even and odd columns apart in shared
+// memory (no bank conflicts, more address arithmetic); 0 reads them in place (2-way conflicts)
+#ifndef WIN_SPLIT
+#define WIN_SPLIT 0
+#endif
+
+#define WIN_MAX 0
+#define WIN_AVG 1
+#define WIN_DW 2
+
+struct WinParams {
+    int N, C, IH, IW, OH, OW;
+    int KH, KW, SH, SW, PT, PB, PL, PR, DH, DW;
+    int divisor, count_include_pad;
+    // NCHW plan: planes > 0 -> that many whole planes per block; else bands of `band` output rows
+    int planes, band, bands;
+    // NHWC plan: output tile th x tw, tiles_h x tiles_w tiles, channel chunk tc (chunks of them)
+    int th, tw, tiles_h, tiles_w, tc, chunks;
+    // float offset of the input tile in dynamic shared memory (after depthwise weights)
+    int w_floats;
+    // NCHW strips (fixed windows): strips of output rows per plane when a block holds whole planes
+    int spp;
+    FastDiv fd_ow, fd_oh, fd_sp;
+};
+
+// output rows per strip of the fixed-window NCHW kernels (the launcher uses the same numbers)
+#define WIN_STRIP_K3S2 4
+#define WIN_STRIP_K2S2 2
+#define WIN_STRIP_K3S1 4
+// NHWC strips hold 16-byte vectors: shorter, or the registers run out
+#define WIN_STRIP_NHWC 2
+
+// first input row/col a window reads (clipped to the input), and one past the last
+template <bool ADAPT>
+__device__ __forceinline__ int win_lo(int o, int S, int P, int In, int Out) {
+    if (ADAPT) return (int)(((long long)o * In) / Out);
+    int v = o * S - P;
+    return v < 0 ? 0 : (v > In ? In : v);
+}
+template <bool ADAPT>
+__device__ __forceinline__ int win_hi(int o, int S, int P, int K, int D, int In, int Out) {
+    if (ADAPT) return (int)(((long long)(o + 1) * In + Out - 1) / Out);
+    int v = o * S - P + (K - 1) * D + 1;
+    return v < 0 ? 0 : (v > In ? In : v);
+}
+// number of k in [0, K) with lo <= s + k * D < hi
+__device__ __forceinline__ int count_taps(int s, int K, int D, int lo, int hi) {
+    int klo = s >= lo ? 0 : (lo - s + D - 1) / D;
+    int last = hi - 1 - s;
+    int khi = last < 0 ? 0 : min(K, last / D + 1);
+    return max(0, khi - klo);
+}
+// first k in [0, K) with s + k * D >= 0 (a valid tap exists: the spec guarantees it)
+__device__ __forceinline__ int first_tap(int s, int D) { return s >= 0 ? s : s + ((-s + D - 1) / D) * D; }
+
+// ---------------------------------------------------------------------------------
+// NCHW
+// ---------------------------------------------------------------------------------
+
+// Copy len elements from g into s; returns o such that element e is at s[o + e]
+// (SPLIT: at ((e + o) & 1) * hs + ((e + o) >> 1): even and odd columns apart, so that
+// stride-2 windows read consecutive words).
+template <bool SPLIT>
+__device__ __forceinline__ int load_contig(act_t* s, const act_t* __restrict__ g, int len, int hs) {
+    const int o = (int)((reinterpret_cast<uintptr_t>(g) & 15u) / sizeof(act_t));
+    const act_t* ga = g - o;
+    const int nv = (o + len + HAL_VEC - 1) / HAL_VEC;
+    if (!SPLIT) {
+        for (int v = threadIdx.x; v < nv; v += blockDim.x) {
+            const int e0 = v * HAL_VEC - o;
+            if (e0 >= 0 && e0 + HAL_VEC <= len) {
+                cp_async16(s + v * HAL_VEC, ga + v * HAL_VEC);
+            } else {
+#pragma unroll
+                for (int j = 0; j < HAL_VEC; ++j) {
+                    const int e = e0 + j;
+                    if (e >= 0 && e < len) s[v * HAL_VEC + j] = g[e];
+                }
+            }
+        }
+        cp_async_commit();
+        cp_async_wait<0>();
+    } else {
+        // float only (the launcher never asks for SPLIT with float16)
+        float* sf = reinterpret_cast<float*>(s);
+        const float* gf = reinterpret_cast<const float*>(g);
+        const float* gaf = reinterpret_cast<const float*>(ga);
+        const int step = blockDim.x;
+        for (int v0 = threadIdx.x; v0 < nv; v0 += 4 * step) {
+            float4 r[4];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const int v = v0 + u * step;
+                const int e0 = v * 4 - o;
+                if (v < nv) {
+                    if (e0 >= 0 && e0 + 4 <= len) {
+                        r[u] = __ldg(reinterpret_cast<const float4*>(gaf) + v);
+                    } else {
+                        r[u].x = (e0 >= 0 && e0 < len) ? gf[e0] : 0.0f;
+                        r[u].y = (e0 + 1 >= 0 && e0 + 1 < len) ? gf[e0 + 1] : 0.0f;
+                        r[u].z = (e0 + 2 >= 0 && e0 + 2 < len) ? gf[e0 + 2] : 0.0f;
+                        r[u].w = (e0 + 3 >= 0 && e0 + 3 < len) ? gf[e0 + 3] : 0.0f;
+                    }
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const int v = v0 + u * step;
+                if (v < nv) {
+                    *reinterpret_cast<float2*>(sf + 2 * v) = make_float2(r[u].x, r[u].z);
+                    *reinterpret_cast<float2*>(sf + hs + 2 * v) = make_float2(r[u].y, r[u].w);
+                }
+            }
+        }
+    }
+    return o;
+}
+
+// Fixed windows (FKH x FKW, stride FSH x FSW, no dilation): a thread walks a vertical strip
+// of SR outputs of one column, keeping the window's values in registers, so input rows
+// shared by consecutive outputs are read from shared memory once.
+template <int OP, bool IDX, int FKH, int FKW, int FSH, int FSW, int SR, bool SPLIT>
+__device__ __forceinline__ void win_nchw_strips(const act_t* __restrict__ s_in, const float* __restrict__ s_w, int o,
+                                                int hs, act_t* __restrict__ y, long long* __restrict__ ind,
+                                                const float* __restrict__ bias, const WinParams& p, long long pf,
+                                                int np, int oh_f, int oh_l, int ih_lo, long long out0) {
+    const int IH = p.IH, IW = p.IW, OH = p.OH, OW = p.OW;
+    const bool planes = p.planes > 0;
+    const int nb = planes ? OH : (oh_l - oh_f + 1);
+    const int spp = planes ? p.spp : (nb + SR - 1) / SR;
+    const int items = np * spp * OW;
+    const float neutral = OP == WIN_MAX ? HAL_NEG_INF : 0.0f;
+    for (int it = threadIdx.x; it < items; it += blockDim.x) {
+        const int t = (int)fdiv((uint32_t)it, p.fd_ow);
+        const int ow = it - t * OW;
+        int pl = 0, j = t;
+        if (planes) {
+            pl = (int)fdiv((uint32_t)t, p.fd_sp);
+            j = t - pl * spp;
+        }
+        const int oh_s = oh_f + j * SR;
+        const int cnt = min(SR, oh_f + nb - oh_s);
+        const int rowbase = pl * IH - ih_lo;
+        const int ws0 = ow * FSW - p.PL;
+        bool colok[FKW];
+#pragma unroll
+        for (int kw = 0; kw < FKW; ++kw) colok[kw] = (unsigned)(ws0 + kw) < (unsigned)IW;
+        float wk[FKH * FKW];
+        float b0 = 0.0f;
+        if (OP == WIN_DW) {
+#pragma unroll
+            for (int k = 0; k < FKH * FKW; ++k) wk[k] = s_w[pl * FKH * FKW + k];
+            b0 = bias ? bias[(pf + pl) % p.C] : 0.0f;
+        }
+        float v[FKH][FKW];
+#pragma unroll
+        for (int s = 0; s < SR; ++s) {
+            if (s < cnt) {
+                const int oh = oh_s + s;
+                const int hs0 = oh * FSH - p.PT;
+#pragma unroll
+                for (int kh = 0; kh < FKH; ++kh) {
+                    if (s > 0 && kh < FKH - FSH) {
+#pragma unroll
+                        for (int kw = 0; kw < FKW; ++kw) v[kh][kw] = v[kh + FSH][kw];
+                    } else {
+                        const int ih = hs0 + kh;
+                        const bool rok = (unsigned)ih < (unsigned)IH;
+                        const int e0 = (rowbase + ih) * IW + ws0;
+#pragma unroll
+                        for (int kw = 0; kw < FKW; ++kw) {
+                            float val = neutral;
+                            if (rok && colok[kw]) {
+                                const int e = e0 + kw + o;
+                                val = SPLIT ? reinterpret_cast<const float*>(s_in)[(e & 1) * hs + (e >> 1)]
+                                            : to_f(s_in[e]);
+                            }
+                            v[kh][kw] = val;
+                        }
+                    }
+                }
+                float acc;
+                long long bi = 0;
+                if (OP == WIN_MAX) {
+                    acc = HAL_NEG_INF;
+                    if (IDX) {
+                        bi = (long long)max(hs0, 0) * IW + max(ws0, 0);
+#pragma unroll
+                        for (int kh = 0; kh < FKH; ++kh)
+#pragma unroll
+                            for (int kw = 0; kw < FKW; ++kw)
+                                max_take(v[kh][kw], (long long)(hs0 + kh) * IW + ws0 + kw, acc, bi);
+                    } else {
+#pragma unroll
+                        for (int kh = 0; kh < FKH; ++kh)
+#pragma unroll
+                            for (int kw = 0; kw < FKW; ++kw) acc = max_nan(acc, v[kh][kw]);
+                    }
+                } else if (OP == WIN_AVG) {
+                    acc = 0.0f;
+#pragma unroll
+                    for (int kh = 0; kh < FKH; ++kh)
+#pragma unroll
+                        for (int kw = 0; kw < FKW; ++kw) acc += v[kh][kw];
+                    int div;
+                    if (p.divisor > 0)
+                        div = p.divisor;
+                    else if (p.count_include_pad)
+                        div = count_taps(hs0, FKH, 1, -p.PT, IH + p.PB) * count_taps(ws0, FKW, 1, -p.PL, IW + p.PR);
+                    else
+                        div = count_taps(hs0, FKH, 1, 0, IH) * count_taps(ws0, FKW, 1, 0, IW);
+                    acc = __fdividef(acc, (float)div);
+                } else {
+                    acc = b0;
+#pragma unroll
+                    for (int kh = 0; kh < FKH; ++kh)
+#pragma unroll
+                        for (int kw = 0; kw < FKW; ++kw) acc = fmaf(v[kh][kw], wk[kh * FKW + kw], acc);
+                }
+                const long long oi = out0 + (long long)(pl * OH + oh - oh_f) * OW + ow;
+                st_act(y + oi, acc);
+                if (IDX) ind[oi] = bi;
+            }
+        }
+    }
+}
+
+template <int OP, bool ADAPT, bool IDX, int FKH, int FKW, int FSH, int FSW, int SR = 0>
+__device__ __forceinline__ void win_nchw(const act_t* __restrict__ x, act_t* __restrict__ y,
+                                         long long* __restrict__ ind, const act_t* __restrict__ w,
+                                         const float* __restrict__ bias, const WinParams& p) {
+    extern __shared__ __align__(16) unsigned char hal_smem[];
+    constexpr bool SPLIT = WIN_SPLIT && (FSW == 2) && !DTYPE_HALF && !ADAPT;
+    const int KH = FKH ? FKH : p.KH, KW = FKW ? FKW : p.KW;
+    const int SH = FSH ? FSH : p.SH, SW = FSW ? FSW : p.SW;
+    const int DH = FKH ? 1 : p.DH, DW = FKW ? 1 : p.DW;
+    const int IH = p.IH, IW = p.IW, OH = p.OH, OW = p.OW;
+
+    const long long P = (long long)p.N * p.C;
+    const long long b = blockIdx.x;
+    long long pf;
+    int np, oh_f, oh_l;
+    if (p.planes > 0) {
+        pf = b * p.planes;
+        np = (int)min((long long)p.planes, P - pf);
+        oh_f = 0;
+        oh_l = OH - 1;
+    } else {
+        pf = b / p.bands;
+        const int band = (int)(b - pf * p.bands);
+        np = 1;
+        oh_f = band * p.band;
+        oh_l = min(OH, oh_f + p.band) - 1;
+    }
+    const int ih_lo = win_lo<ADAPT>(oh_f, SH, p.PT, IH, OH);
+    const int ih_hi = win_hi<ADAPT>(oh_l, SH, p.PT, KH, DH, IH, OH);
+    const int len = ((np - 1) * IH + ih_hi - ih_lo) * IW;
+
+    float* s_w = reinterpret_cast<float*>(hal_smem);
+    act_t* s_in = reinterpret_cast<act_t*>(hal_smem + (size_t)p.w_floats * 4);
+    const int KK = KH * KW;
+    if (OP == WIN_DW) {
+        for (int i = threadIdx.x; i < np * KK; i += blockDim.x) {
+            const int pl = i / KK;
+            const int c = (int)((pf + pl) % p.C);
+            s_w[i] = to_f(w[(long long)c * KK + (i - pl * KK)]);
+        }
+    }
+    const int hs = SPLIT ? (((len + 8) / 2 + 3) & ~3) : 0;
+    const int o = load_contig<SPLIT>(s_in, x + (pf * IH + ih_lo) * IW, len, hs);
+    __syncthreads();
+
+    const int nout = (np * OH - (OH - 1 - oh_l) - oh_f) * OW;
+    const long long out0 = (pf * OH + oh_f) * OW;
+    if constexpr (SR > 0) {
+        (void)nout;
+        win_nchw_strips<OP, IDX, FKH, FKW, FSH, FSW, SR, SPLIT>(s_in, s_w, o, hs, y, ind, bias, p, pf, np, oh_f, oh_l,
+                                                                ih_lo, out0);
+    } else {
+    for (int l = threadIdx.x; l < nout; l += blockDim.x) {
+        const int r = (int)fdiv((uint32_t)l, p.fd_ow);
+        const int ow = l - r * OW;
+        int R = oh_f + r, pl = 0, oh = R;
+        if (p.planes > 0) {
+            pl = (int)fdiv((uint32_t)R, p.fd_oh);
+            oh = R - pl * OH;
+        }
+        const int rowbase = pl * IH - ih_lo;  // chunk row of input row ih = rowbase + ih
+        int hs0, he, ws0, we;
+        if (ADAPT) {
+            hs0 = win_lo<true>(oh, 1, 0, IH, OH);
+            he = win_hi<true>(oh, 1, 0, 1, 1, IH, OH);
+            ws0 = win_lo<true>(ow, 1, 0, IW, OW);
+            we = win_hi<true>(ow, 1, 0, 1, 1, IW, OW);
+        } else {
+            hs0 = oh * SH - p.PT;
+            ws0 = ow * SW - p.PL;
+        }
+#define WIN_GET(e) (SPLIT ? reinterpret_cast<const float*>(s_in)[(((e) + o) & 1) * hs + (((e) + o) >> 1)] \
+                          : to_f(s_in[o + (e)]))
+        float acc;
+        long long bi = 0;
+        if (OP == WIN_MAX) {
+            acc = HAL_NEG_INF;
+            if (ADAPT) {
+                bi = (long long)hs0 * IW + ws0;
+                for (int ih = hs0; ih < he; ++ih) {
+                    const int e = (rowbase + ih) * IW;
+                    for (int iw = ws0; iw < we; ++iw) {
+                        if (IDX)
+                            max_take(WIN_GET(e + iw), (long long)ih * IW + iw, acc, bi);
+                        else
+                            acc = max_nan(acc, WIN_GET(e + iw));
+                    }
+                }
+            } else {
+                bi = (long long)first_tap(hs0, DH) * IW + first_tap(ws0, DW);
+#pragma unroll
+                for (int kh = 0; kh < KH; ++kh) {
+                    const int ih = hs0 + kh * DH;
+                    if ((unsigned)ih >= (unsigned)IH) continue;
+                    const int e = (rowbase + ih) * IW;
+#pragma unroll
+                    for (int kw = 0; kw < KW; ++kw) {
+                        const int iw = ws0 + kw * DW;
+                        if ((unsigned)iw >= (unsigned)IW) continue;
+                        if (IDX)
+                            max_take(WIN_GET(e + iw), (long long)ih * IW + iw, acc, bi);
+                        else
+                            acc = max_nan(acc, WIN_GET(e + iw));
+                    }
+                }
+            }
+        } else if (OP == WIN_AVG) {
+            acc = 0.0f;
+            int div;
+            if (ADAPT) {
+                float a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;  // independent sums: the bins can be long
+                for (int ih = hs0; ih < he; ++ih) {
+                    const int e = (rowbase + ih) * IW;
+                    int iw = ws0;
+                    for (; iw + 3 < we; iw += 4) {
+                        acc += WIN_GET(e + iw);
+                        a1 += WIN_GET(e + iw + 1);
+                        a2 += WIN_GET(e + iw + 2);
+                        a3 += WIN_GET(e + iw + 3);
+                    }
+                    for (; iw < we; ++iw) acc += WIN_GET(e + iw);
+                }
+                acc = (acc + a1) + (a2 + a3);
+                div = (he - hs0) * (we - ws0);
+            } else {
+#pragma unroll
+                for (int kh = 0; kh < KH; ++kh) {
+                    const int ih = hs0 + kh * DH;
+                    if ((unsigned)ih >= (unsigned)IH) continue;
+                    const int e = (rowbase + ih) * IW;
+#pragma unroll
+                    for (int kw = 0; kw < KW; ++kw) {
+                        const int iw = ws0 + kw * DW;
+                        if ((unsigned)iw >= (unsigned)IW) continue;
+                        acc += WIN_GET(e + iw);
+                    }
+                }
+                if (p.divisor > 0)
+                    div = p.divisor;
+                else if (p.count_include_pad)
+                    div = count_taps(hs0, KH, DH, -p.PT, IH + p.PB) * count_taps(ws0, KW, DW, -p.PL, IW + p.PR);
+                else
+                    div = count_taps(hs0, KH, DH, 0, IH) * count_taps(ws0, KW, DW, 0, IW);
+            }
+            acc = __fdividef(acc, (float)div);
+        } else {  // depthwise convolution
+            const long long plane = pf + pl;
+            acc = bias ? bias[plane % p.C] : 0.0f;
+            const float* wk = s_w + pl * KK;
+#pragma unroll
+            for (int kh = 0; kh < KH; ++kh) {
+                const int ih = hs0 + kh * DH;
+                if ((unsigned)ih >= (unsigned)IH) continue;
+                const int e = (rowbase + ih) * IW;
+#pragma unroll
+                for (int kw = 0; kw < KW; ++kw) {
+                    const int iw = ws0 + kw * DW;
+                    if ((unsigned)iw >= (unsigned)IW) continue;
+                    acc = fmaf(WIN_GET(e + iw), wk[kh * KW + kw], acc);
+                }
+            }
+        }
+#undef WIN_GET
+        st_act(y + out0 + l, acc);
+        if (IDX) ind[out0 + l] = bi;
+    }
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// NHWC (C % HAL_VEC == 0, 16-byte aligned x and y)
+// ---------------------------------------------------------------------------------
+// NHWC fixed windows without indices: a thread walks a vertical strip of SR output pixels
+// for one channel vector. Input rows are visited once each (row-major) and folded into every
+// output of the strip that uses them; depthwise weights stay in registers for the strip.
+template <int OP, int FKH, int FKW, int FSH, int FSW, int SR>
+__device__ __forceinline__ void win_nhwc_strips(const act_t* __restrict__ s_in, const float* __restrict__ s_w,
+                                                act_t* __restrict__ y, const float* __restrict__ bias,
+                                                const WinParams& p, int n, int oh0, int oh1, int ow0, int ow1, int c0,
+                                                int tce, int ih_lo, int iw_lo, int nc, int L, bool whole) {
+    const int IH = p.IH, IW = p.IW, OH = p.OH, OW = p.OW, C = p.C;
+    const int NT = blockDim.x, tid = threadIdx.x;
+    const int ncv = tce / HAL_VEC;
+    const int twe = ow1 - ow0;
+    const int spt = (oh1 - oh0 + SR - 1) / SR;
+    const int npairs = twe * spt;
+    constexpr int NR = (SR - 1) * FSH + FKH;  // input rows under a strip
+    int p0, pstep, cv0, cvstep;
+    if (ncv >= NT) {
+        p0 = 0;
+        pstep = 1;
+        cv0 = tid;
+        cvstep = NT;
+    } else {
+        pstep = NT / ncv;
+        p0 = tid / ncv;
+        cv0 = tid - p0 * ncv;
+        cvstep = ncv;
+        if (p0 >= pstep) p0 = npairs;
+    }
+    // shared-memory element offset of (tile row r, tile col c): r * rstride + c * pstride
+    const int pstride = whole ? C : L, rstride = whole ? L : nc * L;
+    int j = p0 / twe, owl = p0 - (p0 / twe) * twe;
+    for (int pr = p0; pr < npairs; pr += pstep) {
+        const int ow = ow0 + owl, oh_s = oh0 + j * SR;
+        const int cnt = min(SR, oh1 - oh_s);
+        const int ws0 = ow * FSW - p.PL;
+        const int hs_s = oh_s * FSH - p.PT;
+        bool colok[FKW];
+#pragma unroll
+        for (int kw = 0; kw < FKW; ++kw) colok[kw] = (unsigned)(ws0 + kw) < (unsigned)IW;
+        for (int cv = cv0; cv < ncv; cv += cvstep) {
+            const int cbase = (ws0 - iw_lo) * pstride + cv * HAL_VEC;
+            float acc[SR][HAL_VEC];
+            // float32: the strip's weights in registers; float16 (8 channels) reads them per use
+            constexpr bool WREG = OP == WIN_DW && !DTYPE_HALF;
+            float wr[WREG ? FKH * FKW : 1][HAL_VEC];
+            if (WREG) {
+#pragma unroll
+                for (int k = 0; k < FKH * FKW; ++k)
+#pragma unroll
+                    for (int q = 0; q < HAL_VEC; ++q) wr[WREG ? k : 0][q] = s_w[k * tce + cv * HAL_VEC + q];
+            }
+#pragma unroll
+            for (int s = 0; s < SR; ++s)
+#pragma unroll
+                for (int q = 0; q < HAL_VEC; ++q)
+                    acc[s][q] = OP == WIN_MAX ? HAL_NEG_INF
+                                              : (OP == WIN_DW && bias ? bias[c0 + cv * HAL_VEC + q] : 0.0f);
+#pragma unroll
+            for (int rr = 0; rr < NR; ++rr) {
+                const int ih = hs_s + rr;
+                if ((unsigned)ih >= (unsigned)IH) continue;  // padding: neutral for every output
+                if (rr > (cnt - 1) * FSH + FKH - 1) continue;  // only outputs past the tile's end read it
+                const act_t* rp = s_in + (ih - ih_lo) * rstride + cbase;
+#pragma unroll
+                for (int kw = 0; kw < FKW; ++kw) {
+                    if (!colok[kw]) continue;
+                    float v[HAL_VEC];
+                    unpack_vec(*reinterpret_cast<const uint4*>(rp + kw * pstride), v);
+#pragma unroll
+                    for (int s = 0; s < SR; ++s) {
+                        const int kh = rr - s * FSH;  // compile-time after unrolling
+                        if (kh < 0 || kh >= FKH) continue;
+                        if (s >= cnt) continue;
+#pragma unroll
+                        for (int q = 0; q < HAL_VEC; ++q) {
+                            if (OP == WIN_MAX)
+                                acc[s][q] = max_nan(acc[s][q], v[q]);
+                            else if (OP == WIN_AVG)
+                                acc[s][q] += v[q];
+                            else
+                                acc[s][q] = fmaf(v[q], WREG ? wr[WREG ? kh * FKW + kw : 0][q]
+                                                            : s_w[(kh * FKW + kw) * tce + cv * HAL_VEC + q],
+                                                 acc[s][q]);
+                        }
+                    }
+                }
+            }
+#pragma unroll
+            for (int s = 0; s < SR; ++s) {
+                if (s >= cnt) continue;
+                const int oh = oh_s + s;
+                if (OP == WIN_AVG) {
+                    const int hs0 = oh * FSH - p.PT;
+                    int div;
+                    if (p.divisor > 0)
+                        div = p.divisor;
+                    else if (p.count_include_pad)
+                        div = count_taps(hs0, FKH, 1, -p.PT, IH + p.PB) * count_taps(ws0, FKW, 1, -p.PL, IW + p.PR);
+                    else
+                        div = count_taps(hs0, FKH, 1, 0, IH) * count_taps(ws0, FKW, 1, 0, IW);
+                    const float fd = (float)div;
+#pragma unroll
+                    for (int q = 0; q < HAL_VEC; ++q) acc[s][q] = __fdividef(acc[s][q], fd);
+                }
+                st_vec(y + (((long long)n * OH + oh) * OW + ow) * C + c0 + cv * HAL_VEC, acc[s]);
+            }
+        }
+        owl += pstep;
+        while (owl >= twe) {
+            owl -= twe;
+            ++j;
+        }
+    }
+}
+
+template <int OP, bool IDX, int FKH, int FKW, int FSH, int FSW, int SR = 0>
+__device__ __forceinline__ void win_nhwc(const act_t* __restrict__ x, act_t* __restrict__ y,
+                                         long long* __restrict__ ind, const act_t* __restrict__ w,
+                                         const float* __restrict__ bias, const WinParams& p) {
+    extern __shared__ __align__(16) unsigned char hal_smem[];
+    const int KH = FKH ? FKH : p.KH, KW = FKW ? FKW : p.KW;
+    const int SH = FSH ? FSH : p.SH, SW = FSW ? FSW : p.SW;
+    const int DH = FKH ? 1 : p.DH, DW = FKW ? 1 : p.DW;
+    const int IH = p.IH, IW = p.IW, OH = p.OH, OW = p.OW, C = p.C;
+    const int NT = blockDim.x, tid = threadIdx.x;
+
+    int t = blockIdx.x;
+    const int cc = t % p.chunks;
+    t /= p.chunks;
+    const int twi = t % p.tiles_w;
+    t /= p.tiles_w;
+    const int thi = t % p.tiles_h;
+    const int n = t / p.tiles_h;
+    const int oh0 = thi * p.th, oh1 = min(OH, oh0 + p.th);
+    const int ow0 = twi * p.tw, ow1 = min(OW, ow0 + p.tw);
+    const int c0 = cc * p.tc, tce = min(p.tc, C - c0);
+    const int ih_lo = win_lo<false>(oh0, SH, p.PT, IH, OH);
+    const int ih_hi = win_hi<false>(oh1 - 1, SH, p.PT, KH, DH, IH, OH);
+    const int iw_lo = win_lo<false>(ow0, SW, p.PL, IW, OW);
+    const int iw_hi = win_hi<false>(ow1 - 1, SW, p.PL, KW, DW, IW, OW);
+    const int nr = ih_hi - ih_lo, nc = iw_hi - iw_lo;
+    const bool whole = (tce == C);  // one segment per input row, else one per input pixel
+    const int spr = whole ? 1 : nc;
+    const int L = whole ? nc * C : tce;  // elements per segment (a multiple of HAL_VEC)
+    const int nseg = nr * spr, nvps = L / HAL_VEC;
+
+    float* s_w = reinterpret_cast<float*>(hal_smem);
+    act_t* s_in = reinterpret_cast<act_t*>(hal_smem + (size_t)p.w_floats * 4);
+
+    // ---- load: 2-D thread mapping (segment, vector) without per-vector division
+    {
+        int s0, sstep, j0, jstep;
+        if (nvps >= NT) {
+            s0 = 0;
+            sstep = 1;
+            j0 = tid;
+            jstep = NT;
+        } else {
+            sstep = NT / nvps;
+            s0 = tid / nvps;
+            j0 = tid - s0 * nvps;
+            jstep = nvps;
+            if (s0 >= sstep) s0 = nseg;  // idle thread
+        }
+        int r = s0 / spr, q = s0 - (s0 / spr) * spr;
+        for (int s = s0; s < nseg; s += sstep) {
+            const act_t* g = x + (((long long)n * IH + ih_lo + r) * IW + iw_lo + q) * C + c0;
+            act_t* d = s_in + (size_t)s * L;
+            for (int j = j0; j < nvps; j += jstep) cp_async16(d + j * HAL_VEC, g + j * HAL_VEC);
+            q += sstep;
+            while (q >= spr) {
+                q -= spr;
+                ++r;
+            }
+        }
+        cp_async_commit();
+    }
+    const int KK = KH * KW;
+    if (OP == WIN_DW) {  // weights as [tap][channel] floats
+        for (int i = tid; i < KK * tce; i += NT) {
+            const int tap = i / tce, c = i - tap * tce;
+            s_w[i] = to_f(w[(long long)(c0 + c) * KK + tap]);
+        }
+    }
+    cp_async_wait<0>();
+    __syncthreads();
+
+    if constexpr (SR > 0 && !IDX) {
+        win_nhwc_strips<OP, FKH, FKW, FSH, FSW, SR>(s_in, s_w, y, bias, p, n, oh0, oh1, ow0, ow1, c0, tce, ih_lo,
+                                                    iw_lo, nc, L, whole);
+        return;
+    }
+    // ---- compute: thread = (output pixel, channel vector)
+    const int ncv = tce / HAL_VEC;
+    const int twe = ow1 - ow0;
+    const int npix = (oh1 - oh0) * twe;
+    int p0, pstep, cv0, cvstep;
+    if (ncv >= NT) {
+        p0 = 0;
+        pstep = 1;
+        cv0 = tid;
+        cvstep = NT;
+    } else {
+        pstep = NT / ncv;
+        p0 = tid / ncv;
+        cv0 = tid - p0 * ncv;
+        cvstep = ncv;
+        if (p0 >= pstep) p0 = npix;
+    }
+    int ohl = p0 / twe, owl = p0 - (p0 / twe) * twe;
+    for (int pix = p0; pix < npix; pix += pstep) {
+        const int oh = oh0 + ohl, ow = ow0 + owl;
+        const int hs0 = oh * SH - p.PT, ws0 = ow * SW - p.PL;
+        const long long obase = (((long long)n * OH + oh) * OW + ow) * C + c0;
+        for (int cv = cv0; cv < ncv; cv += cvstep) {
+            float acc[HAL_VEC];
+            long long bi[HAL_VEC];
+            if (OP == WIN_MAX) {
+                const long long first = (long long)first_tap(hs0, DH) * IW + first_tap(ws0, DW);
+#pragma unroll
+                for (int j = 0; j < HAL_VEC; ++j) {
+                    acc[j] = HAL_NEG_INF;
+                    bi[j] = first;
+                }
+            } else if (OP == WIN_AVG) {
+#pragma unroll
+                for (int j = 0; j < HAL_VEC; ++j) acc[j] = 0.0f;
+            } else {
+#pragma unroll
+                for (int j = 0; j < HAL_VEC; ++j) acc[j] = bias ? bias[c0 + cv * HAL_VEC + j] : 0.0f;
+            }
+#pragma unroll
+            for (int kh = 0; kh < KH; ++kh) {
+                const int ih = hs0 + kh * DH;
+                if ((unsigned)ih >= (unsigned)IH) continue;
+                const int r = ih - ih_lo;
+#pragma unroll
+                for (int kw = 0; kw < KW; ++kw) {
+                    const int iw = ws0 + kw * DW;
+                    if ((unsigned)iw >= (unsigned)IW) continue;
+                    const int col = iw - iw_lo;
+                    const int e = whole ? (r * L + col * C + cv * HAL_VEC) : ((r * nc + col) * L + cv * HAL_VEC);
+                    float v[HAL_VEC];
+                    unpack_vec(*reinterpret_cast<const uint4*>(s_in + e), v);
+                    if (OP == WIN_MAX) {
+                        const long long idx = (long long)ih * IW + iw;
+#pragma unroll
+                        for (int j = 0; j < HAL_VEC; ++j) {
+                            if (IDX)
+                                max_take(v[j], idx, acc[j], bi[j]);
+                            else
+                                acc[j] = max_nan(acc[j], v[j]);
+                        }
+                    } else if (OP == WIN_AVG) {
+#pragma unroll
+                        for (int j = 0; j < HAL_VEC; ++j) acc[j] += v[j];
+                    } else {
+                        const float* wk = s_w + (kh * KW + kw) * tce + cv * HAL_VEC;
+#pragma unroll
+                        for (int j = 0; j < HAL_VEC; ++j) acc[j] = fmaf(v[j], wk[j], acc[j]);
+                    }
+                }
+            }
+            if (OP == WIN_AVG) {
+                int div;
+                if (p.divisor > 0)
+                    div = p.divisor;
+                else if (p.count_include_pad)
+                    div = count_taps(hs0, KH, DH, -p.PT, IH + p.PB) * count_taps(ws0, KW, DW, -p.PL, IW + p.PR);
+                else
+                    div = count_taps(hs0, KH, DH, 0, IH) * count_taps(ws0, KW, DW, 0, IW);
+                const float fd = (float)div;
+#pragma unroll
+                for (int j = 0; j < HAL_VEC; ++j) acc[j] = __fdividef(acc[j], fd);
+            }
+            st_vec(y + obase + cv * HAL_VEC, acc);
+            if (IDX) {
+#pragma unroll
+                for (int j = 0; j < HAL_VEC; ++j) ind[obase + cv * HAL_VEC + j] = bi[j];
+            }
+        }
+        owl += pstep;
+        while (owl >= twe) {
+            owl -= twe;
+            ++ohl;
+        }
+    }
+}
