@@ -5,6 +5,8 @@ Devices are numbered across all platforms in platform order (``opencl:0``,
 ``pyopencl.tools.MemoryPool``; programs are built from the prelude
 ``hal_prelude.h`` plus one kernel file, with dtype, layout and tuning parameters
 as ``-D`` macros and shapes as runtime arguments, so one build serves every shape.
+int8/uint8 programs (``qpool2d.cl``, ``qconv2d.cl``) get ``hal_quant.h`` after the prelude
+and ``-DDTYPE_INT8=1`` or ``-DDTYPE_UINT8=1``; float builds see neither.
 Built programs are cached in memory per (file, sorted defines); on disk PyOpenCL's
 binary cache (or the driver's own, for PoCL and NVIDIA) keeps them across runs,
 under ``HAL_CACHE_DIR``; ``HAL_DISABLE_CACHE`` turns both off.
@@ -34,11 +36,15 @@ from hal.backends.base import Backend, BackendProbe, Buffer, DeviceInfo
 from hal.cache import cache_dir, cache_disabled
 from hal.errors import BackendUnavailable, HalError, KernelCompileError, OutOfMemory
 from hal.resources import kernel_source
-from hal.spec import AdaptivePool2dSpec, BatchNormSpec, Conv2dSpec, EltwiseSpec, Pool2dSpec
+from hal.spec import AdaptivePool2dSpec, BatchNormSpec, Conv2dSpec, EltwiseSpec, Pool2dSpec, QConv2dSpec
 from hal.tuning.schema import KernelSchema, Param
 
 FOLDER = "kernels_cl"
 PRELUDE = "hal_prelude.h"
+#: int8/uint8 helpers, prepended after the prelude for quantized builds only (the float
+#: programs' text, and so every cache entry for them, stays as it was)
+QUANT_HEADER = "hal_quant.h"
+QUANT_DTYPES = (np.dtype(np.int8), np.dtype(np.uint8))
 
 NO_PYOPENCL = "opencl: pyopencl is not installed; pip install 'hal-kernels[opencl]'"
 NO_PLATFORM = (
@@ -380,6 +386,19 @@ SCHEMAS: dict[str, KernelSchema] = {
         ),
         (_wg_limit("WG"), _gemm_wg_check, _local_limit("GEMM tiles", _gemm_local)),
     ),
+    # conv2d's parameters and meaning; the GEMM tiles hold int (the same bytes as float)
+    "qconv2d": KernelSchema(
+        "opencl",
+        "qconv2d",
+        (
+            Param("ALGO", (0, 1, 2), 0, "0 auto, 1 direct, 2 implicit GEMM with local-memory tiles (int4 dots)"),
+            _WG,
+            _VEC,
+            Param("TILE", (16, 32, 64), 32, "GEMM output tile (work-group = TILE^2 / 16)"),
+            Param("TK", (8, 16), 16, "GEMM reduction slice staged per step (a multiple of 4)"),
+        ),
+        (_wg_limit("WG"), _gemm_wg_check, _local_limit("GEMM tiles", _gemm_local)),
+    ),
     "batch_norm": KernelSchema(
         "opencl",
         "batch_norm",
@@ -453,6 +472,8 @@ class OpenCLBackend(Backend):
     name: ClassVar[str] = "opencl"
     kernel_folder: ClassVar[str] = FOLDER
     fused_relu: ClassVar[bool] = True
+    quantized_pooling: ClassVar[bool] = True
+    quantized_conv: ClassVar[bool] = True
 
     def __init__(self, info: DeviceInfo) -> None:
         """Open (or reuse) the device's context, queue and memory pool."""
@@ -508,7 +529,7 @@ class OpenCLBackend(Backend):
 
     @classmethod
     def schemas(cls) -> Mapping[str, KernelSchema]:
-        """Tunable parameters of the four kernel families."""
+        """Tunable parameters of each kernel family (pool2d serves int8/uint8 pooling too)."""
         return SCHEMAS
 
     # -- runtime ---------------------------------------------------------------------
@@ -616,9 +637,10 @@ class OpenCLBackend(Backend):
             program = rt.programs.get(key)
             if program is not None:
                 return program
-            source = (
-                kernel_source(FOLDER, PRELUDE) + f'\n#line 1 "{file}"\n' + kernel_source(FOLDER, file)
-            )
+            source = kernel_source(FOLDER, PRELUDE)
+            if defines.get("DTYPE_INT8") or defines.get("DTYPE_UINT8"):
+                source += f'\n#line 1 "{QUANT_HEADER}"\n' + kernel_source(FOLDER, QUANT_HEADER)
+            source += f'\n#line 1 "{file}"\n' + kernel_source(FOLDER, file)
             options = [f"-D{k}={v}" for k, v in key[1]]
             try:
                 program = cl.Program(rt.context, source).build(
@@ -660,7 +682,7 @@ class OpenCLBackend(Backend):
         limit = self.info.max_work_group
         if merged["WG"] > limit:
             merged["WG"] = _floor_allowed(WG_VALUES, limit)
-        if family == "conv2d" and _gemm_wg(merged) > limit:
+        if family in ("conv2d", "qconv2d") and _gemm_wg(merged) > limit:
             merged["TILE"] = _floor_allowed((16, 32, 64), 4 * math.isqrt(limit))
         return merged
 
@@ -683,26 +705,35 @@ class OpenCLBackend(Backend):
 
     @staticmethod
     def _base_defines(spec: Any) -> dict[str, int]:
-        return {
-            "DTYPE_HALF": int(np.dtype(spec.dtype) == np.float16),
+        dtype = np.dtype(spec.dtype)
+        defines = {
+            "DTYPE_HALF": int(dtype == np.float16),
             "LAYOUT_NHWC": int(getattr(spec, "layout", "NCHW") == "NHWC"),
             "FUSE_RELU": int(bool(getattr(spec, "relu", False))),
         }
+        if dtype in QUANT_DTYPES:  # only then: float builds keep their option strings (driver caches)
+            defines["DTYPE_INT8"] = int(dtype == np.int8)
+            defines["DTYPE_UINT8"] = int(dtype == np.uint8)
+        return defines
 
     # -- launchers -------------------------------------------------------------------
     def pool2d(
         self, spec: Pool2dSpec, x: Buffer, y: Buffer, indices: Buffer | None, params: Mapping[str, int]
     ) -> None:
-        """Max or average pooling."""
+        """Max or average pooling; int8/uint8 specs run ``qpool2d.cl`` (the zero point as a last argument)."""
         p = self._params("pool2d", params)
         nhwc = spec.layout == "NHWC"
         half = np.dtype(spec.dtype) == np.float16
+        quant = np.dtype(spec.dtype) in QUANT_DTYPES
+        file = "qpool2d.cl" if quant else "pool2d.cl"
         name = "pool2d_max" if spec.kind == "max" else "pool2d_avg"
         args = [
             x, y, indices if spec.kind == "max" else None,
             *map(_i32, (spec.n, spec.c, spec.in_h, spec.in_w, spec.out_h, spec.out_w, *spec.kernel, *spec.stride,
                         *spec.pads, *spec.dilation, spec.divisor or 0, int(spec.count_include_pad))),
         ]
+        if quant:
+            args.append(_i32(spec.zero_point))
         while True:
             tile = bool(p["LOCAL_TILE"]) and not nhwc
             defines = {
@@ -714,7 +745,7 @@ class OpenCLBackend(Backend):
                 "HALF_ARITH": p["HALF_ARITH"] if half else 0,
             }
             try:
-                kernel = self._kernel("pool2d.cl", name, defines, p["WG"])
+                kernel = self._kernel(file, name, defines, p["WG"])
                 break
             except _TooLarge as exc:
                 p = self._shrink(p, "WG", WG_VALUES, str(exc))
@@ -820,6 +851,66 @@ class OpenCLBackend(Backend):
                 items = spec.n * spec.out_h * spec.out_w * -(-spec.c_out // p["VEC"])
             else:
                 items = spec.n * spec.c_out * spec.out_h * -(-spec.out_w // p["VEC"])
+            self._launch(kernel, (_round_up(items, local),), (local,), args)
+
+    def qconv2d(
+        self,
+        spec: QConv2dSpec,
+        x: Buffer,
+        weight: Buffer,
+        bias: Buffer | None,
+        y: Buffer,
+        w_zero_point: Buffer,
+        multiplier: Buffer | None,
+        params: Mapping[str, int],
+    ) -> None:
+        """Quantized conv (QLinearConv, or ConvInteger when ``multiplier`` is None): direct or GEMM."""
+        conv = spec.conv
+        p = self._params("qconv2d", params)
+        cig = conv.c_in // conv.groups
+        cog = conv.c_out // conv.groups
+        kdim = cig * conv.kernel[0] * conv.kernel[1]
+        algo = p["ALGO"] or (2 if kdim >= 32 and cog >= 16 else 1)
+        out = np.dtype(spec.out_dtype)
+        y_kind = {np.dtype(np.int32): 0, np.dtype(np.int8): 1, np.dtype(np.uint8): 2}[out]
+        if (multiplier is None) != (y_kind == 0):
+            raise HalError(f"{self.info.id}: qconv2d needs a multiplier exactly when the output is int8/uint8")
+        args = [
+            x, weight, bias, y, w_zero_point, multiplier,
+            *map(_i32, (conv.n, conv.c_in, conv.in_h, conv.in_w, conv.c_out, conv.out_h, conv.out_w, *conv.kernel,
+                        *conv.stride, conv.pads[0], conv.pads[2], *conv.dilation, conv.groups,
+                        spec.x_zero_point, spec.y_zero_point)),
+        ]
+        base = {
+            **self._base_defines(conv),
+            "W_UINT8": int(np.dtype(spec.w_dtype) == np.uint8),
+            "Y_KIND": y_kind,
+        }
+        while True:
+            if algo == 2:
+                defines = {**base, "CONV_ALGO": 2, "TILE": p["TILE"], "TK": p["TK"]}
+                local = _gemm_wg(p)
+            else:
+                defines = {**base, "CONV_ALGO": 1, "WG": p["WG"], "VEC": p["VEC"]}
+                local = p["WG"]
+            try:
+                kernel = self._kernel("qconv2d.cl", "qconv2d", defines, local)
+                break
+            except _TooLarge as exc:
+                if algo == 2:
+                    p = self._shrink(p, "TILE", (16, 32, 64), str(exc))
+                else:
+                    p = self._shrink(p, "WG", WG_VALUES, str(exc))
+        if algo == 2:
+            tile = p["TILE"]
+            positions = conv.n * conv.out_h * conv.out_w
+            gsize = (-(-positions // tile) * local, -(-cog // tile), conv.groups)
+            self._launch(kernel, gsize, (local, 1, 1), args)
+        else:
+            if conv.layout == "NHWC":
+                items = conv.n * conv.out_h * conv.out_w * -(-conv.c_out // p["VEC"])
+            else:
+                items = conv.n * conv.c_out * conv.out_h * -(-conv.out_w // p["VEC"])
             self._launch(kernel, (_round_up(items, local),), (local,), args)
 
     def batch_norm(
