@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -59,7 +60,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
     console.print(table)
     for s in statuses:
         if not s.available:
-            console.print(f"[yellow]{s.name} unavailable[/yellow]: {s.reason}")
+            console.print(f"[yellow]{s.name} unavailable[/yellow]: {escape(s.reason)}")
     return 0
 
 
@@ -105,10 +106,11 @@ def cmd_conformance(args: argparse.Namespace) -> int:
                       "[green]pass[/green]" if not bad else f"[red]FAIL {len(bad)}[/red]")
     console.print(table)
     for r in failures:
-        console.print(f"[red]FAIL[/red] {r.device} {r.op} [{r.case}] {r.dtype} {r.layout}: {r.detail}")
+        console.print(f"[red]FAIL[/red] {r.device} {r.op} {escape('[' + r.case + ']')} {r.dtype} {r.layout}: "
+                      f"{escape(r.detail)}")
     for s in backend_status():
         if not s.available:
-            console.print(f"[yellow]skipped {s.name}[/yellow]: {s.reason}")
+            console.print(f"[yellow]skipped {s.name}[/yellow]: {escape(s.reason)}")
     console.print(f"{len(results) - len(failures)} passed, {len(failures)} failed")
     return 1 if failures else 0
 
@@ -196,7 +198,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     console.print(table)
     for o in outcomes:
         for params, status, detail in o.rejected:
-            console.print(f"[yellow]rejected[/yellow] {o.workload} {o.dtype} {o.layout} {params}: {status} {detail}")
+            console.print(f"[yellow]rejected[/yellow] {o.workload} {o.dtype} {o.layout} {params}: {status} "
+                          f"{escape(detail)}")
     console.print(f"{len(entries)} entries written to {out}")
     return 0
 
@@ -331,7 +334,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except HalError as exc:
-        _console(stderr=True).print(f"[red]hal: {exc}[/red]")
+        _console(stderr=True).print(f"[red]hal: {escape(str(exc))}[/red]")
         return 2
 
 

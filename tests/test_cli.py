@@ -36,3 +36,12 @@ def test_conformance_quick_json_on_cpu(capsys):
 def test_unknown_device_is_a_clear_error(capsys):
     assert main(["conformance", "--device", "tpu:3"]) == 2
     assert "unknown backend" in capsys.readouterr().err
+
+
+def test_reasons_with_brackets_survive_the_terminal(capsys):
+    """Install hints such as hal-kernels[cuda] must not be eaten as markup."""
+    assert main(["devices"]) == 0
+    out = capsys.readouterr().out
+    for s in hal.backend_status():
+        if not s.available and "[" in s.reason:
+            assert s.reason.split("pip install ")[-1].strip("'") in out.replace("\n", "")
