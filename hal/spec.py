@@ -154,8 +154,29 @@ class TensorGeometry:
         return self.dtype.name
 
 
+class _PoolShapes:
+    """Shape properties shared by the pooling specs (fields n, c, in_h, in_w, out_h, out_w)."""
+
+    n: int
+    c: int
+    in_h: int
+    in_w: int
+    out_h: int
+    out_w: int
+
+    @property
+    def in_shape(self) -> tuple[int, int, int, int]:
+        """Logical input shape (N, C, H, W)."""
+        return (self.n, self.c, self.in_h, self.in_w)
+
+    @property
+    def out_shape(self) -> tuple[int, int, int, int]:
+        """Logical output shape (N, C, OH, OW)."""
+        return (self.n, self.c, self.out_h, self.out_w)
+
+
 @dataclass(frozen=True)
-class Pool2dSpec:
+class Pool2dSpec(_PoolShapes):
     """One sliding-window pooling call (max or average)."""
 
     kind: Literal["max", "avg"]
@@ -179,16 +200,6 @@ class Pool2dSpec:
     zero_point: int = 0
     #: apply ReLU to each output before it is stored (NaN stays NaN, as torch.relu)
     relu: bool = False
-
-    @property
-    def in_shape(self) -> tuple[int, int, int, int]:
-        """Logical input shape (N, C, H, W)."""
-        return (self.n, self.c, self.in_h, self.in_w)
-
-    @property
-    def out_shape(self) -> tuple[int, int, int, int]:
-        """Logical output shape (N, C, OH, OW)."""
-        return (self.n, self.c, self.out_h, self.out_w)
 
 
 def pool2d_spec(
@@ -252,7 +263,7 @@ def pool2d_spec(
 
 
 @dataclass(frozen=True)
-class AdaptivePool2dSpec:
+class AdaptivePool2dSpec(_PoolShapes):
     """One adaptive pooling call: bins start=floor(i*In/Out), end=ceil((i+1)*In/Out)."""
 
     kind: Literal["max", "avg"]
@@ -267,16 +278,6 @@ class AdaptivePool2dSpec:
     dtype: np.dtype
     #: apply ReLU to each output before it is stored
     relu: bool = False
-
-    @property
-    def in_shape(self) -> tuple[int, int, int, int]:
-        """Logical input shape (N, C, H, W)."""
-        return (self.n, self.c, self.in_h, self.in_w)
-
-    @property
-    def out_shape(self) -> tuple[int, int, int, int]:
-        """Logical output shape (N, C, OH, OW)."""
-        return (self.n, self.c, self.out_h, self.out_w)
 
 
 def adaptive_bins(size: int, out: int) -> list[tuple[int, int]]:
