@@ -299,7 +299,11 @@ class Tuner:
         hit = self._cache.get(cache_key)
         if hit is not None:
             return hit
-        schema = self.schemas[kernel]
+        schema = self.schemas.get(kernel)
+        if schema is None:
+            from hal.errors import UnsupportedOperation
+
+            raise UnsupportedOperation(f"{self.device.id}: the {self.device.backend} backend has no {kernel} kernel")
         resolved = None
         if tuning_enabled():
             resolved = self._walk(schema, kernel, key)
