@@ -3,13 +3,21 @@
 Method
 ------
 * Every timed function runs ``--warmup`` times (default 5), then ``--repeat``
-  times (default 30); the table shows the median wall time (time.perf_counter).
+  times (default 30); the table shows the median wall time (time.perf_counter),
+  or with ``--stat min`` the minimum: on a machine shared with other busy
+  processes the median measures the other processes, while the minimum of many
+  runs estimates the undisturbed time. hal, PyTorch, the copy and numpy are
+  timed in turns (one run each, repeated), so all four see the same cache state
+  (each one's input partly evicted by the others, as in a network where the
+  previous layer wrote it) and a burst of load hits all of them.
 * hal runs through the public ops (``hal.max_pool2d`` ...) on tensors already on
   the ``cpu`` device, so op-layer overhead (validation, parameter lookup, output
   allocation) is included, as a user sees it.
 * numpy: the obvious numpy formulation of the same op (strided slices and
-  np.maximum / sums, einsum/tensordot for conv), float32; and ``np.copyto`` of
-  the input's bytes ("copy"), a memory-bandwidth yardstick.
+  np.maximum / sums, tensordot over sliding windows for conv), float32, with
+  its BLAS on one thread (OPENBLAS_NUM_THREADS=1 unless set: OpenBLAS threads
+  spin after each call and would slow whatever is timed next); and
+  ``np.copyto`` of the input's bytes ("copy"), a memory-bandwidth yardstick.
 * PyTorch: torch.nn.functional on CPU tensors (``channels_last`` for NHWC), with
   ``torch.set_num_threads`` equal to hal's thread count (``HAL_NUM_THREADS`` or
   the OpenMP default, os.cpu_count()).
@@ -36,8 +44,11 @@ with ``HAL_CPU_ISA=avx2``.
 
 from __future__ import annotations
 
-import argparse
 import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy loads OpenBLAS (see the method)
+
+import argparse
 import statistics
 import time
 from collections.abc import Callable
@@ -51,16 +62,19 @@ import hal
 from hal.backends.cpu import num_threads
 
 
-def timeit(fn: Callable[[], object], warmup: int, repeat: int) -> float:
-    """Median wall time of fn() in milliseconds."""
-    for _ in range(warmup):
-        fn()
-    times = []
+def time_turns(fns: list[Callable[[], object]], warmup: int, repeat: int, stat: str) -> list[float]:
+    """Each fn's median (or minimum) wall time in ms, the fns run in turns."""
+    for fn in fns:
+        for _ in range(warmup):
+            fn()
+    times: list[list[float]] = [[] for _ in fns]
     for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
+        for fn, acc in zip(fns, times, strict=True):
+            start = time.perf_counter()
+            fn()
+            acc.append(time.perf_counter() - start)
+    pick = min if stat == "min" else statistics.median
+    return [pick(t) * 1e3 for t in times]
 
 
 # ----------------------------------------------------------------------------
@@ -337,6 +351,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--only", default="", help="run the cases whose name contains this text")
     parser.add_argument("--no-numpy", action="store_true", help="skip the numpy formulations (slow for conv)")
+    parser.add_argument("--stat", choices=["median", "min"], default="median", help="statistic of the repeats")
     parser.add_argument("--sweep", help="time every parameter set of a kernel family instead")
     parser.add_argument("--dtype", default="float32,float16", help="sweep dtypes")
     parser.add_argument("--layout", default="NCHW,NHWC", help="sweep layouts")
@@ -349,7 +364,9 @@ def main() -> None:
     dev = hal.device("cpu")
     print(f"hal cpu: {dev.info.name}, arch {dev.info.arch}, {threads} threads; torch {torch.__version__} "
           f"({torch.get_num_threads()} threads); numpy {np.__version__}")
-    print(f"median of {args.repeat} after {args.warmup} warm-ups; ms; GB/s = (input + output bytes) / time")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"{args.stat} of {args.repeat} after {args.warmup} warm-ups (hal, torch, copy, numpy in turns); ms; "
+          f"GB/s = (input + output bytes) / time; load average at start {load:.2f}")
     rng = np.random.default_rng(0)
     header = (f"{'case':<22} {'layout':<6} {'hal ms':>8} {'GB/s':>6} {'numpy ms':>9} {'torch ms':>9} "
               f"{'copy ms':>8} {'torch/hal':>9} {'numpy/hal':>9} {'hal/copy':>8}")
@@ -369,11 +386,13 @@ def measure(case: Case, dev: hal.Device, rng: np.random.Generator, args: argpars
     if case.layout == "NHWC":
         tx = tx.contiguous(memory_format=torch.channels_last)
     dst = np.empty_like(phys)
-    ms_hal = timeit(lambda: case.hal_fn(t), args.warmup, args.repeat)
+    fns = [lambda: case.hal_fn(t), lambda: case.torch_fn(tx), lambda: np.copyto(dst, phys)]
+    if not args.no_numpy:
+        fns.append(lambda: case.np_fn(phys))
     with torch.no_grad():
-        ms_torch = timeit(lambda: case.torch_fn(tx), args.warmup, args.repeat)
-    ms_np = float("nan") if args.no_numpy else timeit(lambda: case.np_fn(phys), 2, max(3, args.repeat // 5))
-    ms_copy = timeit(lambda: np.copyto(dst, phys), args.warmup, args.repeat)
+        times = time_turns(fns, args.warmup, args.repeat, args.stat)
+    ms_hal, ms_torch, ms_copy = times[:3]
+    ms_np = times[3] if len(times) > 3 else float("nan")
     gbs = (x.nbytes + case.out_elems(case.shape) * 4) / ms_hal / 1e6
     return (f"{case.name:<22} {case.layout:<6} {ms_hal:8.3f} {gbs:6.1f} {ms_np:9.3f} {ms_torch:9.3f} "
             f"{ms_copy:8.3f} {ms_torch / ms_hal:9.2f} {ms_np / ms_hal:9.2f} {ms_hal / ms_copy:8.2f}")

@@ -28,7 +28,8 @@ static inline hal_int bin_hi(hal_int i, hal_int in, hal_int out) { return ((i + 
 
 /* NB vectors of columns iw .. iw + NB*VW reduced over rows h0 .. h1. */
 HAL_INLINE void column_block(const int MAX, const int IDX, const int NB, const hal_t *restrict xp, hal_int IW,
-                             hal_int h0, hal_int h1, hal_int iw, float *restrict colv, int32_t *restrict colr, hal_int count) {
+                             hal_int h0, hal_int h1, hal_int iw, float *restrict colv, int32_t *restrict colr,
+                             hal_int count) {
     vf acc[NB];
     vi br[NB];
     vm nanm[NB];
@@ -66,7 +67,8 @@ HAL_INLINE void column_block(const int MAX, const int IDX, const int NB, const h
 HAL_INLINE void column_pass(const int MAX, const int IDX, const hal_t *restrict xp, hal_int IW, hal_int h0,
                             hal_int h1, float *restrict colv, int32_t *restrict colr) {
     hal_int iw = 0;
-    for (; iw + W_BLOCK * VW <= IW; iw += W_BLOCK * VW) column_block(MAX, IDX, W_BLOCK, xp, IW, h0, h1, iw, colv, colr, VW);
+    for (; iw + W_BLOCK * VW <= IW; iw += W_BLOCK * VW)
+        column_block(MAX, IDX, W_BLOCK, xp, IW, h0, h1, iw, colv, colr, VW);
     for (; iw + VW <= IW; iw += VW) column_block(MAX, IDX, 1, xp, IW, h0, h1, iw, colv, colr, VW);
     if (!IDX && iw < IW) { /* masked last vector; colv has VW of slack */
         column_block(MAX, 0, 1, xp, IW, h0, h1, iw, colv, colr, IW - iw);
@@ -189,69 +191,76 @@ HAL_INLINE void global_nchw(const int MAX, const hal_t *restrict x, hal_t *restr
     }
 }
 
-/* NHWC global pooling without indices: tasks of (image, 4 channel vectors), the
- * pixel loop unrolled twice so 8 accumulators hide the add latency. */
+/* NHWC global pooling without indices: a task is one image (or a channel range
+ * of one, when images are fewer than threads) and walks its pixels in memory
+ * order, two at a time, into per-channel float accumulators that stay in L1;
+ * reading whole pixel rows keeps the DRAM stream sequential. */
 HAL_INLINE void global_nhwc(const int MAX, const hal_t *restrict x, hal_t *restrict y, hal_int N, hal_int C,
                             hal_int HW) {
-    const hal_int CB = 4 * VW, nch = HAL_CDIV(C, CB), tasks = N * nch;
     const float neutral = MAX ? -INFINITY : 0.0f;
-#pragma omp parallel for schedule(guided) num_threads(hal_threads_for(N * C * HW))
-    for (hal_int t = 0; t < tasks; t++) {
-        const hal_int n = t / nch, c0 = (t - n * nch) * CB, c1 = HAL_MIN(C, c0 + CB);
-        const hal_t *xn = x + n * HW * C;
-        hal_int c = c0;
-        if (c + CB <= c1) {
-            vf a0[4], a1[4];
-            vm nanm = vm_none();
-            for (int v = 0; v < 4; v++) a0[v] = a1[v] = vf_set1(neutral);
+    const int nt = hal_threads_for(N * C * HW);
+    /* split channels only when there are fewer images than threads; ranges of whole vectors */
+    const hal_int parts = N >= nt ? 1 : HAL_MIN(HAL_CDIV(nt, N), HAL_MAX(1, C / (4 * VW)));
+    const hal_int span = HAL_CDIV(HAL_CDIV(C, parts), VW) * VW, tasks = N * parts;
+#pragma omp parallel num_threads(nt)
+    {
+        float *acc = (float *)hal_alloc(sizeof(float) * (size_t)(span + VW));
+        unsigned char *nan = (unsigned char *)hal_alloc((size_t)(span + VW));
+#pragma omp for schedule(guided)
+        for (hal_int t = 0; t < tasks; t++) {
+            if (!acc || !nan) continue;
+            const hal_int n = t / parts, c0 = (t - n * parts) * span, c1 = HAL_MIN(C, c0 + span), w = c1 - c0;
+            if (w <= 0) continue;
+            const hal_t *xn = x + n * HW * C + c0;
+            hal_int c;
+            for (c = 0; c < w; c++) {
+                acc[c] = neutral;
+                nan[c] = 0;
+            }
+            vm anynan = vm_none();
             hal_int i = 0;
             for (; i + 2 <= HW; i += 2) {
-#pragma GCC unroll 4
-                for (int v = 0; v < 4; v++) {
-                    const vf u = vf_load(xn + i * C + c + v * VW), w = vf_load(xn + (i + 1) * C + c + v * VW);
+                const hal_t *p = xn + i * C;
+                for (c = 0; c + VW <= w; c += VW) {
+                    const vf u = vf_load(p + c), v = vf_load(p + C + c);
                     if (MAX) {
-                        a0[v] = vf_max(u, a0[v]);
-                        a1[v] = vf_max(w, a1[v]);
-                        nanm = vm_or(nanm, vm_or(vf_isnan(u), vf_isnan(w)));
+                        vf_storef(acc + c, vf_max(u, vf_max(v, vf_loadf(acc + c))));
+                        anynan = vm_or(anynan, vm_or(vf_isnan(u), vf_isnan(v)));
                     } else {
-                        a0[v] = vf_add(a0[v], u);
-                        a1[v] = vf_add(a1[v], w);
+                        vf_storef(acc + c, vf_add(vf_loadf(acc + c), vf_add(u, v)));
+                    }
+                }
+                for (; c < w; c++) {
+                    const float u = ld(p + c), v = ld(p + C + c);
+                    if (MAX) {
+                        if (u != u || v != v) nan[c] = 1;
+                        acc[c] = fmaxf(acc[c], fmaxf(u, v));
+                    } else {
+                        acc[c] += u + v;
                     }
                 }
             }
-            for (; i < HW; i++)
-                for (int v = 0; v < 4; v++) {
-                    const vf u = vf_load(xn + i * C + c + v * VW);
+            for (; i < HW; i++) {
+                const hal_t *p = xn + i * C;
+                for (c = 0; c < w; c++) {
+                    const float u = ld(p + c);
                     if (MAX) {
-                        a0[v] = vf_max(u, a0[v]);
-                        nanm = vm_or(nanm, vf_isnan(u));
+                        if (u != u) nan[c] = 1;
+                        acc[c] = fmaxf(acc[c], u);
                     } else {
-                        a0[v] = vf_add(a0[v], u);
+                        acc[c] += u;
                     }
                 }
-            for (int v = 0; v < 4; v++) {
-                const vf r = MAX ? vf_max(a1[v], a0[v]) : vf_div(vf_add(a0[v], a1[v]), vf_set1((float)HW));
-                vf_store(y + n * C + c + v * VW, r);
             }
-            if (MAX && vm_any(nanm)) { /* rare: redo the NaN lanes exactly */
-                for (hal_int cc = c; cc < c + CB; cc++)
-                    for (hal_int i2 = 0; i2 < HW; i2++)
-                        if (ld(xn + i2 * C + cc) != ld(xn + i2 * C + cc)) {
-                            st(y + n * C + cc, NAN);
-                            break;
-                        }
-            }
-            c += CB;
+            hal_t *yo = y + n * C + c0;
+            if (MAX && vm_any(anynan)) /* rare: find the channels that saw a NaN */
+                for (c = 0; c < w; c++)
+                    for (hal_int i2 = 0; i2 < HW && !nan[c]; i2++)
+                        if (ld(xn + i2 * C + c) != ld(xn + i2 * C + c)) nan[c] = 1;
+            for (c = 0; c < w; c++) st(yo + c, MAX ? (nan[c] ? NAN : acc[c]) : acc[c] / (float)HW);
         }
-        for (; c < c1; c++) {
-            float r = neutral;
-            for (hal_int i = 0; i < HW; i++) {
-                const float v = ld(xn + i * C + c);
-                if (!MAX) r += v;
-                else if (v > r || v != v) r = v;
-            }
-            st(y + n * C + c, MAX ? r : r / (float)HW);
-        }
+        free(acc);
+        free(nan);
     }
 }
 

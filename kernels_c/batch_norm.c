@@ -81,10 +81,10 @@ static void stats_nchw(const hal_t *restrict x, double *mean, double *var, hal_i
 #pragma omp parallel num_threads(nt)
     {
 #pragma omp for schedule(guided)
-        for (hal_int t = 0; t < tasks; t++) {
-            const hal_int c = t / per_c, rest = t - c * per_c, n = rest / nch, k = rest - n * nch;
+        for (hal_int t = 0; t < tasks; t++) { /* memory order; parts grouped by channel */
+            const hal_int plane = t / nch, k = t - plane * nch, n = plane / C, c = plane - n * C;
             const hal_int off = k * CHUNK;
-            parts[t] = chunk_moments(x + (n * C + c) * HW + off, HAL_MIN((hal_int)CHUNK, HW - off));
+            parts[c * per_c + n * nch + k] = chunk_moments(x + plane * HW + off, HAL_MIN((hal_int)CHUNK, HW - off));
         }
 #pragma omp for schedule(guided)
         for (hal_int c = 0; c < C; c++) {
@@ -230,7 +230,10 @@ HAL_EXPORT void batch_norm_apply(const hal_t *x, hal_t *y, const float *scale, c
 #pragma omp parallel num_threads(nt)
     {
 #pragma omp for schedule(guided) nowait
-        for (hal_int t = 0; t < tasks; t++) {
+        for (hal_int tr = 0; tr < tasks; tr++) {
+            /* back to front: the end of x is what a preceding pass (the statistics, or
+             * the op that wrote x) left in the last-level cache */
+            const hal_int t = tasks - 1 - tr;
             const hal_int plane = t / nch, k = t - plane * nch, c = plane % C;
             const hal_int off = plane * HW + k * seg, len = HAL_MIN(seg, HW - k * seg);
             const hal_t *xp = x + off;
@@ -258,7 +261,8 @@ HAL_EXPORT void batch_norm_apply(const hal_t *x, hal_t *y, const float *scale, c
 #pragma omp parallel num_threads(nt)
     {
 #pragma omp for schedule(guided) nowait
-        for (hal_int k = 0; k < nch; k++) {
+        for (hal_int kr = 0; kr < nch; kr++) {
+            const hal_int k = nch - 1 - kr; /* back to front, as for NCHW */
             const hal_int p0 = k * rows, p1 = HAL_MIN(P, p0 + rows);
             hal_int c = 0;
             /* four channel vectors at a time, their parameters held in registers over the pixels */

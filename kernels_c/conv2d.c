@@ -161,37 +161,30 @@ done:
 
 #else /* NHWC */
 
-/* Zero-padded NHWC float copy of image n: rows HPad, columns WPad, channel stride Cs (>= CI). */
-static inline void pad_image_nhwc(const hal_t *restrict x, float *restrict xs, hal_int n, hal_int CI, hal_int Cs,
-                                  hal_int IH, hal_int IW, hal_int HPad, hal_int WPad, hal_int PT, hal_int PL) {
+/* Zero-padded NHWC float copy of image n: rows HPad, columns WPad. */
+static inline void pad_image_nhwc(const hal_t *restrict x, float *restrict xs, hal_int n, hal_int CI, hal_int IH,
+                                  hal_int IW, hal_int HPad, hal_int WPad, hal_int PT, hal_int PL) {
 #pragma omp for schedule(guided)
     for (hal_int i = 0; i < HPad; i++) {
         const hal_int r = i - PT;
-        float *dst = xs + i * WPad * Cs;
+        float *dst = xs + i * WPad * CI;
         if (r < 0 || r >= IH) {
-            memset(dst, 0, sizeof(float) * (size_t)(WPad * Cs));
+            memset(dst, 0, sizeof(float) * (size_t)(WPad * CI));
             continue;
         }
-        for (hal_int j = 0; j < WPad; j++) {
-            const hal_int col = j - PL;
-            float *d = dst + j * Cs;
-            if (col < 0 || col >= IW) {
-                memset(d, 0, sizeof(float) * (size_t)Cs);
-                continue;
-            }
-            copy_row(d, x + ((n * IH + r) * IW + col) * CI, CI);
-            for (hal_int c = CI; c < Cs; c++) d[c] = 0.0f;
-        }
+        /* valid columns are one contiguous run of the input row */
+        const hal_int jlo = HAL_MIN(WPad, PL), jhi = HAL_MAX(jlo, HAL_MIN(WPad, IW + PL));
+        memset(dst, 0, sizeof(float) * (size_t)(jlo * CI));
+        copy_row(dst + jlo * CI, x + ((n * IH + r) * IW + (jlo - PL)) * CI, (jhi - jlo) * CI);
+        memset(dst + jhi * CI, 0, sizeof(float) * (size_t)((WPad - jhi) * CI));
     }
 }
 
 /* One depthwise output pixel, channels c0 .. c0 + nco (xn, wb, bb, yo already offset
  * by c0), taps outside the input skipped. */
 static inline void dw_pixel(const hal_t *restrict xn, const float *restrict wb, hal_int Cw,
-                            const float *restrict bb, hal_int nco, hal_t *restrict yo, hal_int IH, hal_int IW,
-                            hal_int C, hal_int KW, hal_int ihb, hal_int kh0, hal_int kh1, hal_int iwb, hal_int DH,
-                            hal_int DW) {
-    (void)IH;
+                            const float *restrict bb, hal_int nco, hal_t *restrict yo, hal_int IW, hal_int C,
+                            hal_int KW, hal_int ihb, hal_int kh0, hal_int kh1, hal_int iwb, hal_int DH, hal_int DW) {
     for (hal_int c = 0; c < nco; c += VW) {
         const hal_int cnt = HAL_MIN(VW, nco - c);
         vf acc = bb ? vf_loadf_part(bb + c, cnt) : vf_zero();
@@ -242,21 +235,26 @@ static void dw_nhwc(const hal_t *restrict x, const hal_t *restrict w, const floa
         const float *bb = bias ? bias + c0 : NULL;
         const float *wb = wp + c0;
         hal_int ow = 0;
-        for (; ow < owa; ow++) dw_pixel(xn + c0, wb, Cw, bb, nco, yrow + ow * C, IH, IW, C, KW, ihb, kh0, kh1, ow * SW - PL, DH, DW);
+        for (; ow < owa; ow++)
+            dw_pixel(xn + c0, wb, Cw, bb, nco, yrow + ow * C, IW, C, KW, ihb, kh0, kh1, ow * SW - PL, DH, DW);
+        /* tiles start at the first valid kernel row (kh0), with the weights offset to match */
+        const hal_int nkh = kh1 - kh0;
+        const float *wk = wb + kh0 * KW * Cw;
         for (; ow + W_BLOCK <= owb; ow += W_BLOCK) {
-            const hal_t *xc = xn + (ihb * IW + ow * SW - PL) * C + c0;
+            const hal_t *xc = xn + ((ihb + kh0 * DH) * IW + ow * SW - PL) * C + c0;
             if (dw3 && wide)
-                HAL_CAT(dw3_nhwc_tile_, CO_BLOCK)(xc, DH * IW * C, C, kh0, kh1, wb, Cw, bb, nco, yrow + ow * C);
+                HAL_CAT(dw3_nhwc_tile_, CO_BLOCK)(xc, DH * IW * C, C, 0, nkh, wk, Cw, bb, nco, yrow + ow * C);
             else if (dw3)
-                dw3_nhwc_tile_1(xc, DH * IW * C, C, kh0, kh1, wb, Cw, bb, nco, yrow + ow * C);
+                dw3_nhwc_tile_1(xc, DH * IW * C, C, 0, nkh, wk, Cw, bb, nco, yrow + ow * C);
             else if (wide)
-                HAL_CAT(dw_nhwc_tile_, CO_BLOCK)(xc, DH * IW * C, SW * C, tapw, KW, kh0, kh1, wb, Cw, bb, nco,
+                HAL_CAT(dw_nhwc_tile_, CO_BLOCK)(xc, DH * IW * C, SW * C, tapw, KW, 0, nkh, wk, Cw, bb, nco,
                                                  yrow + ow * C, C);
             else
-                dw_nhwc_tile_1(xc, DH * IW * C, SW * C, tapw, KW, kh0, kh1, wb, Cw, bb, nco, yrow + ow * C, C);
+                dw_nhwc_tile_1(xc, DH * IW * C, SW * C, tapw, KW, 0, nkh, wk, Cw, bb, nco, yrow + ow * C, C);
         }
         /* the right border and the last interior pixels short of a whole tile */
-        for (; ow < OW; ow++) dw_pixel(xn + c0, wb, Cw, bb, nco, yrow + ow * C, IH, IW, C, KW, ihb, kh0, kh1, ow * SW - PL, DH, DW);
+        for (; ow < OW; ow++)
+            dw_pixel(xn + c0, wb, Cw, bb, nco, yrow + ow * C, IW, C, KW, ihb, kh0, kh1, ow * SW - PL, DH, DW);
     }
 done:
     free(wp);
@@ -298,7 +296,7 @@ static void conv_nhwc(const hal_t *restrict x, const hal_t *restrict w, const fl
                     }
         }
         for (hal_int n = 0; n < N; n++) {
-            pad_image_nhwc(x, xs, n, CI, CI, IH, IW, HPad, WPad, PT, PL);
+            pad_image_nhwc(x, xs, n, CI, IH, IW, HPad, WPad, PT, PL);
 #pragma omp for schedule(guided)
             for (hal_int task = 0; task < tasks; task++) {
                 const hal_int gc = task / (OH * tpr), pt = task - gc * (OH * tpr);
