@@ -67,6 +67,19 @@ def _activation(x: Any, dev: Device, name: str = "input", allow_int: bool = Fals
     return x
 
 
+def _plane_geometry(x: Tensor) -> Any:
+    """Geometry for ops that keep the channel count (pools, BatchNorm).
+
+    With one channel, NHWC and NCHW are the same bytes; the spec then says NCHW so the
+    backend runs its plane-vectorised kernels instead of vectorising along C = 1, and
+    the output (allocated in x's layout) is still correct NHWC.
+    """
+    geom = x.geometry()
+    if geom.layout == "NHWC" and geom.c == 1:
+        return replace(geom, layout="NCHW")
+    return geom
+
+
 def _require_quantized_pooling(dev: Device, x: Tensor) -> None:
     if x.dtype in QUANT_DTYPES and not type(dev.backend).quantized_pooling:
         raise UnsupportedOperation(f"{dev.id}: int8/uint8 pooling is not implemented on the {dev.kind} backend")
@@ -146,7 +159,7 @@ def max_pool2d(
     dev = _pick_device([("input", input)])
     x = _activation(input, dev, allow_int=True)
     _require_quantized_pooling(dev, x)
-    spec = pool2d_spec("max", x.geometry(), kernel_size, stride, padding, dilation, ceil_mode, True, None,
+    spec = pool2d_spec("max", _plane_geometry(x), kernel_size, stride, padding, dilation, ceil_mode, True, None,
                        return_indices)
     spec, relu_after = _fuse(dev, spec, relu and x.dtype not in QUANT_DTYPES)
     y = empty(spec.out_shape, x.dtype, dev, x.layout)
@@ -184,7 +197,7 @@ def avg_pool2d(
                                "(hal.quantize or hal.asarray(..., scale=, zero_point=))")
         zero_point = qparams(x.scale, x.zero_point, x.dtype, name="input.scale").zero_point[0]
     _require_quantized_pooling(dev, x)
-    spec = pool2d_spec("avg", x.geometry(), kernel_size, stride, padding, dilation, ceil_mode, count_include_pad,
+    spec = pool2d_spec("avg", _plane_geometry(x), kernel_size, stride, padding, dilation, ceil_mode, count_include_pad,
                        divisor_override, False)
     if zero_point:
         spec = replace(spec, zero_point=zero_point)
@@ -201,7 +214,7 @@ def adaptive_avg_pool2d(input: Any, output_size: Any, *, relu: bool = False) -> 
     """Adaptive average pooling (``output_size`` 1 is global average pooling)."""
     dev = _pick_device([("input", input)])
     x = _activation(input, dev)
-    spec, relu_after = _fuse(dev, adaptive_pool2d_spec("avg", x.geometry(), output_size, False), relu)
+    spec, relu_after = _fuse(dev, adaptive_pool2d_spec("avg", _plane_geometry(x), output_size, False), relu)
     y = empty(spec.out_shape, x.dtype, dev, x.layout)
     _launch(dev, "adaptive_pool2d", spec, x.buffer, y.buffer, None)
     if relu_after:
@@ -213,7 +226,7 @@ def adaptive_max_pool2d(input: Any, output_size: Any, return_indices: bool = Fal
     """Adaptive max pooling; NaN propagates; optional int64 per-plane indices."""
     dev = _pick_device([("input", input)])
     x = _activation(input, dev)
-    spec = adaptive_pool2d_spec("max", x.geometry(), output_size, return_indices)
+    spec = adaptive_pool2d_spec("max", _plane_geometry(x), output_size, return_indices)
     y = empty(spec.out_shape, x.dtype, dev, x.layout)
     idx = empty(spec.out_shape, I64, dev, x.layout) if return_indices else None
     _launch(dev, "adaptive_pool2d", spec, x.buffer, y.buffer, None if idx is None else idx.buffer)
@@ -424,8 +437,8 @@ def batch_norm(
         raise HalValueError("running_mean: running_mean and running_var must be given together or both be None")
     if not training and running_mean is None:
         raise HalValueError("running_mean: required (with running_var) when training=False")
-    spec, relu_after = _fuse(dev, batch_norm_spec(x.geometry(), training, momentum, eps, running_mean is not None),
-                             relu)
+    bn_spec = batch_norm_spec(_plane_geometry(x), training, momentum, eps, running_mean is not None)
+    spec, relu_after = _fuse(dev, bn_spec, relu)
     rm, rm_host = _running(running_mean, dev, spec.c, "running_mean", spec.training)
     rv, rv_host = _running(running_var, dev, spec.c, "running_var", spec.training)
     w = None if weight is None else _vector(weight, dev, spec.c, "weight")

@@ -138,3 +138,25 @@ def test_common_cnn_pools(device):
             y = _run(device, fn, x, layout, **kw)
             r = compare(fn.__name__, "float32", y.numpy(), ref_fn(x.astype(np.float64), **kw))
             assert r.ok, (fn.__name__, layout, r.detail)
+
+
+@pytest.mark.parametrize("op", ["max", "avg", "adaptive", "bn"])
+def test_single_channel_nhwc_matches_nchw(device, op):
+    """One channel: NHWC and NCHW are the same bytes, and the results must be too."""
+    x = random_input(21, (2, 1, 37, 41), "float32")
+    outs = []
+    for layout in ("NCHW", "NHWC"):
+        t = hal.asarray(x, device=device, layout=layout)
+        with poison_outputs():
+            if op == "max":
+                y, idx = hal.max_pool2d(t, 3, 2, 1, return_indices=True)
+                assert y.layout == idx.layout == layout
+                outs.append((y.numpy(), idx.numpy()))
+            elif op == "avg":
+                outs.append((hal.avg_pool2d(t, 2).numpy(),))
+            elif op == "adaptive":
+                outs.append((hal.adaptive_avg_pool2d(t, (3, 5)).numpy(),))
+            else:
+                outs.append((hal.batch_norm(t, None, None, training=True).numpy(),))
+    for a, b in zip(*outs, strict=True):
+        np.testing.assert_array_equal(a, b)
