@@ -449,6 +449,12 @@ _runtimes: dict[int, _Runtime] = {}
 _runtimes_lock = threading.Lock()
 
 
+def _conv_geometry(spec: Conv2dSpec) -> list[Any]:
+    """The int geometry arguments every conv kernel takes, in contract order."""
+    return [_i32(v) for v in (spec.n, spec.c_in, spec.in_h, spec.in_w, spec.c_out, spec.out_h, spec.out_w,
+                              *spec.kernel, *spec.stride, spec.pads[0], spec.pads[2], *spec.dilation, spec.groups)]
+
+
 def _round_up(value: int, multiple: int) -> int:
     return max(multiple, -(-value // multiple) * multiple)
 
@@ -815,17 +821,43 @@ class OpenCLBackend(Backend):
         params: Mapping[str, int],
     ) -> None:
         """2-D convolution: direct or implicit GEMM (``ALGO``; 0 decides per call)."""
-        p = self._params("conv2d", params)
+        args = [x, weight, bias, y, *_conv_geometry(spec)]
+        self._launch_conv("conv2d.cl", "conv2d", spec, self._params("conv2d", params),
+                          self._base_defines(spec), args)
+
+    def qconv2d(
+        self,
+        spec: QConv2dSpec,
+        x: Buffer,
+        weight: Buffer,
+        bias: Buffer | None,
+        y: Buffer,
+        w_zero_point: Buffer,
+        multiplier: Buffer | None,
+        params: Mapping[str, int],
+    ) -> None:
+        """Quantized conv (QLinearConv, or ConvInteger when ``multiplier`` is None): direct or GEMM."""
+        conv = spec.conv
+        out = np.dtype(spec.out_dtype)
+        y_kind = {np.dtype(np.int32): 0, np.dtype(np.int8): 1, np.dtype(np.uint8): 2}[out]
+        if (multiplier is None) != (y_kind == 0):
+            raise HalError(f"{self.info.id}: qconv2d needs a multiplier exactly when the output is int8/uint8")
+        args = [x, weight, bias, y, w_zero_point, multiplier, *_conv_geometry(conv),
+                _i32(spec.x_zero_point), _i32(spec.y_zero_point)]
+        base = {
+            **self._base_defines(conv),
+            "W_UINT8": int(np.dtype(spec.w_dtype) == np.uint8),
+            "Y_KIND": y_kind,
+        }
+        self._launch_conv("qconv2d.cl", "qconv2d", conv, self._params("qconv2d", params), base, args)
+
+    def _launch_conv(self, file: str, entry: str, spec: Conv2dSpec, p: dict[str, int],
+                     base: dict[str, int], args: list[Any]) -> None:
+        """Shared by conv2d and qconv2d: pick direct or GEMM, build (shrinking what the driver refuses), launch."""
         cig = spec.c_in // spec.groups
         cog = spec.c_out // spec.groups
         kdim = cig * spec.kernel[0] * spec.kernel[1]
         algo = p["ALGO"] or (2 if kdim >= 32 and cog >= 16 else 1)
-        args = [
-            x, weight, bias, y,
-            *map(_i32, (spec.n, spec.c_in, spec.in_h, spec.in_w, spec.c_out, spec.out_h, spec.out_w, *spec.kernel,
-                        *spec.stride, spec.pads[0], spec.pads[2], *spec.dilation, spec.groups)),
-        ]
-        base = self._base_defines(spec)
         while True:
             if algo == 2:
                 defines = {**base, "CONV_ALGO": 2, "TILE": p["TILE"], "TK": p["TK"]}
@@ -834,7 +866,7 @@ class OpenCLBackend(Backend):
                 defines = {**base, "CONV_ALGO": 1, "WG": p["WG"], "VEC": p["VEC"]}
                 local = p["WG"]
             try:
-                kernel = self._kernel("conv2d.cl", "conv2d", defines, local)
+                kernel = self._kernel(file, entry, defines, local)
                 break
             except _TooLarge as exc:
                 if algo == 2:
@@ -851,66 +883,6 @@ class OpenCLBackend(Backend):
                 items = spec.n * spec.out_h * spec.out_w * -(-spec.c_out // p["VEC"])
             else:
                 items = spec.n * spec.c_out * spec.out_h * -(-spec.out_w // p["VEC"])
-            self._launch(kernel, (_round_up(items, local),), (local,), args)
-
-    def qconv2d(
-        self,
-        spec: QConv2dSpec,
-        x: Buffer,
-        weight: Buffer,
-        bias: Buffer | None,
-        y: Buffer,
-        w_zero_point: Buffer,
-        multiplier: Buffer | None,
-        params: Mapping[str, int],
-    ) -> None:
-        """Quantized conv (QLinearConv, or ConvInteger when ``multiplier`` is None): direct or GEMM."""
-        conv = spec.conv
-        p = self._params("qconv2d", params)
-        cig = conv.c_in // conv.groups
-        cog = conv.c_out // conv.groups
-        kdim = cig * conv.kernel[0] * conv.kernel[1]
-        algo = p["ALGO"] or (2 if kdim >= 32 and cog >= 16 else 1)
-        out = np.dtype(spec.out_dtype)
-        y_kind = {np.dtype(np.int32): 0, np.dtype(np.int8): 1, np.dtype(np.uint8): 2}[out]
-        if (multiplier is None) != (y_kind == 0):
-            raise HalError(f"{self.info.id}: qconv2d needs a multiplier exactly when the output is int8/uint8")
-        args = [
-            x, weight, bias, y, w_zero_point, multiplier,
-            *map(_i32, (conv.n, conv.c_in, conv.in_h, conv.in_w, conv.c_out, conv.out_h, conv.out_w, *conv.kernel,
-                        *conv.stride, conv.pads[0], conv.pads[2], *conv.dilation, conv.groups,
-                        spec.x_zero_point, spec.y_zero_point)),
-        ]
-        base = {
-            **self._base_defines(conv),
-            "W_UINT8": int(np.dtype(spec.w_dtype) == np.uint8),
-            "Y_KIND": y_kind,
-        }
-        while True:
-            if algo == 2:
-                defines = {**base, "CONV_ALGO": 2, "TILE": p["TILE"], "TK": p["TK"]}
-                local = _gemm_wg(p)
-            else:
-                defines = {**base, "CONV_ALGO": 1, "WG": p["WG"], "VEC": p["VEC"]}
-                local = p["WG"]
-            try:
-                kernel = self._kernel("qconv2d.cl", "qconv2d", defines, local)
-                break
-            except _TooLarge as exc:
-                if algo == 2:
-                    p = self._shrink(p, "TILE", (16, 32, 64), str(exc))
-                else:
-                    p = self._shrink(p, "WG", WG_VALUES, str(exc))
-        if algo == 2:
-            tile = p["TILE"]
-            positions = conv.n * conv.out_h * conv.out_w
-            gsize = (-(-positions // tile) * local, -(-cog // tile), conv.groups)
-            self._launch(kernel, gsize, (local, 1, 1), args)
-        else:
-            if conv.layout == "NHWC":
-                items = conv.n * conv.out_h * conv.out_w * -(-conv.c_out // p["VEC"])
-            else:
-                items = conv.n * conv.c_out * conv.out_h * -(-conv.out_w // p["VEC"])
             self._launch(kernel, (_round_up(items, local),), (local,), args)
 
     def batch_norm(
