@@ -12,6 +12,7 @@ for ``cuda`` and NVIDIA OpenCL devices, the CPU for ``cpu`` and PoCL).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import statistics
 from collections.abc import Callable
@@ -24,7 +25,6 @@ import hal
 from hal.cache import cache_dir
 from hal.device import Device
 from hal.device import is_gpu as device_is_gpu
-from hal.tuning.table import kernel_key
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,9 @@ def _bytes_and_flops(case: BenchCase, x: hal.Tensor, y: hal.Tensor) -> tuple[int
 
 def copy_bandwidth(dev: Device) -> float:
     """Device-to-device copy GB/s (reads + writes), measured once per device and cached."""
-    path = cache_dir("bench") / f"copy-{dev.kind}-{abs(hash(dev.info.name)) % 10**8}.json"
+    # str hash() is salted per process; a stable digest keeps the cache across runs
+    digest = hashlib.sha256(f"{dev.kind}|{dev.info.name}|{dev.info.driver}".encode()).hexdigest()[:16]
+    path = cache_dir("bench") / f"copy-{dev.kind}-{digest}.json"
     if path.exists():
         try:
             return float(json.loads(path.read_text())["gbps"])
@@ -261,7 +263,6 @@ def _level(dev: Device, case: BenchCase, x: hal.Tensor) -> str:
         sp = S.conv2d_spec(g, (c_out, g.c // groups, *case.weight[2:]), False, None, 1, kw["padding"], 1, groups)
     else:
         sp = S.batch_norm_spec(g, kw["training"], 0.1, 1e-5, True)
-    kernel_key(sp)
     return dev.tuner.resolve_spec(sp).level
 
 
