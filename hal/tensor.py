@@ -8,6 +8,7 @@ PyTorch's ``channels_last``). Tensors of other ranks are plain C-contiguous.
 from __future__ import annotations
 
 import contextvars
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -68,7 +69,7 @@ class Tensor:
     @property
     def size(self) -> int:
         """Number of elements."""
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     @property
     def nbytes(self) -> int:
@@ -163,7 +164,7 @@ def poison_outputs(enabled: bool = True) -> Iterator[None]:
 def empty(shape: tuple[int, ...], dtype: Any, device: Device, layout: Layout = "NCHW") -> Tensor:
     """An uninitialised tensor (ops allocate their outputs with this); poisoned under ``poison_outputs``."""
     dt = np.dtype(dtype)
-    count = int(np.prod(shape, dtype=np.int64))
+    count = math.prod(shape)
     if _poison.get() and count:
         fill = np.nan if dt.kind == "f" else np.iinfo(dt).min
         host = np.full(physical_shape(tuple(shape), layout), fill, dtype=dt)
@@ -195,7 +196,7 @@ def _from_cuda_interface(data: Any, dev: Device, dtype: Any, layout: Layout) -> 
         return None
     if len(shape) == 4 and found_layout != layout and strides is not None:
         return None
-    nbytes = max(int(np.prod(shape, dtype=np.int64)) * item, 1)
+    nbytes = max(math.prod(shape) * item, 1)
     buffer = backend.wrap(int(iface["data"][0]), nbytes, data)
     return Tensor(buffer, shape, as_dtype(src_dtype), found_layout, dev, owner=data)
 

@@ -4,6 +4,8 @@
 // Macros (all optional, defaults in brackets):
 //   DTYPE_HALF [0]   1: activations are float16 (storage only: compute in float)
 //   LAYOUT_NHWC [0]  1: activations are channels-last
+//   FUSE_RELU [0]    1: every output store (st_act, st_vec, pack_vec) applies ReLU first
+//                    (v < 0 ? 0 : v, so NaN stays NaN as in torch.relu)
 #pragma once
 
 // test hook: lets a checker see how a failed build is reported
@@ -19,6 +21,9 @@
 #endif
 #ifndef LAYOUT_NHWC
 #define LAYOUT_NHWC 0
+#endif
+#ifndef FUSE_RELU
+#define FUSE_RELU 0
 #endif
 
 #if DTYPE_HALF
@@ -48,8 +53,17 @@ __device__ __forceinline__ float from_f<float>(float v) { return v; }
 template <>
 __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
 
+// the output epilogue: every store of an activation goes through it
+__device__ __forceinline__ float out_act(float v) {
+#if FUSE_RELU
+    return v < 0.0f ? 0.0f : v;
+#else
+    return v;
+#endif
+}
+
 __device__ __forceinline__ float ld_act(const act_t* p) { return to_f(*p); }
-__device__ __forceinline__ void st_act(act_t* p, float v) { *p = from_f<act_t>(v); }
+__device__ __forceinline__ void st_act(act_t* p, float v) { *p = from_f<act_t>(out_act(v)); }
 
 // ---------------------------------------------------------------------------------
 // 16-byte vectors of HAL_VEC activations, unpacked to float
@@ -76,12 +90,12 @@ __device__ __forceinline__ uint4 pack_vec(const float (&f)[HAL_VEC]) {
 #if DTYPE_HALF
     __half2* h = reinterpret_cast<__half2*>(&u);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) h[i] = __floats2half2_rn(f[2 * i], f[2 * i + 1]);
+    for (int i = 0; i < 4; ++i) h[i] = __floats2half2_rn(out_act(f[2 * i]), out_act(f[2 * i + 1]));
 #else
-    u.x = __float_as_uint(f[0]);
-    u.y = __float_as_uint(f[1]);
-    u.z = __float_as_uint(f[2]);
-    u.w = __float_as_uint(f[3]);
+    u.x = __float_as_uint(out_act(f[0]));
+    u.y = __float_as_uint(out_act(f[1]));
+    u.z = __float_as_uint(out_act(f[2]));
+    u.w = __float_as_uint(out_act(f[3]));
 #endif
     return u;
 }

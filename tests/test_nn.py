@@ -29,13 +29,17 @@ def test_relu_keeps_nan(device, layout):
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
 def test_fused_relu_equals_unfused(device, dtype, layout):
     x = _x((2, 6, 11, 13)).astype(dtype)
+    x[1, 4, 5, 6] = np.nan  # ReLU keeps NaN, in every epilogue
     w = (_x((5, 6, 3, 3), 1) * 0.2).astype(dtype)
+    wd = (_x((6, 1, 3, 3), 4) * 0.3).astype(dtype)
     b = _x((5,), 2)
     xt = hal.asarray(x, device=device, layout=layout)
     x64 = x.astype(np.float64)
     cases = [
         ("conv2d", hal.conv2d(xt, hal.asarray(w, device=device), b, padding=1, relu=True),
          reference.conv2d(x64, w.astype(np.float64), b.astype(np.float64), padding=1)),
+        ("conv2d", hal.conv2d(xt, hal.asarray(wd, device=device), None, padding=1, groups=6, relu=True),
+         reference.conv2d(x64, wd.astype(np.float64), None, padding=1, groups=6)),
         ("max_pool2d", hal.max_pool2d(xt, 3, 2, 1, relu=True), reference.max_pool2d(x64, 3, 2, 1)),
         ("avg_pool2d", hal.avg_pool2d(xt, 3, 2, 1, relu=True), reference.avg_pool2d(x64, 3, 2, 1)),
         ("adaptive_avg_pool2d", hal.adaptive_avg_pool2d(xt, 1, relu=True), reference.adaptive_avg_pool2d(x64, 1)),
@@ -46,7 +50,9 @@ def test_fused_relu_equals_unfused(device, dtype, layout):
         scale = 1.0
         if op == "conv2d":
             from hal.conformance import conv_scale
-            scale = conv_scale(x64, w.astype(np.float64), b.astype(np.float64), padding=1)
+            depthwise = got.shape[1] == 6
+            scale = (conv_scale(x64, wd.astype(np.float64), None, padding=1, groups=6) if depthwise
+                     else conv_scale(x64, w.astype(np.float64), b.astype(np.float64), padding=1))
         r = compare(op, dtype, got.numpy(), reference.relu(want), scale)
         assert r.ok, (op, r.detail)
 

@@ -24,8 +24,9 @@ ARCHS = ("75", "80", "90", "120")
 
 
 def variants() -> list[tuple[Path, dict[str, int]]]:
+    sys.path.insert(0, str(ROOT))
     try:
-        from hal.backends.cuda import COMPILE_CHECKS  # type: ignore[attr-defined]
+        from backends.cuda import COMPILE_CHECKS  # type: ignore[attr-defined]
         return [(KERNELS / f, dict(d)) for f, d in COMPILE_CHECKS]
     except (ImportError, AttributeError):
         pass
@@ -33,6 +34,9 @@ def variants() -> list[tuple[Path, dict[str, int]]]:
     for path in sorted(KERNELS.glob("*.cu")):
         for half, nhwc in itertools.product((0, 1), (0, 1)):
             out.append((path, {"DTYPE_HALF": half, "LAYOUT_NHWC": nhwc}))
+        # the fused-ReLU epilogue, in both storage types
+        out.append((path, {"DTYPE_HALF": 0, "LAYOUT_NHWC": 1, "FUSE_RELU": 1}))
+        out.append((path, {"DTYPE_HALF": 1, "LAYOUT_NHWC": 0, "FUSE_RELU": 1}))
     return out
 
 

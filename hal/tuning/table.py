@@ -275,12 +275,15 @@ class Tuner:
         self.device = device
         self.schemas = schemas
         self._cache: dict[tuple[str, tuple[tuple[str, object], ...]], Resolved] = {}
+        # specs are frozen and hashable: the per-call lookup is one dict probe
+        self._spec_cache: dict[Spec, Resolved] = {}
         self._warned: set[str] = set()
         self._user: list[Entry] | None = None
 
     def clear(self) -> None:
         """Forget resolved parameters and re-read user tables on the next lookup."""
         self._cache.clear()
+        self._spec_cache.clear()
         self._user = None
 
     def _user_entries(self) -> list[Entry]:
@@ -290,8 +293,13 @@ class Tuner:
 
     def resolve_spec(self, spec: Spec) -> Resolved:
         """Parameters for one spec."""
+        hit = self._spec_cache.get(spec)
+        if hit is not None:
+            return hit
         kernel, key = kernel_key(spec)
-        return self.resolve(kernel, key)
+        resolved = self.resolve(kernel, key)
+        self._spec_cache[spec] = resolved
+        return resolved
 
     def resolve(self, kernel: str, key: Mapping[str, object]) -> Resolved:
         """Walk the fallback chain for (kernel, key)."""

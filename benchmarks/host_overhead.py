@@ -1,0 +1,128 @@
+"""Host overhead of one small op call: Python to launch, through hal's public API.
+
+Method: a tiny input (8x16x16x16, max pooling 3x3/2 pad 1, float32; BatchNorm inference
+and ReLU as second and third cases) so that the GPU's work is far shorter than the host's.
+For each case, ``N`` calls are issued back to back from Python with no synchronize in
+between, and the host clock (``time.perf_counter``) is read around them after a
+synchronize, ending with one; the per-call figure is the elapsed time divided by ``N``,
+the median over ``ROUNDS`` rounds, after a warm-up. When the device queue never runs dry
+this is the time the host spends per call: validation, the tuning lookup, output
+allocation from the memory pool, and the launch. Three levels are timed:
+
+* ``op``: ``hal.max_pool2d(x, 3, 2, 1)`` - everything a user pays, a new output each call;
+* ``launcher``: the backend's launcher with a resolved spec and a preallocated output
+  (no validation, no lookup, no allocation: the backend's own cost);
+* ``torch``: ``torch.nn.functional.max_pool2d`` on the same device, when torch and a
+  matching device are present (CUDA for ``cuda:*``).
+
+    python3 benchmarks/host_overhead.py [--device cuda:0] [--calls 2000] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+import hal
+from hal.spec import pool2d_spec
+
+ROUNDS = 15
+
+
+def per_call_us(call: Callable[[], Any], sync: Callable[[], None], calls: int) -> float:
+    """Median host time per call (µs) over ROUNDS rounds of ``calls`` back-to-back calls."""
+    for _ in range(max(20, calls // 10)):
+        call()
+    sync()
+    samples = []
+    for _ in range(ROUNDS):
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            call()
+        sync()
+        samples.append((time.perf_counter() - t0) / calls * 1e6)
+    return statistics.median(samples)
+
+
+def measure(device: str, calls: int) -> list[dict[str, Any]]:
+    """Per-call host time of the op, the launcher and PyTorch for three small cases."""
+    dev = hal.device(device)
+    rng = np.random.default_rng(0)
+    x_host = rng.standard_normal((8, 16, 16, 16)).astype(np.float32)
+    x = hal.asarray(x_host, device=dev)
+    mean = rng.standard_normal(16).astype(np.float32)
+    var = rng.uniform(0.5, 2.0, 16).astype(np.float32)
+    sync = dev.backend.synchronize
+    rows: list[dict[str, Any]] = []
+
+    # the public ops
+    op_calls: dict[str, Callable[[], Any]] = {
+        "max_pool2d 3x3/2": lambda: hal.max_pool2d(x, 3, 2, 1),
+        "batch_norm infer": lambda: hal.batch_norm(x, mean, var),
+        "relu": lambda: hal.relu(x),
+    }
+    # the launcher of the first case, spec resolved and output allocated once
+    y = hal.max_pool2d(x, 3, 2, 1)
+    spec = pool2d_spec("max", x.geometry(), 3, 2, 1, 1, False, True, None, False)
+    params = dev.tuner.resolve_spec(spec).params
+    launcher: Callable[[], Any] = lambda: dev.backend.pool2d(spec, x.buffer, y.buffer, None, params)  # noqa: E731
+
+    torch_calls: dict[str, Callable[[], Any]] = {}
+    torch_sync: Callable[[], None] | None = None
+    try:
+        import torch
+        import torch.nn.functional as F
+
+        tdev = "cuda" if dev.backend.name == "cuda" and torch.cuda.is_available() else (
+            "cpu" if dev.backend.name == "cpu" else None)
+        if tdev is not None:
+            tx = torch.from_numpy(x_host).to(tdev)
+            tm, tv = torch.from_numpy(mean).to(tdev), torch.from_numpy(var).to(tdev)
+            torch_calls = {
+                "max_pool2d 3x3/2": lambda: F.max_pool2d(tx, 3, 2, 1),
+                "batch_norm infer": lambda: F.batch_norm(tx, tm, tv, training=False),
+                "relu": lambda: torch.relu(tx),
+            }
+            torch_sync = torch.cuda.synchronize if tdev == "cuda" else (lambda: None)
+    except ImportError:
+        pass
+
+    for name, call in op_calls.items():
+        row: dict[str, Any] = {"device": str(dev.id), "case": name, "op_us": per_call_us(call, sync, calls)}
+        if name.startswith("max_pool2d"):
+            row["launcher_us"] = per_call_us(launcher, sync, calls)
+        if name in torch_calls and torch_sync is not None:
+            row["torch_us"] = per_call_us(torch_calls[name], torch_sync, calls)
+        rows.append(row)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print (and optionally write as JSON) the per-call host time of each case."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--device", default=None, help="device (default: the selected device)")
+    ap.add_argument("--calls", type=int, default=2000, help="back-to-back calls per round")
+    ap.add_argument("--json", default=None, help="write the rows here")
+    args = ap.parse_args(argv)
+    rows = measure(args.device, args.calls)
+    print(f"{'device':<12} {'case':<18} {'op µs':>8} {'launcher µs':>12} {'torch µs':>9}")
+    for r in rows:
+        launcher = f"{r['launcher_us']:.2f}" if "launcher_us" in r else "-"
+        torch_us = f"{r['torch_us']:.2f}" if "torch_us" in r else "-"
+        print(f"{r['device']:<12} {r['case']:<18} {r['op_us']:>8.2f} {launcher:>12} {torch_us:>9}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
