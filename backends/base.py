@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -159,6 +159,15 @@ class Backend(ABC):
             self.synchronize()
             times.append(time.perf_counter() - start)
         return times
+
+    def prebuild(self, specs: Sequence[object], param_sets: Sequence[Mapping[str, int]]) -> int:
+        """Compile, ahead of use, the kernels ``specs`` need under each parameter set.
+
+        Optional: the tuner calls it before evaluating a workload's candidates so that
+        backends with slow compilers can build them in parallel into their disk cache.
+        Returns the number of builds made; the default makes none.
+        """
+        return 0
 
     # -- kernel launchers ------------------------------------------------------------
     @abstractmethod

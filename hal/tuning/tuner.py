@@ -359,6 +359,8 @@ def tune(
             others = [c for c in valid if c != default]
             random.Random(f"{seed}-{wl.name}-{dtype}-{layout}").shuffle(others)
             chosen = [default] + (others if limit is None else others[: limit - 1])
+            if deadline is None or time.monotonic() < deadline:
+                _prebuild(device, wl, size, dtype, layout, chosen)
             results: list[tuple[dict[str, int], dict[str, Any]]] = []
             outcome = Outcome(wl.name, wl.kernel, dtype, layout, None, None, None, False, 0)
             for i, params in enumerate(chosen):
@@ -411,6 +413,20 @@ def tune(
         if journal:
             journal.close()
     return outcomes
+
+
+def _prebuild(device: Any, wl: Workload, size: str, dtype: str, layout: str, chosen: list[dict[str, int]]) -> None:
+    """Let the backend compile the workload's candidates in parallel (a slow compiler's builds, cached)."""
+    specs = []
+    for shape in [wl.shape(size), *bucket_shapes(wl.shape(size))]:
+        try:
+            specs.append(wl.spec_for(shape, dtype, layout))
+        except ValueError:
+            continue
+    try:
+        device.backend.prebuild(specs, chosen)
+    except Exception:  # an optimisation only: each candidate still builds (and reports) on its own
+        pass
 
 
 def table_entries(device: Any, outcomes: list[Outcome], size: str, mode: str) -> list[dict[str, Any]]:

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# One call on the H200 machine: install hal, then the steps named on the command line,
+# each under its own time limit, most important first. Every log lands in one archive,
+# $OUT/results.tar.gz (the device tool brings back at most 8 files); a summary is printed.
+#   bash benchmarks/h200_session.sh tests conformance overhead tune-cuda-rapid ...
+# Steps: tests, conformance, check, sanitize, overhead, bench-cuda, sweep, tune-cuda-rapid,
+# tune-cuda-normal, tune-ocl-rapid, tune-ocl-normal, tvd-cuda, tvd-ocl, demo, hal-bench, ocl-bench
+set -u -o pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+OUT="${OUT:-/tmp/hal-out}"; R=/tmp/hal-results; mkdir -p "$OUT" "$R"
+export PYTHONUNBUFFERED=1 HAL_CACHE_DIR=/tmp/hal-cache
+source .device/setup.sh >"$R/setup.log" 2>&1 || { tail -20 "$R/setup.log"; exit 1; }
+python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >"$R/pip.log" 2>&1 || { tail "$R/pip.log"; exit 1; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$R/gpu.txt"
+hal devices >"$R/devices.txt" 2>&1
+pack() { tar -czf "$OUT/results.tar.gz" -C "$R" . ; }
+trap pack EXIT
+step() { local name=$1 limit=$2; shift 2; local t0=$(date +%s)
+  timeout "$limit" "$@" >"$R/$name.txt" 2>&1; local rc=$?
+  echo "[$name: exit $rc, $(( $(date +%s) - t0 )) s]"; }
+tune() { local dev=$1 mode=$2 budget=$3 out=$4
+  step "tune-$out" $(( budget + 60 )) hal tune run --device "$dev" --mode "$mode" --budget "${budget}s" --out "$R/$out.json"
+  tail -4 "$R/tune-$out.txt"; }
+for s in "$@"; do
+  case "$s" in
+    tests) step pytest ${T_TEST:-150} env HAL_TEST_DEVICES=${TEST_DEVICES:-cuda:0} HAL_TEST_EXAMPLES=8 \
+        python3 -m pytest -q -p no:cacheprovider tests -k "not test_tuner and not test_cli"
+      grep -E "^FAILED|passed|failed" "$R/pytest.txt" | tail -12 ;;
+    conformance) step conformance ${T_CONF:-90} hal conformance --device ${CONF_DEVICES:-cuda:0,opencl:nvidia} --seed 11
+      grep -E "FAIL|passed" "$R/conformance.txt" | tail -8 ;;
+    check) step check 300 python3 benchmarks/check_cuda.py --out "$R"; tail -3 "$R/check.txt" ;;
+    sanitize) step sanitize 240 bash -c 'for t in memcheck racecheck; do compute-sanitizer --tool $t --print-limit 20 python3 benchmarks/check_cuda.py --only one --out /tmp 2>&1 | tail -6; done'
+      cat "$R/sanitize.txt" ;;
+    overhead) step overhead 60 python3 benchmarks/host_overhead.py --device cuda:0 --json "$R/overhead.json"
+      step overhead-ocl 60 python3 benchmarks/host_overhead.py --device opencl:nvidia --calls 500
+      cat "$R/overhead.txt" "$R/overhead-ocl.txt" ;;
+    bench-cuda) step cuda-ops 240 python3 benchmarks/cuda_ops.py --out "$R"; tail -40 "$R/cuda-ops.txt" ;;
+    sweep) step cuda-sweep ${T_SWEEP:-300} python3 benchmarks/cuda_ops.py --sweep --out "$R" --only "${ONLY:-}"
+      tail -40 "$R/cuda-sweep.txt" ;;
+    tune-cuda-rapid) tune cuda:0 rapid ${B_RAPID:-120} cuda-rapid ;;
+    tune-cuda-normal) tune cuda:0 normal ${B_NORMAL:-240} cuda-normal ;;
+    tune-ocl-rapid) tune opencl:nvidia rapid ${B_RAPID:-120} ocl-rapid ;;
+    tune-ocl-normal) tune opencl:nvidia normal ${B_NORMAL:-240} ocl-normal ;;
+    tvd-cuda) step tvd-cuda 150 python3 benchmarks/tuned_vs_default.py --device cuda:0 --table "$R/cuda-rapid.json" \
+        --json "$R/tvd-cuda.json"; tail -34 "$R/tvd-cuda.txt" ;;
+    tvd-ocl) step tvd-ocl 150 python3 benchmarks/tuned_vs_default.py --device opencl:nvidia --table "$R/ocl-rapid.json" \
+        --json "$R/tvd-ocl.json"; tail -34 "$R/tvd-ocl.txt" ;;
+    demo) for d in cuda:0 opencl:nvidia; do step "demo-${d%%:*}" 60 hal demo cnn16 --device $d --batch 256; done
+      tail -25 "$R/demo-cuda.txt"; tail -6 "$R/demo-opencl.txt" ;;
+    hal-bench) step hal-bench 150 hal bench --device cuda:0 --json "$R/hal-bench.json" --plot "$R/roofline-h200.png"
+      tail -40 "$R/hal-bench.txt" ;;
+    ocl-bench) step ocl-bench 120 python3 benchmarks/opencl_ops.py --device opencl:nvidia; tail -30 "$R/ocl-bench.txt" ;;
+    *) echo "unknown step $s" ;;
+  esac
+done
