@@ -22,7 +22,7 @@ from __future__ import annotations
 import atexit
 import struct
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -272,6 +272,8 @@ _SCHEMAS: dict[str, KernelSchema] = {
             Param("POOL_TILE_W", (4, 8, 16, 32), 8, "output columns per NHWC tile"),
             Param("POOL_SMEM_KB", (8, 16, 24, 32, 48), 48, "shared-memory budget per block for the input tile, KiB"),
             Param("POOL_SPLIT", (0, 1), 0, "float32 stride-2 NCHW tiles: even/odd columns apart in shared memory (-D)"),
+            Param("POOL_H2", (0, 1), 1,
+                  "float16 max pooling without indices in half2: NHWC strips, NCHW 2x2/2 and 3x3/2 output pairs (-D)"),
         ),
         (_fits_threads("POOL_THREADS"), _fits_smem("POOL_SMEM_KB"), _fits_occupancy("POOL_OCC")),
     ),
@@ -283,6 +285,8 @@ _SCHEMAS: dict[str, KernelSchema] = {
             Param("ADAPT_SMEM_KB", (8, 16, 24, 32, 48), 32, "shared-memory budget per NCHW tile, KiB"),
             Param("ADAPT_VSPLIT", (0, 1), 1,
                   "NHWC: a block per output pixel when the outputs are too few for a thread each"),
+            Param("ADAPT_GFLAT", (0, 1), 1,
+                  "NCHW global pooling: warps stage 32 whole planes at a time through shared memory"),
         ),
         (_fits_threads("ADAPT_THREADS"), _fits_smem("ADAPT_SMEM_KB")),
     ),
@@ -310,6 +314,10 @@ _SCHEMAS: dict[str, KernelSchema] = {
             Param("BN_BLOCKS_PER_SM", (2, 4, 8, 16, 32), 16,
                   "blocks per multiprocessor (NCHW grid; NHWC runs one wave of at most this many)"),
             Param("BN_L2_HINT", (0, 1), 1, "L2 eviction hints and mirrored apply order (-D, sm_80+)"),
+            Param("BN_FLAT", (0, 1), 1,
+                  "inference: one wave of persistent blocks over 16-byte vectors (batch_norm_infer_flat)"),
+            Param("BN_INFER_OCC", (0, 1024, 1536, 2048), 0,
+                  "resident threads per SM for batch_norm_infer_flat's registers, 0 = by BN_UNROLL (-D)"),
         ),
         (_fits_threads("BN_THREADS"),),
     ),
@@ -324,15 +332,26 @@ _SCHEMAS: dict[str, KernelSchema] = {
 
 #: parameters that change the generated code (passed as -D); the rest shape the launch only
 _COMPILE_PARAMS = {
-    "pool2d": ("POOL_THREADS", "POOL_OCC", "POOL_SPLIT"),
+    "pool2d": ("POOL_THREADS", "POOL_OCC", "POOL_SPLIT", "POOL_H2"),
     "adaptive_pool2d": ("ADAPT_THREADS",),
     "conv2d": ("CONV_THREADS", "CONV_SIMT_CI", "CONV_OCC"),
-    "batch_norm": ("BN_THREADS", "BN_UNROLL", "BN_L2_HINT"),
+    "batch_norm": ("BN_THREADS", "BN_UNROLL", "BN_L2_HINT", "BN_INFER_OCC"),
     "eltwise": ("ELT_THREADS",),
     "qconv2d": (),
 }
 
 _FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
+
+
+def _load_pack() -> tuple[Callable[..., bytes] | None, bool]:
+    try:
+        from pycuda._pvt_struct import pack  # what prepared_async_call packs arguments with
+    except ImportError:
+        return None, False
+    return pack, True
+
+
+_pack_fn, _FAST_LAUNCH = _load_pack()
 
 _TC_SMEM = (9 * 64 * 64 + 6 * 34 * 64) * 2  # conv2d_k3_tc: all weights of 64 channels + one input tile
 _SIMT_BUF_FLOATS = {ci: ci * 10 * 36 + ci * 9 * 68 for ci in (4, 8)}
@@ -371,6 +390,8 @@ class CudaBackend(Backend):
 
     name: ClassVar[str] = "cuda"
     kernel_folder: ClassVar[str] = "kernels_cu"
+    #: every output store goes through the prelude's epilogue (-DFUSE_RELU=1)
+    fused_relu: ClassVar[bool] = True
 
     # -- discovery ---------------------------------------------------------------------
     @classmethod
@@ -422,6 +443,8 @@ class CudaBackend(Backend):
         self._modules: dict[tuple[str, tuple[tuple[str, int], ...]], Any] = {}
         self._functions: dict[tuple[str, tuple[tuple[str, int], ...], str], Any] = {}
         self._plans: dict[tuple[object, ...], tuple[Launch, ...]] = {}
+        self._plan_fns: dict[int, tuple[tuple[Launch, ...], tuple[Any, ...]]] = {}
+        self._param_keys: dict[int, tuple[Mapping[str, int], tuple[tuple[str, int], ...]]] = {}
         self._workspace: dict[str, CudaBuffer] = {}
         #: tests only: use the contract entry points (one thread per output) everywhere
         self.force_generic = False
@@ -605,6 +628,49 @@ class CudaBackend(Backend):
                 loaded += 1
         return loaded
 
+    def prebuild(self, specs: Sequence[object], param_sets: Sequence[Mapping[str, int]]) -> int:
+        """Compile every (file, defines) the specs need under each parameter set, in parallel.
+
+        The builds go to PyCUDA's disk cache only (nvcc in worker processes, nothing is
+        loaded here), so the tuner's worker process later finds them there.
+        """
+        keys: dict[tuple[str, tuple[tuple[str, int], ...]], None] = {}
+        for spec in specs:
+            for params in param_sets:
+                try:
+                    launches = self._plan_for(spec, params)
+                except Exception:  # a candidate that cannot be planned fails where it is evaluated
+                    continue
+                keys.update({(launch.file, launch.defines): None for launch in launches})
+        todo = [k for k in keys if k not in self._modules]
+        if not todo:
+            return 0
+        import multiprocessing
+        import os
+        from concurrent.futures import ProcessPoolExecutor
+
+        workers = max(1, min(len(todo), os.cpu_count() or 1))
+        built = 0
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            for future in [pool.submit(build_cubin, file, dict(defines), self._arch) for file, defines in todo]:
+                try:
+                    future.result()
+                    built += 1
+                except Exception:  # reported with its log when the candidate is evaluated
+                    continue
+        return built
+
+    def _plan_for(self, spec: object, params: Mapping[str, int]) -> tuple[Launch, ...]:
+        if isinstance(spec, Pool2dSpec):
+            return self._plan_pool2d(spec, params, spec.return_indices, True)
+        if isinstance(spec, AdaptivePool2dSpec):
+            return self._plan_adaptive(spec, params, spec.return_indices, True)
+        if isinstance(spec, Conv2dSpec):
+            return self._plan_conv2d(spec, params, True)
+        if isinstance(spec, BatchNormSpec):
+            return self._plan_batch_norm(spec, params, True)
+        return ()
+
     def _function(self, launch: Launch) -> Any:
         key = (launch.file, launch.defines, launch.kernel)
         fn = self._functions.get(key)
@@ -621,12 +687,39 @@ class CudaBackend(Backend):
             fn.hal_max_shared = launch.shared
         return fn
 
+    def _pkey(self, params: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
+        """A plan-cache key for ``params``; the tuner hands out the same dict each call, so memoise by identity."""
+        hit = self._param_keys.get(id(params))
+        if hit is not None and hit[0] is params:
+            return hit[1]
+        key = tuple(sorted(params.items()))
+        if len(self._param_keys) > 4096:
+            self._param_keys.clear()
+        self._param_keys[id(params)] = (params, key)  # holding params keeps its id from being reused
+        return key
+
     def _run(self, launches: tuple[Launch, ...], buffers: Mapping[str, Buffer | None]) -> None:
-        fns = [self._function(launch) for launch in launches]
-        with self._active():
+        # the per-call path: functions cached per plan, one context push, PyCUDA's launch
+        # primitive called directly where it has one (prepared_async_call re-checks its
+        # arguments in Python on every call)
+        hit = self._plan_fns.get(id(launches))
+        if hit is None or hit[0] is not launches:
+            hit = (launches, tuple(self._function(launch) for launch in launches))
+            if len(self._plan_fns) > 4096:
+                self._plan_fns.clear()
+            self._plan_fns[id(launches)] = hit
+        fns = hit[1]
+        self._ctx.push()
+        try:
             for launch, fn in zip(launches, fns, strict=True):
                 args = [_ptr(buffers.get(a)) if isinstance(a, str) else a for a in launch.args]
-                fn.prepared_async_call(launch.grid, launch.block, self._stream, *args, shared_size=launch.shared)
+                if _FAST_LAUNCH and hasattr(fn, "_launch_kernel"):
+                    arg_buf = _pack_fn(fn.arg_format, *args)  # type: ignore[misc]
+                    fn._launch_kernel(launch.grid, launch.block, arg_buf, launch.shared, self._stream)
+                else:
+                    fn.prepared_async_call(launch.grid, launch.block, self._stream, *args, shared_size=launch.shared)
+        finally:
+            self._drv.Context.pop()
 
     def prepare(self, launches: tuple[Launch, ...]) -> None:
         """Build (or load from cache) everything ``launches`` need."""
@@ -659,11 +752,13 @@ class CudaBackend(Backend):
 
     @staticmethod
     def compile_defines(
-        family: str, dtype: np.dtype, layout: str, params: Mapping[str, int]
+        family: str, dtype: np.dtype, layout: str, params: Mapping[str, int], relu: bool = False
     ) -> tuple[tuple[str, int], ...]:
-        """The -D set a launch of ``family`` builds with (dtype, layout and the code-changing parameters)."""
+        """The -D set a launch of ``family`` builds with (dtype, layout, fused ReLU, code-changing parameters)."""
         full = {**_SCHEMAS[family].defaults(), **params}
         defines = {"DTYPE_HALF": int(np.dtype(dtype) == np.float16), "LAYOUT_NHWC": int(layout == "NHWC")}
+        if relu:  # absent means 0: unfused builds keep their cache keys
+            defines["FUSE_RELU"] = 1
         defines.update({name: int(full[name]) for name in _COMPILE_PARAMS[family]})
         return tuple(sorted(defines.items()))
 
@@ -699,8 +794,13 @@ class CudaBackend(Backend):
         tile_w: int,
         budget: int,
         strip_rows: int = 0,
+        guard: int = 0,
     ) -> tuple[dict[str, int], int, int] | None:
-        """WinParams fields, grid size and shared bytes for a tile plan; None when no tile fits."""
+        """WinParams fields, grid size and shared bytes for a tile plan; None when no tile fits.
+
+        ``guard``: bytes (a multiple of 16) kept in front of an NCHW input tile, which the
+        float16 half2 max-pooling path reads left of column 0 (and masks).
+        """
         vec = 16 // es
         max_smem = self._max_smem()
         budget = min(budget, max_smem)
@@ -738,7 +838,7 @@ class CudaBackend(Backend):
                 bands = _cdiv(oh, tr)
                 fields.update(planes=0, band=tr, bands=bands)
                 grid = planes_total * bands
-            w_floats = (w_floats + 3) & ~3
+            w_floats = ((w_floats + 3) & ~3) + guard // 4
             shared = w_floats * 4 + in_bytes
             if shared > max_smem or grid >= 2**31:
                 return None
@@ -785,8 +885,6 @@ class CudaBackend(Backend):
     def _float_only(self, what: str, dtype: np.dtype, spec: object = None) -> None:
         if np.dtype(dtype) not in _FLOAT_DTYPES:
             raise UnsupportedOperation(f"{self.info.id}: {what} in {np.dtype(dtype).name} is not implemented on CUDA")
-        if getattr(spec, "relu", False):  # fused_relu is False: the op layer applies ReLU itself
-            raise UnsupportedOperation(f"{self.info.id}: {what} with a fused ReLU is not implemented on CUDA")
 
     # -- eltwise -----------------------------------------------------------------------------------
     def eltwise(self, spec: EltwiseSpec, x: Buffer, y: Buffer, params: Mapping[str, int]) -> None:
@@ -815,7 +913,7 @@ class CudaBackend(Backend):
         """Max or average pooling."""
         self._float_only("pool2d", spec.dtype, spec)
         aligned = int(x) % 16 == 0 and int(y) % 16 == 0
-        key = ("pool2d", spec, tuple(sorted(params.items())), indices is not None, aligned, self.force_generic)
+        key = ("pool2d", spec, self._pkey(params), indices is not None, aligned, self.force_generic)
         plan = self._planned(key, lambda: self._plan_pool2d(spec, params, indices is not None, aligned))
         self._run(plan, {"x": x, "y": y, "i": indices})
 
@@ -824,7 +922,7 @@ class CudaBackend(Backend):
     ) -> tuple[Launch, ...]:
         p = {**_SCHEMAS["pool2d"].defaults(), **params}
         threads = int(p["POOL_THREADS"])
-        defines = self.compile_defines("pool2d", spec.dtype, spec.layout, p)
+        defines = self.compile_defines("pool2d", spec.dtype, spec.layout, p, spec.relu)
         nhwc = spec.layout == "NHWC"
         es = spec.dtype.itemsize
         half = es == 2
@@ -847,6 +945,9 @@ class CudaBackend(Backend):
                 split=(variant != "g" and not half and bool(p["POOL_SPLIT"])), weights_per_plane=0,
                 tile_h=int(p["POOL_TILE_H"]), tile_w=int(p["POOL_TILE_W"]), budget=int(p["POOL_SMEM_KB"]) * 1024,
                 strip_rows=_STRIP_ROWS.get(variant, 0),
+                # the half2 NCHW path (pool2d.cu, POOL_H2) reads up to 8 bytes left of the tile
+                guard=16 if (half and not nhwc and variant != "g" and spec.kind == "max" and not with_indices
+                             and p["POOL_H2"]) else 0,
             )
         if tile is not None:
             fields, grid, shared = tile
@@ -883,7 +984,7 @@ class CudaBackend(Backend):
         """Adaptive max or average pooling."""
         self._float_only("adaptive_pool2d", spec.dtype, spec)
         aligned = int(x) % 16 == 0 and int(y) % 16 == 0
-        key = ("adaptive", spec, tuple(sorted(params.items())), indices is not None, aligned, self.force_generic)
+        key = ("adaptive", spec, self._pkey(params), indices is not None, aligned, self.force_generic)
         plan = self._planned(key, lambda: self._plan_adaptive(spec, params, indices is not None, aligned))
         self._run(plan, {"x": x, "y": y, "i": indices})
 
@@ -892,7 +993,7 @@ class CudaBackend(Backend):
     ) -> tuple[Launch, ...]:
         p = {**_SCHEMAS["adaptive_pool2d"].defaults(), **params}
         threads = int(p["ADAPT_THREADS"])
-        defines = self.compile_defines("adaptive_pool2d", spec.dtype, spec.layout, p)
+        defines = self.compile_defines("adaptive_pool2d", spec.dtype, spec.layout, p, spec.relu)
         es = spec.dtype.itemsize
         vec = 16 // es
         kind = "maxi" if (spec.kind == "max" and with_indices) else spec.kind
@@ -901,6 +1002,9 @@ class CudaBackend(Backend):
         bin_area = (_cdiv(spec.in_h, spec.out_h) + 1) * (_cdiv(spec.in_w, spec.out_w) + 1)
         few_large = bin_area >= 1024 and outputs <= self._sms * 64
         if not self.force_generic:
+            gflat = self._plan_adaptive_gflat(spec, p, defines, with_indices, aligned)
+            if gflat is not None:
+                return gflat
             if few_large:
                 return (
                     Launch("adaptive_pool2d.cu", defines, f"adaptive_pool2d_{kind}_block", "PPP" + "i" * 6,
@@ -946,6 +1050,33 @@ class CudaBackend(Backend):
                    self._grid_1d(outputs, threads), (threads, 1, 1), 0, ("x", "y", "i", *dims)),
         )
 
+    def _plan_adaptive_gflat(
+        self, spec: AdaptivePool2dSpec, p: Mapping[str, int], defines: tuple[tuple[str, int], ...],
+        with_indices: bool, aligned: bool,
+    ) -> tuple[Launch, ...] | None:
+        """NCHW global pooling through shared memory (adaptive_pool2d_*_gflat), or None where it does not apply."""
+        planes, hw = spec.n * spec.c, spec.in_h * spec.in_w
+        if not (p["ADAPT_GFLAT"] and spec.layout == "NCHW" and (spec.out_h, spec.out_w) == (1, 1) and aligned
+                and not with_indices and spec.kind in ("avg", "max") and 0 < planes < 2**31 - 32):
+            return None
+        per_warp = 2 * 32 * hw * spec.dtype.itemsize  # two group buffers
+        if per_warp > min(self._max_smem(), 64 * 1024):  # large planes: the tile and block kernels suffice
+            return None
+        groups = _cdiv(planes, 32)
+        warps = max(1, min(int(p["ADAPT_THREADS"]) // 32, self._max_smem() // per_warp, groups))
+        shared = warps * per_warp
+        extras = dict(self.info.extras)
+        smem_sm = int(extras.get("shared_memory_per_sm", "0") or 0)
+        threads_sm = int(extras.get("max_threads_per_sm", "2048") or 2048)
+        per_sm = max(1, threads_sm // (warps * 32))
+        if smem_sm > 0:
+            per_sm = max(1, min(per_sm, smem_sm // (shared + 1024)))
+        grid = max(1, min(_cdiv(groups, warps), self._sms * per_sm))
+        return (
+            Launch("adaptive_pool2d.cu", defines, f"adaptive_pool2d_{spec.kind}_gflat", "PPii", (grid, 1, 1),
+                   (warps * 32, 1, 1), shared, ("x", "y", planes, hw)),
+        )
+
     # -- conv2d ------------------------------------------------------------------------------------
     def conv2d(
         self,
@@ -959,7 +1090,7 @@ class CudaBackend(Backend):
         """2-D convolution."""
         self._float_only("conv2d", spec.dtype, spec)
         aligned = int(x) % 16 == 0 and int(y) % 16 == 0
-        key = ("conv2d", spec, tuple(sorted(params.items())), aligned, self.force_generic)
+        key = ("conv2d", spec, self._pkey(params), aligned, self.force_generic)
         plan = self._planned(key, lambda: self._plan_conv2d(spec, params, aligned))
         self._run(plan, {"x": x, "w": weight, "b": bias, "y": y})
 
@@ -967,7 +1098,7 @@ class CudaBackend(Backend):
         p = {**_SCHEMAS["conv2d"].defaults(), **params}
         threads = int(p["CONV_THREADS"])
         simt_ci = int(p["CONV_SIMT_CI"])
-        defines = self.compile_defines("conv2d", spec.dtype, spec.layout, p)
+        defines = self.compile_defines("conv2d", spec.dtype, spec.layout, p, spec.relu)
         es = spec.dtype.itemsize
         half = es == 2
         kh, kw = spec.kernel
@@ -1037,7 +1168,7 @@ class CudaBackend(Backend):
         """BatchNorm forward (training updates the running statistics in place)."""
         self._float_only("batch_norm", spec.dtype, spec)
         aligned = int(x) % 16 == 0 and int(y) % 16 == 0
-        key = ("bn", spec, tuple(sorted(params.items())), aligned)
+        key = ("bn", spec, self._pkey(params), aligned)
         plan = self._planned(key, lambda: self._plan_batch_norm(spec, params, aligned))
         c = spec.c
         buffers: dict[str, Buffer | None] = {
@@ -1057,11 +1188,15 @@ class CudaBackend(Backend):
     def _plan_batch_norm(self, spec: BatchNormSpec, params: Mapping[str, int], aligned: bool) -> tuple[Launch, ...]:
         p = {**_SCHEMAS["batch_norm"].defaults(), **params}
         threads, unroll = int(p["BN_THREADS"]), int(p["BN_UNROLL"])
-        defines = self.compile_defines("batch_norm", spec.dtype, spec.layout, p)
+        defines = self.compile_defines("batch_norm", spec.dtype, spec.layout, p, spec.relu)
         es = spec.dtype.itemsize
         vecw = 16 // es
         n, c, hw = spec.n, spec.c, spec.h * spec.w
         bps = int(p["BN_BLOCKS_PER_SM"])
+        if not spec.training and p["BN_FLAT"] and aligned:
+            flat = self._plan_bn_flat(spec, p, defines, vecw)
+            if flat is not None:
+                return flat
         if spec.layout == "NHWC":
             vec = int(aligned and c % vecw == 0)
             ve = vecw if vec else 1
@@ -1108,6 +1243,39 @@ class CudaBackend(Backend):
              "scale", "beta", c, slabs, stats_blob),
         )
         return (stats, fin, apply)
+
+    def _plan_bn_flat(
+        self, spec: BatchNormSpec, p: Mapping[str, int], defines: tuple[tuple[str, int], ...], vecw: int
+    ) -> tuple[Launch, ...] | None:
+        """Inference over aligned 16-byte vectors (batch_norm_infer_flat), or None where it does not apply."""
+        n, c, hw = spec.n, spec.c, spec.h * spec.w
+        if spec.layout == "NHWC":
+            if c % vecw:
+                return None
+            fa, fc = fastdiv(c // vecw), fastdiv(1)
+        else:
+            if hw % vecw:
+                return None
+            fa, fc = fastdiv(hw // vecw), fastdiv(c)
+        nvec = n * c * hw // vecw
+        shared = 12 * c  # (mean, scale, shift) of every channel
+        if nvec >= 2**31 or shared > self._smem_default:
+            return None
+        threads, unroll = int(p["BN_THREADS"]), int(p["BN_UNROLL"])
+        extras = dict(self.info.extras)
+        # persistent blocks: the grid must be resident all at once (BN_INFER_THREADS_SM in batch_norm.cu)
+        occ = int(p["BN_INFER_OCC"]) or (1024 if unroll >= 8 else 1536)
+        occ = min(occ, int(extras.get("max_threads_per_sm", "2048") or 2048))
+        per_sm = max(1, min(int(p["BN_BLOCKS_PER_SM"]), occ // threads))
+        smem_sm = int(extras.get("shared_memory_per_sm", "0") or 0)
+        if smem_sm > 0:
+            per_sm = max(1, min(per_sm, smem_sm // (shared + 1024)))
+        grid = max(1, min(self._sms * per_sm, _cdiv(nvec, threads * unroll)))
+        blob = struct.pack("<2i3I3If", nvec, c, *fa, *fc, spec.eps)
+        return (
+            Launch("batch_norm.cu", defines, "batch_norm_infer_flat", f"PPPPPP{len(blob)}s", (grid, 1, 1),
+                   (threads, 1, 1), shared, ("x", "y", "rm", "rv", "w", "b", blob)),
+        )
 
 
 BACKEND = CudaBackend

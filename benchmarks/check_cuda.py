@@ -561,6 +561,7 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
             check_pool(dev, rng, "one k3s2", (2, 16, 15, 14), kind="avg", kernel=3, stride=2, padding=1, **c)
             check_pool(dev, rng, "one k2s2", (1, 8, 16, 18), kind="max", kernel=2, stride=2, padding=0,
                        indices=True, **c)
+            check_pool(dev, rng, "one k2s2", (1, 8, 16, 18), kind="max", kernel=2, stride=2, padding=0, **c)
             check_pool(dev, rng, "one k2s2", (1, 8, 16, 18), kind="avg", kernel=2, stride=2, padding=0, **c)
             check_pool(dev, rng, "one g", (2, 8, 13, 11), kind="max", kernel=(2, 3), stride=(1, 2), padding=1,
                        indices=True, **c)
@@ -570,16 +571,16 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
             check_pool(dev, rng, "one misaligned", (1, 8, 9, 10), kind="max", kernel=3, stride=2, padding=1,
                        offset=2 * np.dtype(dtype).itemsize, **c)
             for name, shape, out in (("global", (2, 16, 7, 7), (1, 1)), ("large bins", (1, 2, 60, 70), (1, 1))):
-                for kind in ("max", "avg"):
-                    sp = S.adaptive_pool2d_spec(kind, geometry(shape, layout, dtype), out, kind == "max")
+                for kind, with_idx in (("max", True), ("max", False), ("avg", False)):
+                    sp = S.adaptive_pool2d_spec(kind, geometry(shape, layout, dtype), out, with_idx)
                     x = rand(rng, shape, dtype)
                     want, _ = ref.pool2d_from_spec(sp, x.astype(np.float64))
                     oshape = phys_shape(sp.out_shape, layout)
                     yb = dev.poison(oshape, dtype)
-                    ib = dev.poison(oshape, np.int64) if kind == "max" else None
+                    ib = dev.poison(oshape, np.int64) if with_idx else None
                     be.adaptive_pool2d(sp, dev.put(phys(x, layout)), yb, ib, {})
                     got = logical(dev.get(yb, oshape, dtype), layout)
-                    record(f"adaptive[one {name} {kind} {np.dtype(dtype).name} {layout}]",
+                    record(f"adaptive[one {name} {kind}{' idx' if with_idx else ''} {np.dtype(dtype).name} {layout}]",
                            *compare(got, want, dtype, exact=kind == "max"))
             check_conv(dev, rng, "one 3x3", (1, 16, 9, 35), 70, 3, padding=1, **c)
             check_conv(dev, rng, "one 3x3 simt", (1, 16, 9, 35), 70, 3, padding=1, params={"CONV_TC": 0}, **c)

@@ -284,12 +284,16 @@ def build_cases(quick: bool) -> list[Case]:
     for dtype in ("float32", "float16"):
         es = 4 if dtype == "float32" else 2
         pool_c = [{}, {"POOL_OCC": 2048}, {"POOL_OCC": 2048, "POOL_TILE_H": 32}, {"POOL_SPLIT": 1, "POOL_OCC": 2048},
-                  {"POOL_OCC": 0}, {"POOL_OCC": 2048, "POOL_SMEM_KB": 24}]
+                  {"POOL_OCC": 0}, {"POOL_OCC": 2048, "POOL_SMEM_KB": 24},
+                  {"POOL_TILE_H": 32, "POOL_SMEM_KB": 24}, {"POOL_OCC": 2048, "POOL_TILE_H": 32, "POOL_SMEM_KB": 24}]
+        # float16 max pooling: the half2 paths (POOL_H2, default 1) against the float ones
+        h2_c = [{"POOL_H2": 0}] if dtype == "float16" else []
         for layout in ("NCHW", "NHWC"):
             cand = pool_c if layout == "NCHW" else [
                 {}, {"POOL_OCC": 0}, {"POOL_OCC": 1536}, {"POOL_TILE_W": 4, "POOL_TILE_H": 4},
                 {"POOL_SMEM_KB": 32}, {"POOL_TILE_H": 4, "POOL_TILE_W": 16, "POOL_SMEM_KB": 32},
                 {"POOL_TILE_H": 8, "POOL_TILE_W": 8, "POOL_SMEM_KB": 48, "POOL_OCC": 0}]
+            cand = cand + h2_c
             for kind in ("max", "avg"):
                 shape = (64, 64, 112, 112)
                 nb = (64 * 64 * 112 * 112 + 64 * 64 * 56 * 56) * es
@@ -298,12 +302,15 @@ def build_cases(quick: bool) -> list[Case]:
         for h in (1024, 4096):
             cases.append(Case(f"maxpool2x2s2 1x1x{h}x{h}", "pool2d", dtype, "NCHW", h * h * es * 1.25, 0,
                               {"shape": (1, 1, h, h), "kind": "max", "k": 2, "s": 2, "p": 0},
-                              [{}, {"POOL_SPLIT": 1}, {"POOL_SMEM_KB": 24}, {"POOL_OCC": 2048}]))
+                              [{}, {"POOL_SPLIT": 1}, {"POOL_SMEM_KB": 24}, {"POOL_OCC": 2048},
+                               {"POOL_SMEM_KB": 16}, {"POOL_OCC": 2048, "POOL_SMEM_KB": 24}, *h2_c]))
         for layout in ("NCHW", "NHWC"):
             cases.append(Case(f"globalavgpool 256x2048x7x7 {layout.lower()}", "adaptive_pool2d", dtype, layout,
                               256 * 2048 * 49 * es, 0, {"shape": (256, 2048, 7, 7)},
                               [{}, {"ADAPT_SMEM_KB": 48}, {"ADAPT_THREADS": 128}, {"ADAPT_VSPLIT": 0},
-                               {"ADAPT_THREADS": 512}]))
+                               {"ADAPT_THREADS": 512}]
+                              + ([{"ADAPT_GFLAT": 0}, {"ADAPT_THREADS": 512, "ADAPT_GFLAT": 0}]
+                                 if layout == "NCHW" else [])))
         for layout in ("NCHW", "NHWC"):
             x = 256 * 64 * 32 * 32
             dense = [{}, {"CONV_SIMT_CI": 4}] if dtype == "float32" else [{}, {"CONV_TC": 0}]
@@ -322,10 +329,15 @@ def build_cases(quick: bool) -> list[Case]:
                               dwc))
         bnc = [{}, {"BN_L2_HINT": 0}, {"BN_THREADS": 512, "BN_BLOCKS_PER_SM": 2}, {"BN_UNROLL": 8},
                {"BN_UNROLL": 2, "BN_BLOCKS_PER_SM": 8}, {"BN_BLOCKS_PER_SM": 2}, {"BN_BLOCKS_PER_SM": 8}]
+        # inference only: the flat persistent kernel's occupancy / unroll, and the old kernel
+        bn_infer = [{"BN_FLAT": 0}, {"BN_FLAT": 0, "BN_UNROLL": 8}, {"BN_INFER_OCC": 2048},
+                    {"BN_INFER_OCC": 1024}, {"BN_UNROLL": 8, "BN_L2_HINT": 0}, {"BN_THREADS": 512},
+                    {"BN_UNROLL": 2, "BN_INFER_OCC": 2048}]
         for layout in ("NCHW", "NHWC"):
             for mode in ("train", "infer"):
                 cases.append(Case(f"bn {mode} fwd 256x64x32x32 {layout.lower()}", "batch_norm", dtype, layout,
-                                  2 * 256 * 64 * 32 * 32 * es, 0, {"shape": (256, 64, 32, 32), "mode": mode}, bnc))
+                                  2 * 256 * 64 * 32 * 32 * es, 0, {"shape": (256, 64, 32, 32), "mode": mode},
+                                  bnc if mode == "train" else bnc + bn_infer))
     if quick:
         for c in cases:
             c.candidates = c.candidates[:1]

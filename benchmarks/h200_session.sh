@@ -3,7 +3,7 @@
 # each under its own time limit, most important first. Every log lands in one archive,
 # $OUT/results.tar.gz (the device tool brings back at most 8 files); a summary is printed.
 #   bash benchmarks/h200_session.sh tests conformance overhead tune-cuda-rapid ...
-# Steps: tests, conformance, check, sanitize, overhead, bench-cuda, sweep, tune-cuda-rapid,
+# Steps: tests, nn, conformance, check, sanitize, overhead, bench-cuda, sweep, tune-cuda-rapid,
 # tune-cuda-normal, tune-ocl-rapid, tune-ocl-normal, tvd-cuda, tvd-ocl, demo, hal-bench, ocl-bench
 set -u -o pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -26,14 +26,16 @@ for s in "$@"; do
     tests) step pytest ${T_TEST:-150} env HAL_TEST_DEVICES=${TEST_DEVICES:-cuda:0} HAL_TEST_EXAMPLES=8 \
         python3 -m pytest -q -p no:cacheprovider tests -k "not test_tuner and not test_cli"
       grep -E "^FAILED|passed|failed" "$R/pytest.txt" | tail -12 ;;
+    nn) step pytest-nn 120 env HAL_TEST_DEVICES=cuda:0 python3 -m pytest -q -p no:cacheprovider tests/test_nn.py
+      grep -E "^FAILED|passed|failed" "$R/pytest-nn.txt" | tail -8 ;;
     conformance) step conformance ${T_CONF:-90} hal conformance --device ${CONF_DEVICES:-cuda:0,opencl:nvidia} --seed 11
       grep -E "FAIL|passed" "$R/conformance.txt" | tail -8 ;;
     check) step check 300 python3 benchmarks/check_cuda.py --out "$R"; tail -3 "$R/check.txt" ;;
     sanitize) step sanitize 240 bash -c 'for t in memcheck racecheck; do compute-sanitizer --tool $t --print-limit 20 python3 benchmarks/check_cuda.py --only one --out /tmp 2>&1 | tail -6; done'
       cat "$R/sanitize.txt" ;;
-    overhead) step overhead 60 python3 benchmarks/host_overhead.py --device cuda:0 --json "$R/overhead.json"
+    overhead) step overhead 60 python3 benchmarks/host_overhead.py --device cuda:0 --json "$R/overhead.json" --profile
       step overhead-ocl 60 python3 benchmarks/host_overhead.py --device opencl:nvidia --calls 500
-      cat "$R/overhead.txt" "$R/overhead-ocl.txt" ;;
+      head -5 "$R/overhead.txt"; tail -4 "$R/overhead-ocl.txt" ;;
     bench-cuda) step cuda-ops 240 python3 benchmarks/cuda_ops.py --out "$R"; tail -40 "$R/cuda-ops.txt" ;;
     sweep) step cuda-sweep ${T_SWEEP:-300} python3 benchmarks/cuda_ops.py --sweep --out "$R" --only "${ONLY:-}"
       tail -40 "$R/cuda-sweep.txt" ;;
@@ -45,7 +47,7 @@ for s in "$@"; do
         --json "$R/tvd-cuda.json"; tail -34 "$R/tvd-cuda.txt" ;;
     tvd-ocl) step tvd-ocl 150 python3 benchmarks/tuned_vs_default.py --device opencl:nvidia --table "$R/ocl-rapid.json" \
         --json "$R/tvd-ocl.json"; tail -34 "$R/tvd-ocl.txt" ;;
-    demo) for d in cuda:0 opencl:nvidia; do step "demo-${d%%:*}" 60 hal demo cnn16 --device $d --batch 256; done
+    demo) for d in cuda:0 opencl:nvidia; do step "demo-${d%%:*}" ${T_DEMO:-60} hal demo cnn16 --device $d --batch 256; done
       tail -25 "$R/demo-cuda.txt"; tail -6 "$R/demo-opencl.txt" ;;
     hal-bench) step hal-bench 150 hal bench --device cuda:0 --json "$R/hal-bench.json" --plot "$R/roofline-h200.png"
       tail -40 "$R/hal-bench.txt" ;;

@@ -58,8 +58,9 @@ def measure(device: str, calls: int) -> list[dict[str, Any]]:
     rng = np.random.default_rng(0)
     x_host = rng.standard_normal((8, 16, 16, 16)).astype(np.float32)
     x = hal.asarray(x_host, device=dev)
-    mean = rng.standard_normal(16).astype(np.float32)
-    var = rng.uniform(0.5, 2.0, 16).astype(np.float32)
+    # running statistics already on the device, as torch's are (no upload per call)
+    mean = hal.asarray(rng.standard_normal(16).astype(np.float32), device=dev)
+    var = hal.asarray(rng.uniform(0.5, 2.0, 16).astype(np.float32), device=dev)
     sync = dev.backend.synchronize
     rows: list[dict[str, Any]] = []
 
@@ -85,7 +86,7 @@ def measure(device: str, calls: int) -> list[dict[str, Any]]:
             "cpu" if dev.backend.name == "cpu" else None)
         if tdev is not None:
             tx = torch.from_numpy(x_host).to(tdev)
-            tm, tv = torch.from_numpy(mean).to(tdev), torch.from_numpy(var).to(tdev)
+            tm, tv = torch.from_numpy(mean.numpy()).to(tdev), torch.from_numpy(var.numpy()).to(tdev)
             torch_calls = {
                 "max_pool2d 3x3/2": lambda: F.max_pool2d(tx, 3, 2, 1),
                 "batch_norm infer": lambda: F.batch_norm(tx, tm, tv, training=False),
@@ -105,14 +106,35 @@ def measure(device: str, calls: int) -> list[dict[str, Any]]:
     return rows
 
 
+def _profile(device: str | None, calls: int) -> None:
+    import cProfile
+    import pstats
+
+    dev = hal.device(device)
+    x = hal.asarray(np.random.default_rng(1).standard_normal((8, 16, 16, 16)).astype(np.float32), device=dev)
+    for _ in range(100):
+        hal.max_pool2d(x, 3, 2, 1)
+    dev.backend.synchronize()
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        hal.max_pool2d(x, 3, 2, 1)
+    dev.backend.synchronize()
+    prof.disable()
+    pstats.Stats(prof).sort_stats("tottime").print_stats(22)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print (and optionally write as JSON) the per-call host time of each case."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", default=None, help="device (default: the selected device)")
     ap.add_argument("--calls", type=int, default=2000, help="back-to-back calls per round")
     ap.add_argument("--json", default=None, help="write the rows here")
+    ap.add_argument("--profile", action="store_true", help="also print cProfile's top entries for the op call")
     args = ap.parse_args(argv)
     rows = measure(args.device, args.calls)
+    if args.profile:
+        _profile(args.device, args.calls)
     print(f"{'device':<12} {'case':<18} {'op µs':>8} {'launcher µs':>12} {'torch µs':>9}")
     for r in rows:
         launcher = f"{r['launcher_us']:.2f}" if "launcher_us" in r else "-"

@@ -8,9 +8,10 @@ cannot drift apart between them.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Literal, Union
+from functools import lru_cache, wraps
+from typing import Literal, TypeVar, Union
 
 import numpy as np
 
@@ -132,6 +133,43 @@ def _first_empty_window(
 # ----------------------------------------------------------------------------
 
 
+_F = TypeVar("_F", bound=Callable[..., object])
+_MEMO_LIMIT = 4096
+
+
+def _arg_key(value: object) -> object:
+    # the type is part of the key: 1 == 1.0 == True hash alike, but only some are valid arguments
+    if type(value) is tuple:
+        return (tuple, tuple(_arg_key(v) for v in value))
+    return (type(value), value)
+
+
+def _memoized(fn: _F) -> _F:
+    """Cache a spec constructor on its (hashable) arguments: repeated calls skip validation.
+
+    Specs are immutable and a function of their arguments alone; arguments that cannot be
+    hashed (lists, arrays) are validated every time. Errors are never cached.
+    """
+    memo: dict[object, object] = {}
+
+    @wraps(fn)
+    def wrapper(*args: object, **kwargs: object) -> object:
+        if kwargs:
+            return fn(*args, **kwargs)
+        try:
+            key = tuple(_arg_key(a) for a in args)
+            hit = memo.get(key)
+        except TypeError:
+            return fn(*args)
+        if hit is None:
+            hit = fn(*args)
+            if len(memo) < _MEMO_LIMIT:
+                memo[key] = hit
+        return hit
+
+    return wrapper  # type: ignore[return-value]
+
+
 @dataclass(frozen=True)
 class TensorGeometry:
     """Logical NCHW shape, physical layout and dtype of a 4-D activation tensor."""
@@ -202,6 +240,7 @@ class Pool2dSpec(_PoolShapes):
     relu: bool = False
 
 
+@_memoized
 def pool2d_spec(
     kind: Literal["max", "avg"],
     x: TensorGeometry,
@@ -285,6 +324,7 @@ def adaptive_bins(size: int, out: int) -> list[tuple[int, int]]:
     return [((i * size) // out, -(-((i + 1) * size) // out)) for i in range(out)]
 
 
+@_memoized
 def adaptive_pool2d_spec(
     kind: Literal["max", "avg"], x: TensorGeometry, output_size: object, return_indices: bool
 ) -> AdaptivePool2dSpec:
@@ -366,6 +406,7 @@ class Conv2dSpec:
         return 2 * self.n * self.c_out * self.out_h * self.out_w * macs_per_output
 
 
+@_memoized
 def conv2d_spec(
     x: TensorGeometry,
     weight_shape: tuple[int, ...],
@@ -496,6 +537,7 @@ class BatchNormSpec:
         return self.n * self.h * self.w
 
 
+@_memoized
 def batch_norm_spec(
     x: TensorGeometry, training: bool, momentum: object, eps: object, has_running: bool
 ) -> BatchNormSpec:

@@ -10,6 +10,8 @@
 //   adaptive_pool2d_{max,maxi,avg}_vsplit NHWC, a block per (output pixel, 32 channel vectors):
 //       its warps split the bin's pixels (global pooling of small images has too few outputs
 //       for a thread each)
+//   adaptive_pool2d_{max,avg}_gflat(x, y, P, HW) NCHW global pooling (1x1 output, no indices):
+//       warps stage groups of 32 consecutive planes in shared memory with 16-byte copies
 #include "hal_window.cuh"
 
 #ifndef ADAPT_THREADS
@@ -357,3 +359,68 @@ __device__ __forceinline__ void adaptive_vsplit(const act_t* __restrict__ x, act
 ADAPT_VSPLIT_KERNEL(adaptive_pool2d_max_vsplit, WIN_MAX, false)
 ADAPT_VSPLIT_KERNEL(adaptive_pool2d_maxi_vsplit, WIN_MAX, true)
 ADAPT_VSPLIT_KERNEL(adaptive_pool2d_avg_vsplit, WIN_AVG, false)
+
+// ---- global pooling (1x1 output) of NCHW planes: the input read as one flat array.
+// Warp w takes groups w, w + W, ... of 32 consecutive planes (32 * HW contiguous
+// elements, 16-byte aligned when x is, since 32 * HW * sizeof(act_t) % 16 == 0), copies
+// each group into its own shared-memory buffer with coalesced 16-byte cp.async (the next
+// group's copy in flight while this one is summed), then lane l reduces plane l from
+// shared memory in order. Shared memory: 2 buffers x 32 * HW activations per warp.
+template <int OP>
+__device__ __forceinline__ void adaptive_global_flat(const act_t* __restrict__ x, act_t* __restrict__ y, int P,
+                                                     int HW) {
+    extern __shared__ __align__(16) unsigned char s_raw[];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int ge = 32 * HW;  // activations per group (a multiple of HAL_VEC)
+    act_t* buf0 = reinterpret_cast<act_t*>(s_raw) + (size_t)warp * 2 * ge;
+    act_t* buf1 = buf0 + ge;
+    const int groups = (P + 31) / 32;
+    const int nw = gridDim.x * (blockDim.x >> 5);
+    // even HW: lane l starts at element l mod HW of its plane (fewer bank conflicts)
+    const int start = (HW & 1) ? 0 : lane % HW;
+    auto issue = [&](int g, act_t* b) {
+        const act_t* src = x + (long long)g * ge;
+        const int ne = min(32, P - g * 32) * HW;
+        const int nv = ne / HAL_VEC;
+        for (int i = lane; i < nv; i += 32) cp_async16(b + i * HAL_VEC, src + i * HAL_VEC);
+        for (int i = nv * HAL_VEC + lane; i < ne; i += 32) b[i] = src[i];  // tail of the last group
+    };
+    int g = blockIdx.x * (blockDim.x >> 5) + warp;
+    if (g < groups) issue(g, buf0);
+    cp_async_commit();
+    for (int it = 0; g < groups; ++it, g += nw) {
+        act_t* cur = (it & 1) ? buf1 : buf0;
+        const int gn = g + nw;
+        if (gn < groups) issue(gn, (it & 1) ? buf0 : buf1);
+        cp_async_commit();
+        cp_async_wait<1>();  // this lane's copies of group g are done
+        __syncwarp();        // ... and every lane's are visible
+        const int plane = g * 32 + lane;
+        if (plane < P) {
+            const act_t* pl = cur + lane * HW;
+            float acc = OP == WIN_MAX ? HAL_NEG_INF : 0.0f;
+#pragma unroll 4
+            for (int k = start; k < HW; ++k) {
+                const float v = to_f(pl[k]);
+                acc = OP == WIN_MAX ? max_nan(acc, v) : acc + v;
+            }
+            for (int k = 0; k < start; ++k) {
+                const float v = to_f(pl[k]);
+                acc = OP == WIN_MAX ? max_nan(acc, v) : acc + v;
+            }
+            if (OP == WIN_AVG) acc /= (float)HW;
+            st_act(y + plane, acc);
+        }
+        __syncwarp();  // cur is refilled by the next iteration's copy
+    }
+    cp_async_wait<0>();
+}
+
+extern "C" __global__ void __launch_bounds__(ADAPT_THREADS)
+    adaptive_pool2d_avg_gflat(const act_t* __restrict__ x, act_t* __restrict__ y, int P, int HW) {
+    adaptive_global_flat<WIN_AVG>(x, y, P, HW);
+}
+extern "C" __global__ void __launch_bounds__(ADAPT_THREADS)
+    adaptive_pool2d_max_gflat(const act_t* __restrict__ x, act_t* __restrict__ y, int P, int HW) {
+    adaptive_global_flat<WIN_MAX>(x, y, P, HW);
+}

@@ -5,7 +5,9 @@
 // BN_UNROLL [4] (16-byte loads in flight per thread), BN_L2_HINT [1] (sm_80+: the
 // statistics pass asks L2 to keep x, the apply pass lets x and y go first, and the
 // apply pass runs each block's range backwards, so that training re-reads from L2
-// what the statistics pass read last).
+// what the statistics pass read last), BN_INFER_OCC [0] (resident threads per
+// multiprocessor the register allocation of batch_norm_infer_flat must allow; 0 = 1024
+// for BN_UNROLL 8, else 1536).
 //
 // Work split, shared by the statistics and apply kernels (so that both walk the data
 // in mirrored order):
@@ -28,6 +30,8 @@
 //       y = (x - mean) * scale + beta (training: from the stats kernel; inference:
 //       computed from the running statistics). Subtracting the mean first keeps
 //       inputs with a large mean exact.
+//   batch_norm_infer_flat(x, y, running_mean, running_var, weight, bias, BnFlat)
+//       inference over 16-byte vectors with a persistent grid (see there).
 //   batch_norm_apply(x, y, scale, shift, N, C, HW) (contract signature) y = x * scale + shift.
 #include "hal_prelude.cuh"
 
@@ -474,6 +478,101 @@ extern "C" __global__ void __launch_bounds__(BN_THREADS, BN_MIN_BLOCKS)
         bn_apply<HAL_VEC>(x, y, mean, scale, beta, running_mean, running_var, weight, bias, N, C, HW, p);
     else
         bn_apply<1>(x, y, mean, scale, beta, running_mean, running_var, weight, bias, N, C, HW, p);
+}
+
+// ---------------------------------------------------------------------------------
+// inference, flat: the tensor as one array of 16-byte vectors, each vector inside one
+// channel (NCHW, HW % HAL_VEC == 0) or holding HAL_VEC consecutive channels (NHWC,
+// C % HAL_VEC == 0); buffers 16-byte aligned, fewer than 2^31 vectors. A wave of
+// persistent blocks (grid <= resident blocks) walks tiles of BN_UNROLL x blockDim
+// vectors; each block first puts every channel's (mean, scale, shift) in shared memory,
+// so the loop has no global loads besides x, 32-bit indices, and no integer division
+// (FastDiv). Same arithmetic as apply_ex: (x - mean) * scale + shift.
+// ---------------------------------------------------------------------------------
+#ifndef BN_INFER_OCC
+#define BN_INFER_OCC 0
+#endif
+// 0 = by the unroll: 8 vectors (32 registers of data) per thread fit without spills at 64
+// registers (1024 threads), 4 at 40 (1536); the launcher sizes its grid by the same rule
+#define BN_INFER_OCC_ASKED (BN_INFER_OCC ? BN_INFER_OCC : (BN_UNROLL >= 8 ? 1024 : 1536))
+// clamped to the architecture's resident threads per SM (ptxas ignores larger requests)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 750
+#define BN_ARCH_THREADS_SM 1024
+#elif defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 860 || __CUDA_ARCH__ == 890 || __CUDA_ARCH__ >= 1200)
+#define BN_ARCH_THREADS_SM 1536
+#else
+#define BN_ARCH_THREADS_SM 2048
+#endif
+#define BN_INFER_THREADS_SM (BN_INFER_OCC_ASKED < BN_ARCH_THREADS_SM ? BN_INFER_OCC_ASKED : BN_ARCH_THREADS_SM)
+#define BN_INFER_MINB (BN_INFER_THREADS_SM >= 2 * BN_THREADS ? BN_INFER_THREADS_SM / BN_THREADS : 1)
+
+struct BnFlat {
+    int nvec;    // 16-byte vectors in the tensor
+    int C;       // channels
+    FastDiv fa;  // NCHW: vectors per plane (HW / HAL_VEC); NHWC: vectors per pixel (C / HAL_VEC)
+    FastDiv fc;  // NCHW: C
+    float eps;
+};
+
+extern "C" __global__ void __launch_bounds__(BN_THREADS, BN_INFER_MINB)
+    batch_norm_infer_flat(const act_t* __restrict__ x, act_t* __restrict__ y, const float* __restrict__ running_mean,
+                          const float* __restrict__ running_var, const float* __restrict__ weight,
+                          const float* __restrict__ bias, BnFlat p) {
+    extern __shared__ __align__(16) float s_tab[];  // [3][C]: mean, scale, shift
+    float* s_m = s_tab;
+    float* s_s = s_tab + p.C;
+    float* s_b = s_tab + 2 * p.C;
+    for (int c = threadIdx.x; c < p.C; c += blockDim.x) {
+        s_m[c] = running_mean[c];
+        const float inv = 1.0f / sqrtf(running_var[c] + p.eps);
+        s_s[c] = weight ? weight[c] * inv : inv;
+        s_b[c] = bias ? bias[c] : 0.0f;
+    }
+    __syncthreads();
+    constexpr int U = BN_UNROLL;
+    uint64_t pol = 0;
+#if BN_L2_HINT
+    pol = l2_policy_evict_first();
+#endif
+    const unsigned nvec = (unsigned)p.nvec, bd = blockDim.x, tile = (unsigned)U * bd;
+    const unsigned stride = gridDim.x * tile;  // < 2^31: the grid is one wave
+    for (unsigned v0 = blockIdx.x * tile + threadIdx.x; v0 < nvec; v0 += stride) {
+        uint4 raw[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const unsigned v = v0 + u * bd;
+            if (v < nvec) raw[u] = ld_raw(x + (size_t)v * HAL_VEC, pol);
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const unsigned v = v0 + u * bd;
+            if (v < nvec) {
+                float f[HAL_VEC];
+                unpack_vec(raw[u], f);
+                const unsigned q = fdiv(v, p.fa);
+#if LAYOUT_NHWC
+                const int c0 = (int)(v - q * p.fa.d) * HAL_VEC;  // first of HAL_VEC channels
+                const float4* m4 = reinterpret_cast<const float4*>(s_m + c0);
+                const float4* s4 = reinterpret_cast<const float4*>(s_s + c0);
+                const float4* b4 = reinterpret_cast<const float4*>(s_b + c0);
+#pragma unroll
+                for (int k = 0; k < HAL_VEC / 4; ++k) {
+                    const float4 m = m4[k], s = s4[k], b = b4[k];
+                    f[4 * k + 0] = fmaf(f[4 * k + 0] - m.x, s.x, b.x);
+                    f[4 * k + 1] = fmaf(f[4 * k + 1] - m.y, s.y, b.y);
+                    f[4 * k + 2] = fmaf(f[4 * k + 2] - m.z, s.z, b.z);
+                    f[4 * k + 3] = fmaf(f[4 * k + 3] - m.w, s.w, b.w);
+                }
+#else
+                const int c = (int)(q - fdiv(q, p.fc) * p.fc.d);  // plane q -> channel q mod C
+                const float m = s_m[c], s = s_s[c], b = s_b[c];
+#pragma unroll
+                for (int j = 0; j < HAL_VEC; ++j) f[j] = fmaf(f[j] - m, s, b);
+#endif
+                store_raw(y + (size_t)v * HAL_VEC, pack_vec(f));
+            }
+        }
+    }
 }
 
 // contract entry point: y = x * scale[c] + shift[c], one thread per element

@@ -242,7 +242,7 @@ extern "C" __global__ void __launch_bounds__(256, 2)
 #pragma unroll
     for (int i = 0; i < 8; ++i)
 #pragma unroll
-        for (int j = 0; j < 8; ++j) acc[i][j] += bv[j];
+        for (int j = 0; j < 8; ++j) acc[i][j] = out_act(acc[i][j] + bv[j]);  // raw vector stores follow
 #if LAYOUT_NHWC
     const bool vec_ok = (CO % 4 == 0) && aligned16(y);
     act_t* yrow = y + (((long long)n * OH + oh) * OW + owb) * CO;
@@ -500,8 +500,8 @@ extern "C" __global__ void __launch_bounds__(256, 2)
 #pragma unroll
                     for (int nt = 0; nt < 4; ++nt) {
                         const int co = co0 + wn * 32 + nt * 8 + (lane & 3) * 2;
-                        const float v0 = acc[mt][nt][hsel * 2] + bv[nt][0];
-                        const float v1 = acc[mt][nt][hsel * 2 + 1] + bv[nt][1];
+                        const float v0 = out_act(acc[mt][nt][hsel * 2] + bv[nt][0]);
+                        const float v1 = out_act(acc[mt][nt][hsel * 2 + 1] + bv[nt][1]);
 #if LAYOUT_NHWC
                         __half* yp = y + (((long long)n * OH + oh) * OW + ow) * CO + co;
                         if (vec_out && co + 1 < CO) {

@@ -21,9 +21,49 @@
 #define WIN_SPLIT 0
 #endif
 
+// WIN_H2 [0]: float16 max pooling without indices in half2 (max is exact in float16, so the
+// results equal the float path's): NHWC strips take the maximum of 8 channels in 4
+// instructions; NCHW 2x2/2 and 3x3/2 windows (even IW) compute two adjacent outputs per
+// thread from 32-bit shared-memory words. The launcher then keeps 16 bytes in front of the
+// NCHW input tile (the words left of column 0 are read, then masked).
+#ifndef WIN_H2
+#define WIN_H2 0
+#endif
+
 #define WIN_MAX 0
 #define WIN_AVG 1
 #define WIN_DW 2
+
+// ---------------------------------------------------------------------------------
+// float16 pairs in a 32-bit word (low half = lower column / channel)
+// ---------------------------------------------------------------------------------
+#define WIN_NEG_INF_H2 0xFC00FC00u
+__device__ __forceinline__ float win_h_lo(uint32_t h) { return __half2float(__ushort_as_half((unsigned short)(h & 0xFFFFu))); }
+__device__ __forceinline__ float win_h_hi(uint32_t h) { return __half2float(__ushort_as_half((unsigned short)(h >> 16))); }
+// lane-wise max_nan (max.NaN: the same maximum the float path takes)
+__device__ __forceinline__ uint32_t win_hmax2(uint32_t best, uint32_t v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    uint32_t r;
+    asm("max.NaN.f16x2 %0, %1, %2;\n" : "=r"(r) : "r"(best), "r"(v));
+    return r;
+#else
+    const __half lo = __float2half_rn(max_nan(win_h_lo(best), win_h_lo(v)));
+    const __half hi = __float2half_rn(max_nan(win_h_hi(best), win_h_hi(v)));
+    return (uint32_t)__half_as_ushort(lo) | ((uint32_t)__half_as_ushort(hi) << 16);
+#endif
+}
+// store two adjacent float16 outputs (the second only when `two`) through the epilogue
+__device__ __forceinline__ void win_st_h2(act_t* p, uint32_t h, bool two) {
+#if DTYPE_HALF && !FUSE_RELU
+    // no epilogue: store the words as they are (one 4-byte store when aligned)
+    if (two && (reinterpret_cast<uintptr_t>(p) & 3u) == 0) {
+        *reinterpret_cast<uint32_t*>(p) = h;
+        return;
+    }
+#endif
+    st_act(p, win_h_lo(h));
+    if (two) st_act(p + 1, win_h_hi(h));
+}
 
 struct WinParams {
     int N, C, IH, IW, OH, OW;
@@ -242,6 +282,100 @@ __device__ __forceinline__ void win_nchw_strips(const act_t* __restrict__ s_in, 
     }
 }
 
+// float16 max pooling, FK x FK windows with stride 2 (FK 2 or 3), even IW, no indices: a thread
+// computes a vertical strip of SR rows of two adjacent outputs (ow, ow + 1) from 32-bit words.
+// S = parity of the shared-memory element of column c0 = 2 * ow - PL (the same for every row
+// and pair when IW is even): the words start at element c0 - S.
+//  * rows: a strip row outside the tile is replaced by the nearest tile row; every window
+//    holding such a row also holds that one (a window has a valid tap), and the maximum of
+//    a set does not change when one of its members is repeated;
+//  * columns: the maximum of a window's rows is taken lane-wise on whole words, then lanes
+//    of columns outside [0, IW) become -inf, then the taps are regrouped with byte_perm:
+//    X = (c0, c0 + 2), Y = (c0 + 1, c0 + 3), Z = (c0 + 2, c0 + 4): out = max(X, Y, Z).
+template <int FK, int SR, int S>
+__device__ __forceinline__ void win_nchw_h2(const act_t* __restrict__ s_in, int o, act_t* __restrict__ y,
+                                            const WinParams& p, int np, int oh_f, int oh_l, int ih_lo, int ih_hi,
+                                            long long out0) {
+    constexpr int NW = (FK == 2 && S == 0) ? 2 : 3;  // words under a row of the pair's windows
+    constexpr int NR = (SR - 1) * 2 + FK;            // input rows under a strip
+    const int IH = p.IH, IW = p.IW, OH = p.OH, OW = p.OW;
+    const int IWh = IW >> 1;
+    const bool planes = p.planes > 0;
+    const int nb = planes ? OH : (oh_l - oh_f + 1);
+    const int spp = planes ? p.spp : (nb + SR - 1) / SR;
+    const int owp = (OW + 1) >> 1;  // output column pairs
+    const int items = np * spp * owp;
+    const int NT = blockDim.x;
+    // item = t * owp + c, advanced without a division per item
+    int t = (int)threadIdx.x / owp;
+    int c = (int)threadIdx.x - t * owp;
+    const int dt = NT / owp, dc = NT - dt * owp;
+    const uint32_t* __restrict__ sw = reinterpret_cast<const uint32_t*>(s_in);
+    for (int it = threadIdx.x; it < items; it += NT) {
+        int pl = 0, j = t;
+        if (planes) {
+            pl = (int)fdiv((uint32_t)t, p.fd_sp);
+            j = t - pl * spp;
+        }
+        const int oh_s = oh_f + j * SR;
+        const int cnt = min(SR, oh_f + nb - oh_s);
+        const int ow = 2 * c;
+        const int c0 = 2 * ow - p.PL;
+        // word of (row ih, column c0 - S) is wb + ih * IWh (c0 - S - o even; may be -1: the guard)
+        const int wb = (o + (pl * IH - ih_lo) * IW + c0 - S) >> 1;
+        // after the shift by S, word k holds columns (c0 + 2k, c0 + 2k + 1)
+        uint32_t keep[3], fill[3];
+#pragma unroll
+        for (int k = 0; k < 3; ++k) {
+            keep[k] = ((unsigned)(c0 + 2 * k) < (unsigned)IW ? 0x0000FFFFu : 0u) |
+                      ((unsigned)(c0 + 2 * k + 1) < (unsigned)IW ? 0xFFFF0000u : 0u);
+            fill[k] = WIN_NEG_INF_H2 & ~keep[k];
+        }
+        const int hs_s = oh_s * 2 - p.PT;
+        uint32_t acc[SR][NW];
+#pragma unroll
+        for (int rr = 0; rr < NR; ++rr) {
+            const int ih = min(max(hs_s + rr, ih_lo), ih_hi - 1);
+            const uint32_t* rp = sw + (wb + ih * IWh);
+            uint32_t w[NW];
+#pragma unroll
+            for (int k = 0; k < NW; ++k) w[k] = rp[k];
+#pragma unroll
+            for (int s = 0; s < SR; ++s) {
+                const int kh = rr - 2 * s;  // compile-time after unrolling
+                if (kh < 0 || kh >= FK) continue;
+#pragma unroll
+                for (int k = 0; k < NW; ++k) acc[s][k] = kh == 0 ? w[k] : win_hmax2(acc[s][k], w[k]);
+            }
+        }
+#pragma unroll
+        for (int s = 0; s < SR; ++s) {
+            if (s >= cnt) continue;
+            uint32_t a0 = acc[s][0], a1 = acc[s][1], a2 = acc[s][NW - 1];
+            if (S) {
+                a0 = __funnelshift_r(a0, a1, 16);
+                a1 = __funnelshift_r(a1, a2, 16);
+                a2 >>= 16;
+            }
+            a0 = (a0 & keep[0]) | fill[0];
+            a1 = (a1 & keep[1]) | fill[1];
+            uint32_t r = win_hmax2(__byte_perm(a0, a1, 0x5410), __byte_perm(a0, a1, 0x7632));
+            if (FK == 3) {
+                a2 = (a2 & keep[2]) | fill[2];
+                r = win_hmax2(r, __byte_perm(a1, a2, 0x5410));
+            }
+            const long long oi = out0 + (long long)(pl * OH + oh_s + s - oh_f) * OW + ow;
+            win_st_h2(y + oi, r, ow + 1 < OW);
+        }
+        c += dc;
+        t += dt;
+        if (c >= owp) {
+            c -= owp;
+            ++t;
+        }
+    }
+}
+
 template <int OP, bool ADAPT, bool IDX, int FKH, int FKW, int FSH, int FSW, int SR = 0>
 __device__ __forceinline__ void win_nchw(const act_t* __restrict__ x, act_t* __restrict__ y,
                                          long long* __restrict__ ind, const act_t* __restrict__ w,
@@ -291,6 +425,18 @@ __device__ __forceinline__ void win_nchw(const act_t* __restrict__ x, act_t* __r
     const long long out0 = (pf * OH + oh_f) * OW;
     if constexpr (SR > 0) {
         (void)nout;
+#if WIN_H2 && DTYPE_HALF
+        if constexpr (OP == WIN_MAX && !IDX && !ADAPT && FSH == 2 && FSW == 2 && FKH == FKW &&
+                      (FKW == 2 || FKW == 3)) {
+            if ((IW & 1) == 0) {  // the element parity of a column is then the same on every row
+                if (((o - p.PL) & 1) == 0)
+                    win_nchw_h2<FKW, SR, 0>(s_in, o, y, p, np, oh_f, oh_l, ih_lo, ih_hi, out0);
+                else
+                    win_nchw_h2<FKW, SR, 1>(s_in, o, y, p, np, oh_f, oh_l, ih_lo, ih_hi, out0);
+                return;
+            }
+        }
+#endif
         win_nchw_strips<OP, IDX, FKH, FKW, FSH, FSW, SR, SPLIT>(s_in, s_w, o, hs, y, ind, bias, p, pf, np, oh_f, oh_l,
                                                                 ih_lo, out0);
     } else {
@@ -455,6 +601,45 @@ __device__ __forceinline__ void win_nhwc_strips(const act_t* __restrict__ s_in, 
         for (int kw = 0; kw < FKW; ++kw) colok[kw] = (unsigned)(ws0 + kw) < (unsigned)IW;
         for (int cv = cv0; cv < ncv; cv += cvstep) {
             const int cbase = (ws0 - iw_lo) * pstride + cv * HAL_VEC;
+#if WIN_H2 && DTYPE_HALF
+            if constexpr (OP == WIN_MAX) {  // 8 channels as 4 half2 words: no conversions per tap
+                uint32_t hacc[SR][4];
+#pragma unroll
+                for (int s = 0; s < SR; ++s)
+#pragma unroll
+                    for (int q = 0; q < 4; ++q) hacc[s][q] = WIN_NEG_INF_H2;
+#pragma unroll
+                for (int rr = 0; rr < NR; ++rr) {
+                    const int ih = hs_s + rr;
+                    if ((unsigned)ih >= (unsigned)IH) continue;
+                    if (rr > (cnt - 1) * FSH + FKH - 1) continue;
+                    const act_t* rp = s_in + (ih - ih_lo) * rstride + cbase;
+#pragma unroll
+                    for (int kw = 0; kw < FKW; ++kw) {
+                        if (!colok[kw]) continue;
+                        const uint4 u = *reinterpret_cast<const uint4*>(rp + kw * pstride);
+#pragma unroll
+                        for (int s = 0; s < SR; ++s) {
+                            const int kh = rr - s * FSH;
+                            if (kh < 0 || kh >= FKH) continue;
+                            if (s >= cnt) continue;
+                            hacc[s][0] = win_hmax2(hacc[s][0], u.x);
+                            hacc[s][1] = win_hmax2(hacc[s][1], u.y);
+                            hacc[s][2] = win_hmax2(hacc[s][2], u.z);
+                            hacc[s][3] = win_hmax2(hacc[s][3], u.w);
+                        }
+                    }
+                }
+#pragma unroll
+                for (int s = 0; s < SR; ++s) {
+                    if (s >= cnt) continue;
+                    float f[HAL_VEC];
+                    unpack_vec(make_uint4(hacc[s][0], hacc[s][1], hacc[s][2], hacc[s][3]), f);
+                    st_vec(y + (((long long)n * OH + oh_s + s) * OW + ow) * C + c0 + cv * HAL_VEC, f);
+                }
+                continue;
+            }
+#endif
             float acc[SR][HAL_VEC];
             // float32: the strip's weights in registers; float16 (8 channels) reads them per use
             constexpr bool WREG = OP == WIN_DW && !DTYPE_HALF;

@@ -1,7 +1,8 @@
 // 2-D max and average pooling (hal semantics: see docs/ARCHITECTURE.md).
 //
 // Macros: DTYPE_HALF, LAYOUT_NHWC (hal_prelude.cuh), POOL_THREADS [256]: threads per
-// block (the launcher launches every kernel here with exactly that many), POOL_OCC [0].
+// block (the launcher launches every kernel here with exactly that many), POOL_OCC [0],
+// POOL_SPLIT [0], POOL_H2 [1] (below).
 //
 // Entry points:
 //   pool2d_max, pool2d_avg  (contract signature) one thread per output, any spec
@@ -21,6 +22,12 @@
 #ifdef POOL_SPLIT
 #define WIN_SPLIT POOL_SPLIT
 #endif
+// POOL_H2 [1]: float16 max pooling without indices in half2 (hal_window.cuh, WIN_H2); the
+// launcher reserves the 16-byte guard in front of NCHW tiles whenever it is set
+#ifndef POOL_H2
+#define POOL_H2 1
+#endif
+#define WIN_H2 POOL_H2
 
 #include "hal_window.cuh"
 
