@@ -19,7 +19,7 @@ step() { local name=$1 limit=$2; shift 2; local t0=$(date +%s)
   timeout "$limit" "$@" >"$R/$name.txt" 2>&1; local rc=$?
   echo "[$name: exit $rc, $(( $(date +%s) - t0 )) s]"; }
 tune() { local dev=$1 mode=$2 budget=$3 out=$4
-  step "tune-$out" $(( budget + 60 )) hal tune run --device "$dev" --mode "$mode" --budget "${budget}s" --out "$R/$out.json"
+  step "tune-$out" $(( budget + 60 )) hal tune run --device "$dev" --mode "$mode" --budget "${budget}s" --out "$R/$out.json" ${TUNE_ARGS:-}
   tail -4 "$R/tune-$out.txt"; }
 for s in "$@"; do
   case "$s" in
@@ -43,9 +43,9 @@ for s in "$@"; do
     tune-cuda-normal) tune cuda:0 normal ${B_NORMAL:-240} cuda-normal ;;
     tune-ocl-rapid) tune opencl:nvidia rapid ${B_RAPID:-120} ocl-rapid ;;
     tune-ocl-normal) tune opencl:nvidia normal ${B_NORMAL:-240} ocl-normal ;;
-    tvd-cuda) step tvd-cuda 150 python3 benchmarks/tuned_vs_default.py --device cuda:0 --table "$R/cuda-rapid.json" \
-        --json "$R/tvd-cuda.json"; tail -34 "$R/tvd-cuda.txt" ;;
-    tvd-ocl) step tvd-ocl 150 python3 benchmarks/tuned_vs_default.py --device opencl:nvidia --table "$R/ocl-rapid.json" \
+    tvd-cuda) step tvd-cuda 150 python3 benchmarks/tuned_vs_default.py --device cuda:0 --table "${CUDA_TABLE:-$R/cuda-rapid.json}" \
+        --json "$R/tvd-cuda.json" ${TVD_ARGS:-}; tail -34 "$R/tvd-cuda.txt" ;;
+    tvd-ocl) step tvd-ocl 150 python3 benchmarks/tuned_vs_default.py --device opencl:nvidia --table "${OCL_TABLE:-$R/ocl-rapid.json}" \
         --json "$R/tvd-ocl.json"; tail -34 "$R/tvd-ocl.txt" ;;
     demo) for d in cuda:0 opencl:nvidia; do step "demo-${d%%:*}" ${T_DEMO:-60} hal demo cnn16 --device $d --batch 256; done
       tail -25 "$R/demo-cuda.txt"; tail -6 "$R/demo-opencl.txt" ;;

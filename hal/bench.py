@@ -1,8 +1,12 @@
 """``hal bench``: how fast each op runs on each device, against the hardware and PyTorch.
 
-Method: every case runs through the public op (so the figure includes hal's host
-overhead), timed by the backend's ``time_launches`` (device events on GPUs, host
-clock around a synchronize elsewhere): warm-up, then the median of repeats.
+Method: every case runs once through the public op with its backend launches
+recorded (``hal.ops.record_launches``). ``ms`` times those launches replayed on the
+same buffers: the kernels' own time, since a GPU outruns Python's per-call overhead
+on small ops and would otherwise idle between calls. ``op ms`` times the public call
+as a user makes it (validation, tuning lookup, output allocation, launch). Both use
+the backend's ``time_launches`` (device events on GPUs, host clock around a
+synchronize elsewhere): warm-up, then the median of repeats.
 Bytes count each input read once and each output written once (the baseline
 file's rule); the copy bandwidth is a device-to-device copy of 256 MiB (64 MiB on
 a CPU), reads plus writes, measured once per device and cached. PyTorch runs the
@@ -25,6 +29,7 @@ import hal
 from hal.cache import cache_dir
 from hal.device import Device
 from hal.device import is_gpu as device_is_gpu
+from hal.ops import record_launches
 
 
 @dataclass(frozen=True)
@@ -60,7 +65,10 @@ class BenchRow:
     dtype: str
     layout: str
     shape: str
+    #: device time of the op's kernels (its launches replayed on the same buffers)
     ms: float
+    #: one public op call as a user makes it (validation, lookup, allocation, launch)
+    op_ms: float
     gbps: float
     gflops: float
     copy_share: float | None
@@ -225,9 +233,18 @@ def run(
                     x_host = rng.standard_normal(shape).astype(dtype)
                     x = hal.asarray(x_host, device=dev, layout=layout)
                     call = _make_call(case, x, dev, rng)
-                    y = call()
-                    times = dev.backend.time_launches(call, repeats, warmup=3)
+                    with record_launches() as launches:
+                        y = call()
+                    keep = (launches, y)  # the recorded buffers stay alive while they are replayed
+
+                    def replay(launches: Any = launches) -> None:
+                        for d, kernel, spec, buffers, params in launches:
+                            getattr(d.backend, kernel)(spec, *buffers, params)
+
+                    times = dev.backend.time_launches(replay, repeats, warmup=3)
                     ms = statistics.median(times) * 1e3
+                    op_ms = statistics.median(dev.backend.time_launches(call, repeats, warmup=3)) * 1e3
+                    del keep
                     nbytes, flops = _bytes_and_flops(case, x, y)
                     gbps = nbytes / ms / 1e6
                     spec_level = "-"
@@ -238,7 +255,7 @@ def run(
                     torch_ms = _torch_time(case, dev, x_host, layout, repeats) if with_torch else None
                     rows.append(BenchRow(
                         device=dev.id, case=case.name, dtype=dtype, layout=layout,
-                        shape="x".join(map(str, shape)), ms=ms, gbps=gbps, gflops=flops / ms / 1e6,
+                        shape="x".join(map(str, shape)), ms=ms, op_ms=op_ms, gbps=gbps, gflops=flops / ms / 1e6,
                         copy_share=gbps / copy_gbps if copy_gbps else None, torch_ms=torch_ms,
                         speedup_vs_torch=(torch_ms / ms) if torch_ms else None, tuning_level=spec_level,
                         intensity=flops / nbytes if nbytes else 0.0,

@@ -218,12 +218,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
         rows = bench.run(targets, ops, dtypes, layouts, size="quick" if args.quick else args.size,
                          repeats=3 if args.quick else args.repeats, with_torch=not args.no_torch,
                          progress=lambda what: progress.update(task, description=what))
-    table = Table(title="hal bench (median of repeats; bytes = inputs once + outputs once)")
-    for col in ("device", "case", "dtype", "layout", "shape", "ms", "GB/s", "GFLOP/s", "of copy BW", "torch ms",
-                "vs torch", "tuning"):
+    table = Table(title="hal bench (median of repeats; ms = the kernels' device time, op ms = one public call; "
+                        "bytes = inputs once + outputs once)")
+    for col in ("device", "case", "dtype", "layout", "shape", "ms", "op ms", "GB/s", "GFLOP/s", "of copy BW",
+                "torch ms", "vs torch", "tuning"):
         table.add_column(col)
     for r in rows:
-        table.add_row(r.device, r.case, r.dtype, r.layout, r.shape, f"{r.ms:.4f}", f"{r.gbps:.1f}",
+        table.add_row(r.device, r.case, r.dtype, r.layout, r.shape, f"{r.ms:.4f}", f"{r.op_ms:.4f}", f"{r.gbps:.1f}",
                       f"{r.gflops:.1f}" if r.gflops else "-",
                       f"{r.copy_share:.0%}" if r.copy_share is not None else "-",
                       f"{r.torch_ms:.4f}" if r.torch_ms else "-",

@@ -9,7 +9,9 @@ selected device (``hal.use_device``, ``HAL_DEVICE``, automatic).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any
 
@@ -102,9 +104,34 @@ def _vector(value: Any, dev: Device, length: int, name: str) -> Tensor:
     return asarray(array.astype(F32), device=dev)
 
 
+#: set by ``record_launches``: every backend launch is appended (kernel, spec, buffers, params)
+_recorded: ContextVar[list[tuple[Device, str, Any, tuple[Any, ...], Any]] | None] = ContextVar(
+    "hal_recorded_launches", default=None
+)
+
+
+@contextmanager
+def record_launches() -> Iterator[list[tuple[Device, str, Any, tuple[Any, ...], Any]]]:
+    """Record the backend launches of the ops called inside (for benchmarks).
+
+    Each entry is (device, launcher name, spec, buffers, parameters); replaying them
+    (``getattr(device.backend, name)(spec, *buffers, params)``) runs the same kernels on
+    the same buffers without the op layer's validation, lookup and allocation.
+    """
+    launches: list[tuple[Device, str, Any, tuple[Any, ...], Any]] = []
+    token = _recorded.set(launches)
+    try:
+        yield launches
+    finally:
+        _recorded.reset(token)
+
+
 def _launch(dev: Device, kernel: str, spec: Any, *buffers: Any) -> None:
     params = dev.tuner.resolve_spec(spec).params
     getattr(dev.backend, kernel)(spec, *buffers, params)
+    recorder = _recorded.get()
+    if recorder is not None:
+        recorder.append((dev, kernel, spec, buffers, params))
 
 
 def _fuse(dev: Device, spec: Any, relu: bool) -> tuple[Any, bool]:
