@@ -8,10 +8,10 @@ comes from ``pycuda.tools.DeviceMemoryPool``; all work goes to one stream per de
 (a blocking stream, so it is ordered with work on the legacy default stream that
 PyTorch uses unless told otherwise).
 
-Kernels (``kernels_cu/*.cu``) are compiled with ``SourceModule`` for the device's own
+Kernels (``kernels_cu/*.cu``) are compiled with nvcc (``pycuda.compiler.compile``) for the device's own
 ``sm_XY`` with ``-D`` macros for dtype, layout and the tuning parameters that change
 code; shapes are run-time arguments, so one build serves every shape. Builds are cached
-in memory per (file, defines) and on disk by PyCUDA under ``hal.cache.cache_dir("cuda")``.
+in memory per (file, defines) and on disk as cubins under ``hal.cache.cache_dir("cuda-cubin")``.
 
 Each launcher turns a spec into a launch plan (kernel, grid, block, shared memory and
 the packed arguments) once per (spec, parameters, buffer alignment) and replays it.
@@ -20,11 +20,15 @@ the packed arguments) once per (spec, parameters, buffer alignment) and replays 
 from __future__ import annotations
 
 import atexit
+import functools
+import hashlib
+import os
 import struct
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -357,20 +361,46 @@ _TC_SMEM = (9 * 64 * 64 + 6 * 34 * 64) * 2  # conv2d_k3_tc: all weights of 64 ch
 _SIMT_BUF_FLOATS = {ci: ci * 10 * 36 + ci * 9 * 68 for ci in (4, 8)}
 
 
-def build_cubin(file: str, defines: Mapping[str, int], arch: str) -> bytes:
-    """Compile one kernel file into PyCUDA's disk cache without a context (for parallel warm-up).
+def _cubin_path(file: str, defines: Mapping[str, int], arch: str) -> Path | None:
+    """Where hal keeps the cubin of one build: keyed by the kernel sources' hash, file, defines, arch."""
+    if cache.cache_disabled():
+        return None
+    key = hashlib.sha256(
+        "|".join([_sources_hash(), file, arch, *CudaBackend.compile_options(defines)]).encode()
+    ).hexdigest()
+    return cache.cache_dir("cuda-cubin") / f"{key}.cubin"
 
-    Uses exactly the options ``CudaBackend`` uses, so its later ``SourceModule`` finds the result.
+
+@functools.lru_cache(maxsize=1)
+def _sources_hash() -> str:
+    return resources.folder_hash(CudaBackend.kernel_folder)
+
+
+def build_cubin(file: str, defines: Mapping[str, int], arch: str) -> bytes:
+    """The cubin of one build: from hal's cubin cache, else compiled by nvcc and stored there.
+
+    Needs no CUDA context (parallel warm-up runs it in worker processes). hal keys the
+    cache itself: PyCUDA's own cache runs the preprocessor on every lookup to hash the
+    included headers, which costs about a second per build even when it hits.
     """
     from pycuda.compiler import compile as nvcc_compile
 
+    path = _cubin_path(file, defines, arch)
+    if path is not None and path.is_file():
+        return path.read_bytes()
     options = CudaBackend.compile_options(defines)
-    cache_dir: str | bool = False if cache.cache_disabled() else str(cache.cache_dir("cuda"))
     include = str(resources.kernel_dir(CudaBackend.kernel_folder))
     source = resources.kernel_source(CudaBackend.kernel_folder, file)
     cubin: bytes = nvcc_compile(
-        source, options=options, arch=arch, no_extern_c=True, include_dirs=[include], cache_dir=cache_dir
+        source, options=options, arch=arch, no_extern_c=True, include_dirs=[include], cache_dir=False
     )
+    if path is not None:
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_bytes(cubin)
+            os.replace(tmp, path)  # atomic: a concurrent reader sees the old state or the whole file
+        except OSError:
+            tmp.unlink(missing_ok=True)
     return cubin
 
 
@@ -481,8 +511,11 @@ class CudaBackend(Backend):
 
     def allocate(self, nbytes: int) -> Buffer:
         """An uninitialised device buffer of ``nbytes`` (>= 1) from the memory pool."""
-        with self._active():
+        self._ctx.push()  # explicit push/pop: every op allocates, and a generator costs microseconds
+        try:
             return self._alloc_raw(max(1, int(nbytes)))
+        finally:
+            self._drv.Context.pop()
 
     def upload(self, array: np.ndarray) -> Buffer:
         """A new device buffer holding a copy of ``array``."""
@@ -572,34 +605,23 @@ class CudaBackend(Backend):
         return [f"-D{k}={int(v)}" for k, v in sorted(defines.items())] + ["--std=c++17"]
 
     def _compile(self, file: str, defines: dict[str, int]) -> Any:
-        from pycuda.compiler import SourceModule
-
         drv = self._drv
-        source = resources.kernel_source(self.kernel_folder, file)
-        options = self.compile_options(defines)
-        cache_dir: str | bool = False if cache.cache_disabled() else str(cache.cache_dir("cuda"))
-        include = str(resources.kernel_dir(self.kernel_folder))
         try:
-            with self._active():
-                return SourceModule(
-                    source,
-                    options=options,
-                    arch=self._arch,
-                    no_extern_c=True,
-                    include_dirs=[include],
-                    cache_dir=cache_dir,
-                )
+            cubin = build_cubin(file, defines, self._arch)
         except drv.CompileError as exc:
             log = "\n".join(str(part) for part in (exc.msg, exc.stdout, exc.stderr) if part)
-            full = [*options, f"-arch={self._arch}", f"-I{include}"]
+            include = str(resources.kernel_dir(self.kernel_folder))
+            full = [*self.compile_options(defines), f"-arch={self._arch}", f"-I{include}"]
             raise KernelCompileError("cuda", file, defines, full, log) from exc
+        with self._active():
+            return drv.module_from_buffer(cubin)
 
     def build_all(
         self, keys: Iterable[tuple[str, tuple[tuple[str, int], ...]]], processes: int | None = None
     ) -> int:
         """Compile many (file, defines) builds at once in worker processes, then load them.
 
-        The workers run nvcc only (no CUDA context) and share PyCUDA's disk cache; a build
+        The workers run nvcc only (no CUDA context) and share hal's cubin cache; a build
         that fails is left for the ordinary path, which reports it when the build is used.
         Returns the number of builds loaded.
         """
@@ -631,7 +653,7 @@ class CudaBackend(Backend):
     def prebuild(self, specs: Sequence[object], param_sets: Sequence[Mapping[str, int]]) -> int:
         """Compile every (file, defines) the specs need under each parameter set, in parallel.
 
-        The builds go to PyCUDA's disk cache only (nvcc in worker processes, nothing is
+        The builds go to hal's cubin cache only (nvcc in worker processes, nothing is
         loaded here), so the tuner's worker process later finds them there.
         """
         keys: dict[tuple[str, tuple[tuple[str, int], ...]], None] = {}

@@ -17,7 +17,7 @@ pack() { tar -czf "$OUT/results.tar.gz" -C "$R" . ; }
 trap pack EXIT
 step() { local name=$1 limit=$2; shift 2; local t0=$(date +%s)
   timeout "$limit" "$@" >"$R/$name.txt" 2>&1; local rc=$?
-  echo "[$name: exit $rc, $(( $(date +%s) - t0 )) s]"; }
+  echo "[$name: exit $rc, $(( $(date +%s) - t0 )) s]"; pack; }  # packed after each step: a cut call still returns
 tune() { local dev=$1 mode=$2 budget=$3 out=$4
   step "tune-$out" $(( budget + 60 )) hal tune run --device "$dev" --mode "$mode" --budget "${budget}s" --out "$R/$out.json" ${TUNE_ARGS:-}
   tail -4 "$R/tune-$out.txt"; }

@@ -137,11 +137,16 @@ _F = TypeVar("_F", bound=Callable[..., object])
 _MEMO_LIMIT = 4096
 
 
-def _arg_key(value: object) -> object:
-    # the type is part of the key: 1 == 1.0 == True hash alike, but only some are valid arguments
-    if type(value) is tuple:
-        return (tuple, tuple(_arg_key(v) for v in value))
-    return (type(value), value)
+def _arg_key(args: tuple[object, ...]) -> object:
+    # the types are part of the key: 1 == 1.0 == True hash alike, but only some are valid
+    # arguments; one level of tuples (padding, kernel sizes) keeps its element types too
+    types: tuple[object, ...] = tuple(map(type, args))
+    if tuple in types:
+        types = tuple(
+            tuple(map(type, a)) if t is tuple else t  # type: ignore[call-overload]
+            for a, t in zip(args, types, strict=True)
+        )
+    return (args, types)
 
 
 def _memoized(fn: _F) -> _F:
@@ -157,7 +162,7 @@ def _memoized(fn: _F) -> _F:
         if kwargs:
             return fn(*args, **kwargs)
         try:
-            key = tuple(_arg_key(a) for a in args)
+            key = _arg_key(args)
             hit = memo.get(key)
         except TypeError:
             return fn(*args)

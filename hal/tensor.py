@@ -34,6 +34,10 @@ def physical_shape(shape: tuple[int, ...], layout: Layout) -> tuple[int, ...]:
     return shape
 
 
+#: (shape, layout, dtype) -> TensorGeometry, shared by every tensor of that geometry
+_GEOMETRIES: dict[tuple[tuple[int, ...], str, np.dtype], TensorGeometry] = {}
+
+
 class Tensor:
     """An array on a hal device."""
 
@@ -52,7 +56,7 @@ class Tensor:
         owner: object = None,
     ) -> None:
         self.buffer = buffer
-        self.shape = tuple(int(s) for s in shape)
+        self.shape = tuple(map(int, shape))
         self.dtype = np.dtype(dtype)
         self.layout: Layout = layout
         self.device = device
@@ -85,8 +89,15 @@ class Tensor:
         """The (N, C, H, W) geometry ops build specs from."""
         if self.ndim != 4:
             raise bad_arg(name, "a 4-D (N, C, H, W) tensor", self.shape)
-        n, c, h, w = self.shape
-        return TensorGeometry(n, c, h, w, self.layout, self.dtype)
+        key = (self.shape, self.layout, self.dtype)
+        geom = _GEOMETRIES.get(key)
+        if geom is None:
+            n, c, h, w = self.shape
+            geom = TensorGeometry(n, c, h, w, self.layout, self.dtype)
+            if len(_GEOMETRIES) > 4096:
+                _GEOMETRIES.clear()
+            _GEOMETRIES[key] = geom  # one object per geometry: the spec memo then hashes it once
+        return geom
 
     # -- conversion ------------------------------------------------------------------
     def numpy(self) -> np.ndarray:

@@ -59,17 +59,17 @@ def make_problem(backend: Backend, spec: Spec, rng: np.random.Generator) -> Prob
     layout = spec.layout
     host: dict[str, np.ndarray] = {}
     if isinstance(spec, Conv2dSpec):
-        host["x"] = rng.standard_normal(spec.in_shape).astype(dt)
+        host["x"] = rng.standard_normal(spec.in_shape, dtype=np.float32).astype(dt)
         host["weight"] = (rng.standard_normal(spec.weight_shape) * 0.2).astype(dt)
         host["bias"] = rng.standard_normal(spec.c_out).astype(np.float32)
     elif isinstance(spec, BatchNormSpec):
-        host["x"] = (1.0 + rng.standard_normal(spec.shape)).astype(dt)
+        host["x"] = (1.0 + rng.standard_normal(spec.shape, dtype=np.float32)).astype(dt)
         for name, values in (("weight", rng.standard_normal(spec.c)), ("bias", rng.standard_normal(spec.c)),
                              ("running_mean", rng.standard_normal(spec.c)),
                              ("running_var", rng.uniform(0.5, 2.0, spec.c))):
             host[name] = values.astype(np.float32)
     else:
-        host["x"] = rng.standard_normal(spec.in_shape).astype(dt)
+        host["x"] = rng.standard_normal(spec.in_shape, dtype=np.float32).astype(dt)
     buffers = {"x": backend.upload(_physical(host["x"], layout))}
     for name in ("weight", "bias", "running_mean", "running_var"):
         if name in host:
