@@ -1,10 +1,10 @@
 """Compile every CUDA kernel with nvcc for each supported architecture (CI has no GPU).
 
-Each ``kernels_cu/*.cu`` file is compiled once per define set: the backend's own
-list (``hal.backends.cuda.COMPILE_CHECKS``: (file, defines) pairs) when it has one,
-else every combination of DTYPE_HALF and LAYOUT_NHWC. Tuning parameters take the
-kernels' defaults. Without nvcc the check says so and passes, since a machine
-without CUDA cannot build these kernels anyway.
+Each ``kernels_cu/*.cu`` file is compiled for every combination of DTYPE_HALF and
+LAYOUT_NHWC for sm_75, sm_80, sm_90 and sm_120, and with the fused-ReLU epilogue
+(FUSE_RELU=1) for sm_90. Tuning parameters take the kernels' defaults. Without nvcc
+the check says so and passes, since a machine without CUDA cannot build these kernels
+anyway.
 """
 
 from __future__ import annotations
@@ -23,30 +23,27 @@ KERNELS = ROOT / "kernels_cu"
 ARCHS = ("75", "80", "90", "120")
 
 
-def variants() -> list[tuple[Path, dict[str, int]]]:
-    sys.path.insert(0, str(ROOT))
-    try:
-        from backends.cuda import COMPILE_CHECKS  # type: ignore[attr-defined]
-        return [(KERNELS / f, dict(d)) for f, d in COMPILE_CHECKS]
-    except (ImportError, AttributeError):
-        pass
+def variants() -> list[tuple[Path, dict[str, int], tuple[str, ...]]]:
+    """(file, defines, archs): every dtype x layout for every arch; the fused-ReLU epilogue
+    (a store-side change that compiles alike everywhere) for sm_90 only, to keep CI short."""
     out = []
     for path in sorted(KERNELS.glob("*.cu")):
         for half, nhwc in itertools.product((0, 1), (0, 1)):
-            out.append((path, {"DTYPE_HALF": half, "LAYOUT_NHWC": nhwc}))
-        # the fused-ReLU epilogue, in both storage types
-        out.append((path, {"DTYPE_HALF": 0, "LAYOUT_NHWC": 1, "FUSE_RELU": 1}))
-        out.append((path, {"DTYPE_HALF": 1, "LAYOUT_NHWC": 0, "FUSE_RELU": 1}))
+            out.append((path, {"DTYPE_HALF": half, "LAYOUT_NHWC": nhwc}, ARCHS))
+        out.append((path, {"DTYPE_HALF": 0, "LAYOUT_NHWC": 1, "FUSE_RELU": 1}, ("90",)))
+        out.append((path, {"DTYPE_HALF": 1, "LAYOUT_NHWC": 0, "FUSE_RELU": 1}, ("90",)))
     return out
 
 
-def compile_one(nvcc: str, path: Path, defines: dict[str, int], workdir: str) -> tuple[str, int, str]:
-    gencode = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in ARCHS]
+def compile_one(
+    nvcc: str, path: Path, defines: dict[str, int], archs: tuple[str, ...], workdir: str
+) -> tuple[str, int, str]:
+    gencode = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs]
     flags = [f"-D{k}={v}" for k, v in sorted(defines.items())]
     out = os.path.join(workdir, f"{path.stem}-{abs(hash(tuple(flags)))}.o")
     cmd = [nvcc, "-c", "--std=c++17", "-O3", "-I", str(KERNELS), *gencode, *flags, str(path), "-o", out]
     proc = subprocess.run(cmd, capture_output=True, text=True)
-    return f"{path.name} {' '.join(flags)}", proc.returncode, proc.stdout + proc.stderr
+    return f"sm_{'/'.join(archs)}: {path.name} {' '.join(flags)}", proc.returncode, proc.stdout + proc.stderr
 
 
 def main() -> int:
@@ -61,9 +58,9 @@ def main() -> int:
         return 0
     failed = 0
     with tempfile.TemporaryDirectory() as work, ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        for name, code, log in pool.map(lambda v: compile_one(nvcc, v[0], v[1], work), todo):
+        for name, code, log in pool.map(lambda v: compile_one(nvcc, *v, work), todo):
             status = "ok" if code == 0 else "FAILED"
-            print(f"nvcc sm_{'/'.join(ARCHS)}: {name}: {status}")
+            print(f"nvcc {name}: {status}")
             if code:
                 failed += 1
                 print(log)
