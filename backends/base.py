@@ -169,6 +169,15 @@ class Backend(ABC):
         """
         return 0
 
+    def capture(self, launch: Callable[[], None]) -> Callable[[], None] | None:
+        """Optional: capture what ``launch()`` enqueues into a device-side graph.
+
+        Returns a no-argument replay of the captured work, or None where the backend has
+        no such graph (the default) or the capture failed; ``hal.capture`` then replays
+        launcher by launcher.
+        """
+        return None
+
     # -- kernel launchers ------------------------------------------------------------
     @abstractmethod
     def pool2d(

@@ -12,6 +12,8 @@ allocation from the memory pool, and the launch. Three levels are timed:
 * ``op``: ``hal.max_pool2d(x, 3, 2, 1)`` - everything a user pays, a new output each call;
 * ``launcher``: the backend's launcher with a resolved spec and a preallocated output
   (no validation, no lookup, no allocation: the backend's own cost);
+* ``replay``: ``graph.replay()`` of the op captured with ``hal.capture`` (one CUDA graph
+  launch on CUDA, the launcher elsewhere);
 * ``torch``: ``torch.nn.functional.max_pool2d`` on the same device, when torch and a
   matching device are present (CUDA for ``cuda:*``).
 
@@ -100,6 +102,10 @@ def measure(device: str, calls: int) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"device": str(dev.id), "case": name, "op_us": per_call_us(call, sync, calls)}
         if name.startswith("max_pool2d"):
             row["launcher_us"] = per_call_us(launcher, sync, calls)
+            with hal.capture() as graph:
+                hal.max_pool2d(x, 3, 2, 1)
+            row["replay_us"] = per_call_us(graph.replay, sync, calls)
+            row["replay_mode"] = graph.mode
         if name in torch_calls and torch_sync is not None:
             row["torch_us"] = per_call_us(torch_calls[name], torch_sync, calls)
         rows.append(row)
@@ -135,11 +141,13 @@ def main(argv: list[str] | None = None) -> int:
     rows = measure(args.device, args.calls)
     if args.profile:
         _profile(args.device, args.calls)
-    print(f"{'device':<12} {'case':<18} {'op µs':>8} {'launcher µs':>12} {'torch µs':>9}")
+    print(f"{'device':<12} {'case':<18} {'op µs':>8} {'launcher µs':>12} {'replay µs':>10} {'torch µs':>9}")
     for r in rows:
         launcher = f"{r['launcher_us']:.2f}" if "launcher_us" in r else "-"
+        replay = f"{r['replay_us']:.2f}" if "replay_us" in r else "-"
         torch_us = f"{r['torch_us']:.2f}" if "torch_us" in r else "-"
-        print(f"{r['device']:<12} {r['case']:<18} {r['op_us']:>8.2f} {launcher:>12} {torch_us:>9}")
+        print(f"{r['device']:<12} {r['case']:<18} {r['op_us']:>8.2f} {launcher:>12} {replay:>10} {torch_us:>9}"
+              + (f"  (replay: {r['replay_mode']})" if "replay_mode" in r else ""))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -21,6 +21,7 @@ from hal.errors import (
     OutOfMemory,
     UnsupportedOperation,
 )
+from hal.graph import Graph, capture
 from hal.ops import (
     adaptive_avg_pool2d,
     adaptive_max_pool2d,
@@ -41,6 +42,7 @@ __all__ = [
     "BackendUnavailable",
     "Device",
     "DeviceNotFound",
+    "Graph",
     "HalError",
     "KernelCompileError",
     "OutOfMemory",
@@ -53,6 +55,7 @@ __all__ = [
     "avg_pool2d",
     "backend_status",
     "batch_norm",
+    "capture",
     "conv2d",
     "dequantize",
     "device",

@@ -262,7 +262,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     for r in results:
         ok = r.agrees and r.same_predictions
         bad += not ok
-        console.print(f"{r.device}: {r.images_per_s:,.0f} images/s, logits max error {r.max_error:.2e} of the "
+        console.print(f"{r.device}: {r.images_per_s:,.0f} images/s ({r.graph_images_per_s:,.0f} replayed from "
+                      f"hal.capture, {r.graph_mode}), logits max error {r.max_error:.2e} of the "
                       f"largest (limit {demo.RTOL[args.dtype]:.0e}), predictions "
                       f"{'match' if r.same_predictions else 'DIFFER'} -> "
                       + ("[green]agrees with the oracle[/green]" if ok else "[red]DISAGREES[/red]"))

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hal.device import Device
+from hal.graph import capture
 from hal.nn import Sequential, cnn16
 from hal.tensor import Tensor, asarray
 
@@ -47,6 +48,9 @@ class DeviceResult:
     same_predictions: bool
     images_per_s: float
     layer_ms: list[tuple[str, float]]
+    #: the same forward pass captured once (``hal.capture``) and replayed
+    graph_images_per_s: float = 0.0
+    graph_mode: str = ""
 
 
 def _layer_name(i: int, layer: object) -> str:
@@ -63,6 +67,12 @@ def run_device(net: Sequential, fused: Sequential, x: np.ndarray, ref: np.ndarra
     same = bool((logits.argmax(1) == ref.argmax(1)).all())
     backend = dev.backend
     total = backend.time_launches(lambda: fused(xt), repeats, warmup=1)
+    with capture() as graph:
+        out = fused(xt)
+    graph.replay()
+    replayed = out.numpy().reshape(x.shape[0], -1).astype(np.float64)
+    same_replay = bool(np.array_equal(replayed, logits))  # identical kernels on identical data
+    graph_total = backend.time_launches(graph.replay, repeats, warmup=1)
     layer_ms = []
     act: Tensor = xt
     for i, layer in enumerate(fused):
@@ -70,8 +80,9 @@ def run_device(net: Sequential, fused: Sequential, x: np.ndarray, ref: np.ndarra
         times = backend.time_launches(lambda layer=layer, inp=inp: layer(inp), repeats, warmup=1)
         layer_ms.append((_layer_name(i, layer), statistics.median(times) * 1e3))
         act = layer(inp)
-    return DeviceResult(dev.id, err, err <= RTOL[dtype] and np.isfinite(logits).all(), same,
-                        x.shape[0] / statistics.median(total), layer_ms)
+    return DeviceResult(dev.id, err, err <= RTOL[dtype] and bool(np.isfinite(logits).all()) and same_replay, same,
+                        x.shape[0] / statistics.median(total), layer_ms,
+                        x.shape[0] / statistics.median(graph_total), graph.mode)
 
 
 def run(devices: list[Device], batch: int = 64, dtype: str = "float32", layout: str = "NCHW",

@@ -123,6 +123,35 @@ class Tensor:
         return asarray(self.numpy().astype(target_dtype, copy=False), device=target, layout=target_layout,
                        scale=self.scale, zero_point=self.zero_point)
 
+    def copy_(self, source: Any) -> Tensor:
+        """Write ``source``'s values into this tensor's memory, in place; returns self.
+
+        ``source`` is a host array of the same logical (N, C, H, W) shape (cast to this
+        dtype) or a Tensor of the same shape and dtype (any device or layout). The buffer
+        keeps its address, which is what a captured ``hal.Graph`` replays on.
+        """
+        backend = self.device.backend
+        if isinstance(source, Tensor):
+            if source.shape != self.shape:
+                raise bad_arg("source", f"shape {self.shape}", source.shape)
+            if source.dtype != self.dtype:
+                raise bad_arg("source", f"dtype {self.dtype.name}", source.dtype.name)
+            if source.device == self.device and source.layout == self.layout:
+                if self.nbytes:
+                    backend.copy(source.buffer, self.buffer, self.nbytes)
+                return self
+            source = source.numpy()
+        array = np.asarray(source)
+        if array.shape != self.shape:
+            raise bad_arg("source", f"an array of shape {self.shape}", array.shape)
+        host = array.astype(self.dtype, copy=False)
+        if self.layout == "NHWC" and host.ndim == 4:
+            host = host.transpose(0, 2, 3, 1)
+        if self.nbytes:
+            staged = backend.upload(np.ascontiguousarray(host))
+            backend.copy(staged, self.buffer, self.nbytes)
+        return self
+
     def contiguous_layout(self, layout: Layout) -> Tensor:
         """This tensor in ``layout`` on the same device."""
         return self.to(self.device, layout=layout)
