@@ -278,6 +278,8 @@ _SCHEMAS: dict[str, KernelSchema] = {
             Param("POOL_SPLIT", (0, 1), 0, "float32 stride-2 NCHW tiles: even/odd columns apart in shared memory (-D)"),
             Param("POOL_H2", (0, 1), 1,
                   "float16 max pooling without indices in half2: NHWC strips, NCHW 2x2/2 and 3x3/2 output pairs (-D)"),
+            Param("POOL_H2AVG", (0, 1), 1,
+                  "float16 NCHW average pooling 2x2/2 and 3x3/2 (even width): output pairs from 32-bit words (-D)"),
         ),
         (_fits_threads("POOL_THREADS"), _fits_smem("POOL_SMEM_KB"), _fits_occupancy("POOL_OCC")),
     ),
@@ -291,6 +293,10 @@ _SCHEMAS: dict[str, KernelSchema] = {
                   "NHWC: a block per output pixel when the outputs are too few for a thread each"),
             Param("ADAPT_GFLAT", (0, 1), 1,
                   "NCHW global pooling: warps stage 32 whole planes at a time through shared memory"),
+            Param("ADAPT_GSTAGES", (0, 2, 3, 4), 0,
+                  "NCHW global pooling: shared-memory buffers per warp, 0 = 3 for float16, 2 for float32 (-D)"),
+            Param("ADAPT_VSPLIT_U", (1, 2, 4, 8), 8,
+                  "NHWC block-per-output kernel: 16-byte loads per thread issued before folding (-D)"),
         ),
         (_fits_threads("ADAPT_THREADS"), _fits_smem("ADAPT_SMEM_KB")),
     ),
@@ -306,6 +312,10 @@ _SCHEMAS: dict[str, KernelSchema] = {
             Param("DW_TILE_H", (1, 2, 4, 8, 16, 32), 32, "depthwise: output rows per block"),
             Param("DW_TILE_W", (4, 8, 16, 32), 8, "depthwise NHWC: output columns per tile"),
             Param("DW_SMEM_KB", (8, 16, 24, 32, 48), 32, "depthwise: shared-memory budget per block, KiB"),
+            Param("DW_HALF4", (0, 1), 1,
+                  "float16 NHWC depthwise 3x3: 4 channels per thread, weights in registers (0: 8, read per use) (-D)"),
+            Param("DW_H2", (0, 1), 1,
+                  "float16 NCHW depthwise 3x3 stride 1 (even width): output pairs from 32-bit words (-D)"),
         ),
         (_fits_threads("CONV_THREADS"), _fits_smem("DW_SMEM_KB"), _fits_occupancy("CONV_OCC")),
     ),
@@ -322,6 +332,8 @@ _SCHEMAS: dict[str, KernelSchema] = {
                   "inference: one wave of persistent blocks over 16-byte vectors (batch_norm_infer_flat)"),
             Param("BN_INFER_OCC", (0, 1024, 1536, 2048), 0,
                   "resident threads per SM for batch_norm_infer_flat's registers, 0 = by BN_UNROLL (-D)"),
+            Param("BN_FLAT_REG", (0, 1), 1,
+                  "NHWC flat inference: channel constants in registers when C / vector width divides BN_THREADS"),
         ),
         (_fits_threads("BN_THREADS"),),
     ),
@@ -336,15 +348,30 @@ _SCHEMAS: dict[str, KernelSchema] = {
 
 #: parameters that change the generated code (passed as -D); the rest shape the launch only
 _COMPILE_PARAMS = {
-    "pool2d": ("POOL_THREADS", "POOL_OCC", "POOL_SPLIT", "POOL_H2"),
-    "adaptive_pool2d": ("ADAPT_THREADS",),
-    "conv2d": ("CONV_THREADS", "CONV_SIMT_CI", "CONV_OCC"),
+    "pool2d": ("POOL_THREADS", "POOL_OCC", "POOL_SPLIT", "POOL_H2", "POOL_H2AVG"),
+    "adaptive_pool2d": ("ADAPT_THREADS", "ADAPT_GSTAGES", "ADAPT_VSPLIT_U"),
+    "conv2d": ("CONV_THREADS", "CONV_SIMT_CI", "CONV_OCC", "DW_HALF4", "DW_H2"),
     "batch_norm": ("BN_THREADS", "BN_UNROLL", "BN_L2_HINT", "BN_INFER_OCC"),
     "eltwise": ("ELT_THREADS",),
     "qconv2d": (),
 }
 
 _FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
+
+
+@functools.lru_cache(maxsize=1)
+def _libcuda() -> Any:
+    """The CUDA driver library through ctypes (for the graph calls PyCUDA lacks), or None."""
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+        for name in ("cuStreamBeginCapture_v2", "cuStreamEndCapture", "cuGraphInstantiateWithFlags",
+                     "cuGraphLaunch", "cuGraphDestroy"):
+            getattr(lib, name).restype = ctypes.c_int
+    except (OSError, AttributeError):
+        return None
+    return lib
 
 
 def _load_pack() -> tuple[Callable[..., bytes] | None, bool]:
@@ -579,6 +606,56 @@ class CudaBackend(Backend):
     def stream(self) -> Any:
         """The pycuda.driver.Stream all of this device's work goes to."""
         return self._stream
+
+    def capture(self, launch: Callable[[], None]) -> Callable[[], None] | None:
+        """Capture what ``launch`` enqueues into a CUDA graph; returns its replay, or None.
+
+        PyCUDA has no graph API, so this calls the driver (libcuda) through ctypes:
+        cuStreamBeginCapture on this backend's stream (thread-local mode), ``launch()``,
+        cuStreamEndCapture, cuGraphInstantiateWithFlags; the replay is one cuGraphLaunch.
+        Any failure (an old driver, a launch that cannot be captured) ends the capture
+        and returns None, and the caller replays launcher by launcher instead. The
+        workspaces the kernels use are kept alive with the graph, since their addresses
+        are baked into it.
+        """
+        lib = _libcuda()
+        if lib is None:
+            return None
+        import ctypes
+
+        stream = ctypes.c_void_p(self._stream.handle)
+        graph, graph_exec = ctypes.c_void_p(), ctypes.c_void_p()
+        self._ctx.push()
+        try:
+            if lib.cuStreamBeginCapture_v2(stream, 1) != 0:  # CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+                return None
+            try:
+                launch()
+            finally:
+                ended = lib.cuStreamEndCapture(stream, ctypes.byref(graph))
+            if ended != 0 or not graph.value:
+                return None
+            if lib.cuGraphInstantiateWithFlags(ctypes.byref(graph_exec), graph, ctypes.c_ulonglong(0)) != 0:
+                lib.cuGraphDestroy(graph)
+                return None
+        except Exception:
+            return None
+        finally:
+            self._drv.Context.pop()
+        keep = (graph, graph_exec, tuple(self._workspace.values()), self._ctx)
+        drv = self._drv
+
+        def replay() -> None:
+            keep[3].push()
+            try:
+                status = lib.cuGraphLaunch(graph_exec, stream)
+            finally:
+                drv.Context.pop()
+            if status != 0:
+                raise HalError(f"{self.info.id}: cuGraphLaunch failed (CUresult {status})")
+
+        replay.hal_graph = keep  # type: ignore[attr-defined]
+        return replay
 
     @contextmanager
     def activate(self) -> Iterator[None]:
@@ -967,9 +1044,10 @@ class CudaBackend(Backend):
                 split=(variant != "g" and not half and bool(p["POOL_SPLIT"])), weights_per_plane=0,
                 tile_h=int(p["POOL_TILE_H"]), tile_w=int(p["POOL_TILE_W"]), budget=int(p["POOL_SMEM_KB"]) * 1024,
                 strip_rows=_STRIP_ROWS.get(variant, 0),
-                # the half2 NCHW path (pool2d.cu, POOL_H2) reads up to 8 bytes left of the tile
-                guard=16 if (half and not nhwc and variant != "g" and spec.kind == "max" and not with_indices
-                             and p["POOL_H2"]) else 0,
+                # the half2 NCHW paths (pool2d.cu, POOL_H2 / POOL_H2AVG) read up to 8 bytes left of the tile
+                guard=16 if (half and not nhwc and variant != "g"
+                             and ((spec.kind == "max" and not with_indices and p["POOL_H2"])
+                                  or (spec.kind == "avg" and p["POOL_H2AVG"]))) else 0,
             )
         if tile is not None:
             fields, grid, shared = tile
@@ -1032,8 +1110,9 @@ class CudaBackend(Backend):
                     Launch("adaptive_pool2d.cu", defines, f"adaptive_pool2d_{kind}_block", "PPP" + "i" * 6,
                            (min(outputs, 2**31 - 1), 1, 1), (threads, 1, 1), 0, ("x", "y", "i", *dims)),
                 )
+            # the kernel keeps pixel indices ih * IW + iw (and a few rows past the bin) in an int
             if spec.layout == "NHWC" and aligned and spec.c % vec == 0 and p["ADAPT_VSPLIT"] and bin_area >= 8 \
-                    and outputs // vec < self._sms * 4096:
+                    and outputs // vec < self._sms * 4096 and (spec.in_h + 256) * spec.in_w < 2**31:
                 groups = threads // 32
                 blocks = spec.n * spec.out_h * spec.out_w * _cdiv(spec.c // vec, 32)
                 return (
@@ -1081,8 +1160,16 @@ class CudaBackend(Backend):
         if not (p["ADAPT_GFLAT"] and spec.layout == "NCHW" and (spec.out_h, spec.out_w) == (1, 1) and aligned
                 and not with_indices and spec.kind in ("avg", "max") and 0 < planes < 2**31 - 32):
             return None
-        per_warp = 2 * 32 * hw * spec.dtype.itemsize  # two group buffers
-        if per_warp > min(self._max_smem(), 64 * 1024):  # large planes: the tile and block kernels suffice
+        # ADAPT_GSTAGES group buffers (0: 3 for float16, 2 for float32, as ADAPT_GST in the kernel)
+        stages = int(p["ADAPT_GSTAGES"]) or (3 if spec.dtype.itemsize == 2 else 2)
+        per_warp = stages * 32 * hw * spec.dtype.itemsize
+        limit = min(self._max_smem(), 64 * 1024)
+        if per_warp > limit and not p["ADAPT_GSTAGES"] and stages > 2:
+            # the automatic choice falls back to two buffers before giving up on the kernel
+            stages, per_warp = 2, 2 * 32 * hw * spec.dtype.itemsize
+            defines = self.compile_defines("adaptive_pool2d", spec.dtype, spec.layout,
+                                           {**p, "ADAPT_GSTAGES": 2}, spec.relu)
+        if per_warp > limit:  # large planes: the tile and block kernels suffice
             return None
         groups = _cdiv(planes, 32)
         warps = max(1, min(int(p["ADAPT_THREADS"]) // 32, self._max_smem() // per_warp, groups))
@@ -1158,6 +1245,8 @@ class CudaBackend(Backend):
                     sw=sw, pt=pt, pl=pl, dh=dh, dw=dw, adaptive=False, split=False, weights_per_plane=kh * kw,
                     tile_h=int(p["DW_TILE_H"]), tile_w=int(p["DW_TILE_W"]), budget=int(p["DW_SMEM_KB"]) * 1024,
                     strip_rows=_STRIP_ROWS.get(variant, 0),
+                    # the half2 NCHW path (conv2d.cu via hal_window.cuh, DW_H2) reads up to 8 bytes left of the tile
+                    guard=16 if (half and spec.layout == "NCHW" and variant == "k3s1" and p["DW_H2"]) else 0,
                 )
                 if tile is not None:
                     fields, grid, shared = tile
@@ -1284,20 +1373,36 @@ class CudaBackend(Backend):
         if nvec >= 2**31 or shared > self._smem_default:
             return None
         threads, unroll = int(p["BN_THREADS"]), int(p["BN_UNROLL"])
+        # NHWC with C / vecw dividing the block: every vector a thread visits holds the same
+        # channels, so batch_norm_infer_flat_reg keeps their constants in registers
+        reg = spec.layout == "NHWC" and bool(p["BN_FLAT_REG"]) and threads % (c // vecw) == 0
+        if reg:
+            shared = 0
         extras = dict(self.info.extras)
-        # persistent blocks: the grid must be resident all at once (BN_INFER_THREADS_SM in batch_norm.cu)
-        occ = int(p["BN_INFER_OCC"]) or (1024 if unroll >= 8 else 1536)
-        occ = min(occ, int(extras.get("max_threads_per_sm", "2048") or 2048))
+        # persistent blocks: the grid must be resident all at once (BN_INFER_THREADS_SM and
+        # BN_REG_THREADS_SM in batch_norm.cu)
+        occ = self._bn_infer_occ(p, spec.dtype.itemsize == 2, reg)
         per_sm = max(1, min(int(p["BN_BLOCKS_PER_SM"]), occ // threads))
         smem_sm = int(extras.get("shared_memory_per_sm", "0") or 0)
-        if smem_sm > 0:
+        if smem_sm > 0 and shared:
             per_sm = max(1, min(per_sm, smem_sm // (shared + 1024)))
         grid = max(1, min(self._sms * per_sm, _cdiv(nvec, threads * unroll)))
         blob = struct.pack("<2i3I3If", nvec, c, *fa, *fc, spec.eps)
+        kernel = "batch_norm_infer_flat_reg" if reg else "batch_norm_infer_flat"
         return (
-            Launch("batch_norm.cu", defines, "batch_norm_infer_flat", f"PPPPPP{len(blob)}s", (grid, 1, 1),
+            Launch("batch_norm.cu", defines, kernel, f"PPPPPP{len(blob)}s", (grid, 1, 1),
                    (threads, 1, 1), shared, ("x", "y", "rm", "rv", "w", "b", blob)),
         )
+
+    def _bn_infer_occ(self, p: Mapping[str, int], half: bool, reg: bool) -> int:
+        """Resident threads per SM the flat inference kernels are compiled for (mirrors batch_norm.cu)."""
+        unroll = int(p["BN_UNROLL"])
+        occ = int(p["BN_INFER_OCC"]) or (1024 if unroll >= 8 else 1536)
+        occ = min(occ, int(dict(self.info.extras).get("max_threads_per_sm", "2048") or 2048))
+        if reg:  # BN_REG_CAP: the per-thread constants' registers
+            cap = (768 if unroll >= 8 else 1024) if half else (1024 if unroll >= 8 else 1280 if unroll >= 4 else 2048)
+            occ = min(occ, cap)
+        return occ
 
 
 BACKEND = CudaBackend

@@ -36,9 +36,12 @@ RESULTS: list[dict[str, Any]] = []
 #: the code-changing parameter sets the checks use (built in parallel up front)
 CHECK_BUILDS: dict[str, list[dict[str, int]]] = {
     "pool2d": [{}, {"POOL_THREADS": 128}, {"POOL_THREADS": 512}, {"POOL_SPLIT": 1}],
-    "adaptive_pool2d": [{}],
+    "adaptive_pool2d": [{}, {"ADAPT_GSTAGES": 2}, {"ADAPT_GSTAGES": 4, "ADAPT_THREADS": 512},
+                        {"ADAPT_GSTAGES": 2, "ADAPT_VSPLIT_U": 1},
+                        {"ADAPT_GSTAGES": 3, "ADAPT_VSPLIT_U": 2, "ADAPT_THREADS": 128}, {"ADAPT_VSPLIT_U": 4}],
     "conv2d": [{}, {"CONV_SIMT_CI": 4}],
-    "batch_norm": [{}, {"BN_THREADS": 128, "BN_UNROLL": 2, "BN_L2_HINT": 0}, {"BN_THREADS": 512, "BN_UNROLL": 8}],
+    "batch_norm": [{}, {"BN_THREADS": 128, "BN_UNROLL": 2, "BN_L2_HINT": 0}, {"BN_THREADS": 512, "BN_UNROLL": 8},
+                   {"BN_UNROLL": 8}, {"BN_UNROLL": 2}, {"BN_INFER_OCC": 2048}],
     "eltwise": [{}],
 }
 
@@ -225,11 +228,57 @@ def pool_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
                        indices=True, offset=2 * np.dtype(dtype).itemsize, **c)
             check_pool(dev, rng, "misaligned", (2, 16, 15, 14), kind="avg", kernel=2, stride=2, padding=0,
                        offset=np.dtype(dtype).itemsize, **c)
+            # float16 NCHW average pooling from half2 words (POOL_H2AVG): even widths, odd output widths,
+            # both word parities (offsets), NaN, ceil_mode, count_include_pad off, divisor, bands, old path
+            es = np.dtype(dtype).itemsize
+            check_pool(dev, rng, "h2avg nan", (3, 5, 17, 22), kind="avg", kernel=3, stride=2, padding=1,
+                       count_include_pad=False, nan_frac=0.05, **c)
+            check_pool(dev, rng, "h2avg ceil", (2, 7, 15, 20), kind="avg", kernel=3, stride=2, padding=1,
+                       ceil_mode=True, **c)
+            check_pool(dev, rng, "h2avg divisor", (1, 6, 13, 18), kind="avg", kernel=3, stride=2, padding=1,
+                       divisor=7, offset=3 * es, **c)
+            check_pool(dev, rng, "h2avg k2 ceil", (2, 9, 19, 22), kind="avg", kernel=2, stride=2, padding=0,
+                       ceil_mode=True, nan_frac=0.05, offset=es, **c)
+            check_pool(dev, rng, "h2avg bands", (2, 3, 70, 96), kind="avg", kernel=3, stride=2, padding=1,
+                       params={"POOL_SMEM_KB": 8, "POOL_TILE_H": 4}, offset=5 * es, **c)
+            check_pool(dev, rng, "h2avg off", (2, 16, 15, 14), kind="avg", kernel=3, stride=2, padding=1,
+                       offset=es, **c)
+            check_pool(dev, rng, "h2avg old path", (2, 5, 17, 22), kind="avg", kernel=3, stride=2, padding=1,
+                       params={"POOL_H2AVG": 0}, **c)
             if not quick:
                 check_pool(dev, rng, "big", (4, 32, 56, 56), kind="max", kernel=3, stride=2, padding=1,
                            indices=True, **c)
                 check_pool(dev, rng, "512 threads", (2, 24, 33, 35), kind="avg", kernel=3, stride=1, padding=1,
                            params={"POOL_THREADS": 512, "POOL_TILE_W": 16}, **c)
+
+
+def check_adaptive(
+    dev: Dev, rng: np.random.Generator, name: str, shape: tuple[int, int, int, int], out: tuple[int, int],
+    kind: str, dtype: Any, layout: str, indices: bool, params: dict | None = None, offset: int = 0,
+    nan_frac: float = 0.0,
+) -> None:
+    """One adaptive_pool2d launch against the oracle (values, NaN pattern, indices)."""
+    full = f"adaptive[{name} {kind}{' idx' if indices else ''} {np.dtype(dtype).name} {layout}]"
+    try:
+        sp = S.adaptive_pool2d_spec(kind, geometry(shape, layout, dtype), out, indices)
+        x = rand(rng, shape, dtype)
+        if nan_frac:
+            x[rng.random(shape) < nan_frac] = np.nan
+        want, want_i = ref.pool2d_from_spec(sp, x.astype(np.float64))
+        xb = dev.put(phys(x, layout), offset)
+        oshape = phys_shape(sp.out_shape, layout)
+        yb = dev.poison(oshape, dtype, offset)
+        ib = dev.poison(oshape, np.int64) if indices else None
+        dev.be.adaptive_pool2d(sp, xb, yb, ib, params or {})
+        got = logical(dev.get(yb, oshape, dtype), layout)
+        ok, detail = compare(got, want, dtype, exact=(kind == "max"))
+        if ok and ib is not None:
+            gi = logical(dev.get(ib, oshape, np.int64), layout)
+            if (gi != want_i).any():
+                ok, detail = False, f"indices differ ({int((gi != want_i).sum())} bad)"
+        record(full, ok, detail)
+    except Exception as exc:
+        record(full, False, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}")
 
 
 def adaptive_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
@@ -244,29 +293,34 @@ def adaptive_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
         ("nhwc vsplit", (3, 256, 9, 11), (2, 3)),
         ("nhwc global C64", (5, 64, 13, 12), (1, 1)),
     ]
+    # global pooling without indices: NCHW adaptive_pool2d_*_gflat (ADAPT_GSTAGES buffers per
+    # warp; a plane count that is no multiple of 32, odd plane sizes, the float16 fallback to
+    # two buffers at 19x23) and NHWC adaptive_pool2d_*_vsplit (ADAPT_VSPLIT_U loads in flight:
+    # bins smaller than one round, partial channel chunks, 256 channel vectors)
+    gcases = [
+        ("g odd planes", (3, 37, 5, 5), {}),
+        ("g C72 5x3", (2, 72, 5, 3), {}),
+        ("g C2048 7x7", (3, 2048, 7, 7), {}),
+        ("g 19x23", (2, 40, 19, 23), {}),
+        ("g 1x1 image", (3, 24, 1, 1), {}),
+        ("g stages 4", (3, 37, 5, 5), {"ADAPT_GSTAGES": 4, "ADAPT_THREADS": 512}),
+        ("g stages 2 U1", (2, 72, 9, 7), {"ADAPT_GSTAGES": 2, "ADAPT_VSPLIT_U": 1}),
+        ("g stages 3 U2 128", (2, 72, 9, 7), {"ADAPT_GSTAGES": 3, "ADAPT_VSPLIT_U": 2, "ADAPT_THREADS": 128}),
+        ("g U4", (5, 64, 13, 12), {"ADAPT_VSPLIT_U": 4}),
+    ]
     for dtype in (np.float32, np.float16):
         for layout in ("NCHW", "NHWC"):
+            c = dict(dtype=dtype, layout=layout)
             for name, shape, out in cases:
                 for kind in ("avg", "max"):
-                    full = f"adaptive[{name} {kind} {np.dtype(dtype).name} {layout}]"
-                    try:
-                        sp = S.adaptive_pool2d_spec(kind, geometry(shape, layout, dtype), out, kind == "max")
-                        x = rand(rng, shape, dtype)
-                        want, want_i = ref.pool2d_from_spec(sp, x.astype(np.float64))
-                        xb = dev.put(phys(x, layout))
-                        oshape = phys_shape(sp.out_shape, layout)
-                        yb = dev.poison(oshape, dtype)
-                        ib = dev.poison(oshape, np.int64) if kind == "max" else None
-                        dev.be.adaptive_pool2d(sp, xb, yb, ib, {})
-                        got = logical(dev.get(yb, oshape, dtype), layout)
-                        ok, detail = compare(got, want, dtype, exact=(kind == "max"))
-                        if ok and ib is not None:
-                            gi = logical(dev.get(ib, oshape, np.int64), layout)
-                            if (gi != want_i).any():
-                                ok, detail = False, f"indices differ ({int((gi != want_i).sum())} bad)"
-                        record(full, ok, detail)
-                    except Exception as exc:
-                        record(full, False, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}")
+                    check_adaptive(dev, rng, name, shape, out, kind, indices=kind == "max", **c)
+            for name, shape, params in gcases:
+                for kind, idx in (("avg", False), ("max", False), ("max", True)):
+                    check_adaptive(dev, rng, name, shape, (1, 1), kind, indices=idx, params=params, **c)
+            for kind, idx in (("avg", False), ("max", False), ("max", True)):
+                check_adaptive(dev, rng, "g nan", (3, 64, 7, 7), (1, 1), kind, indices=idx, nan_frac=0.01, **c)
+                check_adaptive(dev, rng, "g misaligned", (3, 64, 7, 7), (1, 1), kind, indices=idx,
+                               offset=2 * np.dtype(dtype).itemsize, **c)
 
 
 # ----------------------------------------------------------------------------------
@@ -334,6 +388,24 @@ def conv_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
                        dilation=(1, 2), **c)
             check_conv(dev, rng, "misaligned", (2, 16, 10, 11), 16, 3, padding=1, offset=4, **c)
             check_conv(dev, rng, "dw misaligned", (2, 16, 10, 11), 16, 3, padding=1, groups=16, offset=4, **c)
+            # NHWC float16 depthwise with 4 channels per thread (DW_HALF4): C 24 (3 threads per pixel),
+            # channel chunks (small budget), nobias, and the 8-channel path
+            check_conv(dev, rng, "dw C24 odd", (3, 24, 13, 17), 24, 3, padding=1, groups=24, **c)
+            check_conv(dev, rng, "dw chunks", (2, 72, 11, 9), 72, 3, padding=1, groups=72, bias=False,
+                       params={"DW_SMEM_KB": 8, "DW_TILE_W": 4, "DW_TILE_H": 2}, **c)
+            check_conv(dev, rng, "dw half8", (2, 40, 13, 15), 40, 3, padding=1, groups=40,
+                       params={"DW_HALF4": 0}, **c)
+            # NCHW float16 depthwise 3x3/1 output pairs from half2 words (DW_H2): even widths, odd output
+            # widths, both word parities (offsets, pads), asymmetric pads, bands, and the float path
+            es = np.dtype(dtype).itemsize
+            check_conv(dev, rng, "dw h2", (3, 7, 13, 22), 7, 3, padding=1, groups=7, **c)
+            check_conv(dev, rng, "dw h2 off", (2, 5, 9, 18), 5, 3, padding=1, groups=5, offset=es, **c)
+            check_conv(dev, rng, "dw h2 valid", (2, 6, 11, 20), 6, 3, padding=0, groups=6, bias=False, **c)
+            check_conv(dev, rng, "dw h2 asym", (2, 6, 11, 20), 6, 3, padding=(0, 2, 1, 0), groups=6, offset=3 * es,
+                       **c)
+            check_conv(dev, rng, "dw h2 bands", (1, 3, 70, 96), 3, 3, padding=1, groups=3,
+                       params={"DW_SMEM_KB": 8, "DW_TILE_H": 4}, offset=es, **c)
+            check_conv(dev, rng, "dw h2 old path", (2, 7, 13, 22), 7, 3, padding=1, groups=7, params={"DW_H2": 0}, **c)
             if not quick:
                 check_conv(dev, rng, "3x3 32->64 big", (4, 32, 28, 45), 64, 3, padding=1, **c)
 
@@ -346,15 +418,17 @@ def conv_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
 def check_bn(
     dev: Dev, rng: np.random.Generator, name: str, shape: tuple[int, int, int, int], dtype: Any, layout: str,
     training: bool, affine: bool = True, running: bool = True, mean: float = 0.0, std: float = 1.0,
-    params: dict | None = None, offset: int = 0,
+    params: dict | None = None, offset: int = 0, nan_frac: float = 0.0,
 ) -> None:
-    """One batch_norm launch against the oracle, running statistics included."""
+    """One batch_norm launch against the oracle, running statistics included (NaN inputs: inference only)."""
     full = f"batch_norm[{name} {'train' if training else 'infer'} {np.dtype(dtype).name} {layout}]"
     try:
         c = shape[1]
         sp = S.batch_norm_spec(geometry(shape, layout, dtype), training, 0.1, 1e-5, running)
         chan_mean = mean + rng.standard_normal(c)
         x = (chan_mean[None, :, None, None] + std * rng.standard_normal(shape)).astype(dtype)
+        if nan_frac:
+            x[rng.random(shape) < nan_frac] = np.nan
         wt = rng.uniform(0.5, 1.5, c).astype(np.float32) if affine else None
         bs = rng.standard_normal(c).astype(np.float32) if affine else None
         rm = rng.standard_normal(c).astype(np.float32) if running else None
@@ -368,14 +442,16 @@ def check_bn(
         dev.be.batch_norm(sp, xb, yb, bufs[0], bufs[1], bufs[2], bufs[3], params or {})
         got = logical(dev.get(yb, phys_shape(shape, layout), dtype), layout)
         # input representation bound: x is known to eps * |x|, scaled by |scale|
-        xs = np.abs(x.astype(np.float64))
+        xs = np.abs(np.nan_to_num(x.astype(np.float64)))
         var = x.astype(np.float64).var(axis=(0, 2, 3)) if training else rv.astype(np.float64)
         sc = (1.0 if wt is None else np.abs(wt.astype(np.float64))) / np.sqrt(var + 1e-5)
         epsd = 6e-8 if np.dtype(dtype) == np.float32 else 1e-3
         tol_abs = 4 * epsd * xs.max(axis=(0, 2, 3)) * sc + (1e-5 if np.dtype(dtype) == np.float32 else 2e-3)
         err = np.abs(got.astype(np.float64) - want)
         bound = tol_abs[None, :, None, None] * np.maximum(1.0, np.abs(want))
-        ok = bool(np.isfinite(got).all() and (err <= bound).all())
+        nan_w = np.isnan(want)  # NaN inputs: NaN exactly there
+        ok = bool((np.isnan(got) == nan_w).all() and (np.isfinite(got) | nan_w).all()
+                  and (err[~nan_w] <= bound[~nan_w]).all())
         detail = "" if ok else (
             f"max err {np.nanmax(err):.3g} (bound {bound.min():.3g}..{bound.max():.3g}), nan {np.isnan(got).sum()}"
         )
@@ -407,6 +483,19 @@ def bn_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
                          params={"BN_THREADS": 128, "BN_UNROLL": 2, "BN_BLOCKS_PER_SM": 1, "BN_L2_HINT": 0}, **c)
                 check_bn(dev, rng, "params 512", (8, 40, 12, 12), training=training,
                          params={"BN_THREADS": 512, "BN_UNROLL": 8, "BN_BLOCKS_PER_SM": 8}, **c)
+            # flat inference: NHWC with C / vector width dividing the block takes
+            # batch_norm_infer_flat_reg (C64, C8, C2048 float16, HW = 1), the rest
+            # batch_norm_infer_flat; vector counts no multiple of the tile, NaN inputs
+            for name, shape in (("reg C64 odd", (3, 64, 5, 7)), ("reg C8", (5, 8, 3, 3)), ("C2048", (3, 2048, 1, 3)),
+                                ("reg HW1", (7, 32, 1, 1)), ("flat C24", (3, 24, 5, 3)), ("C16 HW1", (9, 16, 1, 1))):
+                check_bn(dev, rng, name, shape, training=False, **c)
+                check_bn(dev, rng, name + " nan", shape, training=False, nan_frac=0.02, **c)
+            for params in ({"BN_FLAT_REG": 0}, {"BN_UNROLL": 8}, {"BN_UNROLL": 2}, {"BN_INFER_OCC": 2048},
+                           {"BN_THREADS": 128, "BN_UNROLL": 2, "BN_L2_HINT": 0},
+                           {"BN_THREADS": 512, "BN_UNROLL": 8}):
+                check_bn(dev, rng, f"reg params {params}", (3, 64, 5, 7), training=False, params=params, **c)
+            check_bn(dev, rng, "misaligned nan", (3, 64, 5, 7), training=False, nan_frac=0.02,
+                     offset=2 * np.dtype(dtype).itemsize, **c)
             check_bn(dev, rng, "no running", (4, 24, 8, 8), training=True, running=False, **c)
             check_bn(dev, rng, "1 image", (1, 8, 5, 7), training=True, **c)
             check_bn(dev, rng, "C2048 1x1", (64, 2048, 1, 1), training=True, **c)
@@ -570,6 +659,10 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
                        params={"POOL_SMEM_KB": 8, "POOL_TILE_H": 2}, **c)
             check_pool(dev, rng, "one misaligned", (1, 8, 9, 10), kind="max", kernel=3, stride=2, padding=1,
                        offset=2 * np.dtype(dtype).itemsize, **c)
+            check_pool(dev, rng, "one h2avg", (1, 8, 9, 10), kind="avg", kernel=3, stride=2, padding=1,
+                       offset=np.dtype(dtype).itemsize, nan_frac=0.05, **c)
+            check_pool(dev, rng, "one h2avg k2", (1, 8, 9, 14), kind="avg", kernel=2, stride=2, padding=0,
+                       ceil_mode=True, **c)
             for name, shape, out in (("global", (2, 16, 7, 7), (1, 1)), ("large bins", (1, 2, 60, 70), (1, 1))):
                 for kind, with_idx in (("max", True), ("max", False), ("avg", False)):
                     sp = S.adaptive_pool2d_spec(kind, geometry(shape, layout, dtype), out, with_idx)
@@ -585,10 +678,15 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
             check_conv(dev, rng, "one 3x3", (1, 16, 9, 35), 70, 3, padding=1, **c)
             check_conv(dev, rng, "one 3x3 simt", (1, 16, 9, 35), 70, 3, padding=1, params={"CONV_TC": 0}, **c)
             check_conv(dev, rng, "one dw k3s1", (2, 16, 10, 11), 16, 3, padding=1, groups=16, **c)
+            check_conv(dev, rng, "one dw k3s1 C24", (1, 24, 7, 9), 24, 3, padding=1, groups=24, **c)
+            check_conv(dev, rng, "one dw k3s1 h2", (1, 8, 7, 10), 8, 3, padding=1, groups=8,
+                       offset=np.dtype(dtype).itemsize, **c)
             check_conv(dev, rng, "one dw g", (2, 16, 10, 11), 16, 3, stride=2, padding=1, groups=16, **c)
             check_conv(dev, rng, "one generic", (2, 6, 10, 11), 4, 3, stride=2, padding=1, groups=2, **c)
             for training in (True, False):
                 check_bn(dev, rng, "one", (4, 16, 6, 8), training=training, **c)
+                # NHWC inference: C16 above takes batch_norm_infer_flat_reg, C24 batch_norm_infer_flat
+                check_bn(dev, rng, "one flat", (3, 24, 5, 3), training=training, **c)
                 check_bn(dev, rng, "one scalar", (3, 5, 3, 3), training=training, **c)
     be.force_generic = True
     try:

@@ -293,12 +293,15 @@ def build_cases(quick: bool) -> list[Case]:
                 {}, {"POOL_OCC": 0}, {"POOL_OCC": 1536}, {"POOL_TILE_W": 4, "POOL_TILE_H": 4},
                 {"POOL_SMEM_KB": 32}, {"POOL_TILE_H": 4, "POOL_TILE_W": 16, "POOL_SMEM_KB": 32},
                 {"POOL_TILE_H": 8, "POOL_TILE_W": 8, "POOL_SMEM_KB": 48, "POOL_OCC": 0}]
-            cand = cand + h2_c
             for kind in ("max", "avg"):
                 shape = (64, 64, 112, 112)
                 nb = (64 * 64 * 112 * 112 + 64 * 64 * 56 * 56) * es
+                # float16 NCHW average: the half2-word path (POOL_H2AVG, default 1) against the float one
+                h2a = ([{"POOL_H2AVG": 0}, {"POOL_OCC": 2048, "POOL_H2AVG": 0}, {"POOL_OCC": 0}]
+                       if dtype == "float16" and layout == "NCHW" and kind == "avg" else [])
                 cases.append(Case(f"{kind}pool3x3s2p1 64x64x112x112 {layout.lower()}", "pool2d", dtype, layout, nb, 0,
-                                  {"shape": shape, "kind": kind, "k": 3, "s": 2, "p": 1}, cand))
+                                  {"shape": shape, "kind": kind, "k": 3, "s": 2, "p": 1},
+                                  cand + (h2_c if kind == "max" else h2a)))
         for h in (1024, 4096):
             cases.append(Case(f"maxpool2x2s2 1x1x{h}x{h}", "pool2d", dtype, "NCHW", h * h * es * 1.25, 0,
                               {"shape": (1, 1, h, h), "kind": "max", "k": 2, "s": 2, "p": 0},
@@ -309,8 +312,16 @@ def build_cases(quick: bool) -> list[Case]:
                               256 * 2048 * 49 * es, 0, {"shape": (256, 2048, 7, 7)},
                               [{}, {"ADAPT_SMEM_KB": 48}, {"ADAPT_THREADS": 128}, {"ADAPT_VSPLIT": 0},
                                {"ADAPT_THREADS": 512}]
-                              + ([{"ADAPT_GFLAT": 0}, {"ADAPT_THREADS": 512, "ADAPT_GFLAT": 0}]
-                                 if layout == "NCHW" else [])))
+                              # NCHW: gflat buffers per warp (default 3 float16, 2 float32); NHWC:
+                              # vsplit loads in flight (default 8; 1 = the previous kernel's loop)
+                              + ([{"ADAPT_GFLAT": 0}, {"ADAPT_THREADS": 512, "ADAPT_GFLAT": 0},
+                                  {"ADAPT_GSTAGES": 2}, {"ADAPT_GSTAGES": 3}, {"ADAPT_GSTAGES": 4},
+                                  {"ADAPT_GSTAGES": 3, "ADAPT_THREADS": 128},
+                                  {"ADAPT_GSTAGES": 4, "ADAPT_THREADS": 128}]
+                                 if layout == "NCHW" else
+                                 [{"ADAPT_VSPLIT_U": 1}, {"ADAPT_VSPLIT_U": 4}, {"ADAPT_VSPLIT_U": 2},
+                                  {"ADAPT_VSPLIT_U": 4, "ADAPT_THREADS": 128},
+                                  {"ADAPT_VSPLIT_U": 8, "ADAPT_THREADS": 512}])))
         for layout in ("NCHW", "NHWC"):
             x = 256 * 64 * 32 * 32
             dense = [{}, {"CONV_SIMT_CI": 4}] if dtype == "float32" else [{}, {"CONV_TC": 0}]
@@ -321,9 +332,14 @@ def build_cases(quick: bool) -> list[Case]:
                               2 * 256 * 64 * 8 * 9 * 32 * 32, {"shape": (256, 64, 32, 32), "cout": 64, "groups": 8},
                               [{}]))
             dwc = [{}, {"DW_SMEM_KB": 16}, {"DW_SMEM_KB": 48}, {"CONV_OCC": 2048}, {"CONV_OCC": 0}]
+            if dtype == "float16":  # NCHW output pairs from half2 words (DW_H2, default 1) against the float path
+                dwc += [{"DW_H2": 0}, {"DW_H2": 0, "DW_SMEM_KB": 16}, {"DW_SMEM_KB": 16, "CONV_OCC": 0}]
             if layout == "NHWC":
                 dwc = [{}, {"CONV_OCC": 0}, {"CONV_OCC": 1536}, {"DW_TILE_W": 16, "DW_TILE_H": 8, "DW_SMEM_KB": 48},
                        {"DW_TILE_W": 4, "DW_TILE_H": 4}, {"DW_TILE_H": 16, "DW_SMEM_KB": 48}]
+                if dtype == "float16":  # 4 channels per thread, weights in registers (DW_HALF4, default 1) or 8
+                    dwc += [{"DW_HALF4": 0}, {"DW_HALF4": 0, "CONV_OCC": 0},
+                            {"CONV_OCC": 0, "DW_TILE_W": 16, "DW_TILE_H": 8, "DW_SMEM_KB": 48}]
             cases.append(Case(f"dwconv3x3 256x64x32x32 {layout.lower()}", "conv2d", dtype, layout, 2 * x * es,
                               2 * 256 * 64 * 9 * 32 * 32, {"shape": (256, 64, 32, 32), "cout": 64, "groups": 64},
                               dwc))
@@ -332,7 +348,10 @@ def build_cases(quick: bool) -> list[Case]:
         # inference only: the flat persistent kernel's occupancy / unroll, and the old kernel
         bn_infer = [{"BN_FLAT": 0}, {"BN_FLAT": 0, "BN_UNROLL": 8}, {"BN_INFER_OCC": 2048},
                     {"BN_INFER_OCC": 1024}, {"BN_UNROLL": 8, "BN_L2_HINT": 0}, {"BN_THREADS": 512},
-                    {"BN_UNROLL": 2, "BN_INFER_OCC": 2048}]
+                    {"BN_UNROLL": 2, "BN_INFER_OCC": 2048},
+                    # NHWC: constants in registers (BN_FLAT_REG, default 1) or the shared-memory table
+                    {"BN_FLAT_REG": 0}, {"BN_FLAT_REG": 0, "BN_INFER_OCC": 2048},
+                    {"BN_UNROLL": 2, "BN_INFER_OCC": 1536}, {"BN_UNROLL": 8, "BN_THREADS": 512}]
         for layout in ("NCHW", "NHWC"):
             for mode in ("train", "infer"):
                 cases.append(Case(f"bn {mode} fwd 256x64x32x32 {layout.lower()}", "batch_norm", dtype, layout,

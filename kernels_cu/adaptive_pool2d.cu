@@ -257,14 +257,26 @@ ADAPT_BLOCK_KERNEL(adaptive_pool2d_maxi_block, WIN_MAX, true)
 ADAPT_BLOCK_KERNEL(adaptive_pool2d_avg_block, WIN_AVG, false)
 
 // ---- NHWC, a block per (output pixel, 32 channel vectors); warp g takes pixels g, g + G, ...
+// in row-major order, ADAPT_VSPLIT_U of them loaded (16 bytes each) before any is folded
+// in (one at a time with indices: their registers); the fold order is the same for every U.
+// Partials go through shared memory as [j][warp][lane] (consecutive lanes, consecutive
+// words: no bank conflicts). The bin's pixel index ih * IW + iw must fit an int (the
+// launcher checks IH * IW < 2^31).
+#ifndef ADAPT_VSPLIT_U
+#define ADAPT_VSPLIT_U 8
+#endif
+// without indices, 64 registers: 4 blocks of 256 threads per multiprocessor (with indices
+// the 8 x 64-bit best indices need more: the compiler's choice)
+#define ADAPT_VSPLIT_MINB (ADAPT_THREADS >= 1024 ? 1 : 1024 / ADAPT_THREADS)
 template <int OP, bool IDX>
 __device__ __forceinline__ void adaptive_vsplit(const act_t* __restrict__ x, act_t* __restrict__ y,
                                                 long long* __restrict__ ind, int N, int C, int IH, int IW, int OH,
                                                 int OW) {
+    constexpr int U = IDX ? 1 : ADAPT_VSPLIT_U;
     extern __shared__ __align__(16) unsigned char s_raw[];
     const int G = blockDim.x >> 5, g = threadIdx.x >> 5, cvl = threadIdx.x & 31;
-    float* s_v = reinterpret_cast<float*>(s_raw);                                  // [G][32][VEC]
-    long long* s_i = reinterpret_cast<long long*>(s_raw + (size_t)G * 32 * HAL_VEC * 4);  // [G][32][VEC]
+    float* s_v = reinterpret_cast<float*>(s_raw);                                         // [VEC][G][32]
+    long long* s_i = reinterpret_cast<long long*>(s_raw + (size_t)G * 32 * HAL_VEC * 4);  // [VEC][G][32]
     const int ncv = C / HAL_VEC, chunks = (ncv + 31) / 32;
     const long long total = (long long)N * OH * OW * chunks;
     const long long none = 0x7fffffffffffffffLL;
@@ -289,45 +301,56 @@ __device__ __forceinline__ void adaptive_vsplit(const act_t* __restrict__ x, act
         if (cv < ncv) {
             const act_t* xb = x + (long long)n * IH * IW * C + cv * HAL_VEC;
             int r = g / bw, c = g - (g / bw) * bw;
-            for (int k = g; k < cnt; k += G) {
-                const int ih = hs + r, iw = ws + c;
-                float v[HAL_VEC];
-                ld_vec(xb + ((long long)ih * IW + iw) * C, v);
-                const long long idx = (long long)ih * IW + iw;
+            for (int k0 = g; k0 < cnt; k0 += U * G) {
+                uint4 raw[U];
+                int pix[U];  // ih * IW + iw
 #pragma unroll
-                for (int j = 0; j < HAL_VEC; ++j) {
-                    if (OP == WIN_MAX) {
-                        if (IDX) {
-                            if (bi[j] == none) bi[j] = idx;
-                            max_take(v[j], idx, acc[j], bi[j]);
-                        } else {
-                            acc[j] = max_nan(acc[j], v[j]);
-                        }
-                    } else {
-                        acc[j] += v[j];
+                for (int u = 0; u < U; ++u) {
+                    pix[u] = (hs + r) * IW + (ws + c);
+                    if (k0 + u * G < cnt) raw[u] = __ldg(reinterpret_cast<const uint4*>(xb + (long long)pix[u] * C));
+                    c += G;
+                    while (c >= bw) {
+                        c -= bw;
+                        ++r;
                     }
                 }
-                c += G;
-                while (c >= bw) {
-                    c -= bw;
-                    ++r;
+#pragma unroll
+                for (int u = 0; u < U; ++u) {
+                    if (k0 + u * G < cnt) {
+                        float v[HAL_VEC];
+                        unpack_vec(raw[u], v);
+                        const long long idx = pix[u];
+#pragma unroll
+                        for (int j = 0; j < HAL_VEC; ++j) {
+                            if (OP == WIN_MAX) {
+                                if (IDX) {
+                                    if (bi[j] == none) bi[j] = idx;
+                                    max_take(v[j], idx, acc[j], bi[j]);
+                                } else {
+                                    acc[j] = max_nan(acc[j], v[j]);
+                                }
+                            } else {
+                                acc[j] += v[j];
+                            }
+                        }
+                    }
                 }
             }
         }
 #pragma unroll
         for (int j = 0; j < HAL_VEC; ++j) {
-            s_v[(g * 32 + cvl) * HAL_VEC + j] = acc[j];
-            if (IDX) s_i[(g * 32 + cvl) * HAL_VEC + j] = bi[j];
+            s_v[(j * G + g) * 32 + cvl] = acc[j];
+            if (IDX) s_i[(j * G + g) * 32 + cvl] = bi[j];
         }
         __syncthreads();
         if (g == 0 && cv < ncv) {
             for (int q = 1; q < G; ++q) {
 #pragma unroll
                 for (int j = 0; j < HAL_VEC; ++j) {
-                    const float v2 = s_v[(q * 32 + cvl) * HAL_VEC + j];
+                    const float v2 = s_v[(j * G + q) * 32 + cvl];
                     if (OP == WIN_MAX) {
                         if (IDX)
-                            max_combine(acc[j], bi[j], v2, s_i[(q * 32 + cvl) * HAL_VEC + j]);
+                            max_combine(acc[j], bi[j], v2, s_i[(j * G + q) * 32 + cvl]);
                         else
                             acc[j] = max_nan(acc[j], v2);
                     } else {
@@ -351,7 +374,7 @@ __device__ __forceinline__ void adaptive_vsplit(const act_t* __restrict__ x, act
 }
 
 #define ADAPT_VSPLIT_KERNEL(NAME, OP, IDX)                                                                      \
-    extern "C" __global__ void __launch_bounds__(ADAPT_THREADS)                                                 \
+    extern "C" __global__ void __launch_bounds__(ADAPT_THREADS, (IDX) ? 1 : ADAPT_VSPLIT_MINB)                  \
         NAME(const act_t* __restrict__ x, act_t* __restrict__ y, long long* __restrict__ indices, int N, int C, \
              int IH, int IW, int OH, int OW) {                                                                  \
         adaptive_vsplit<OP, IDX>(x, y, indices, N, C, IH, IW, OH, OW);                                          \
@@ -363,17 +386,29 @@ ADAPT_VSPLIT_KERNEL(adaptive_pool2d_avg_vsplit, WIN_AVG, false)
 // ---- global pooling (1x1 output) of NCHW planes: the input read as one flat array.
 // Warp w takes groups w, w + W, ... of 32 consecutive planes (32 * HW contiguous
 // elements, 16-byte aligned when x is, since 32 * HW * sizeof(act_t) % 16 == 0), copies
-// each group into its own shared-memory buffer with coalesced 16-byte cp.async (the next
-// group's copy in flight while this one is summed), then lane l reduces plane l from
-// shared memory in order. Shared memory: 2 buffers x 32 * HW activations per warp.
+// each group into one of its ADAPT_GSTAGES shared-memory buffers with coalesced 16-byte
+// cp.async (the next STAGES - 1 groups' copies in flight while this one is summed), then
+// lane l reduces plane l from shared memory in order. Shared memory: STAGES buffers x
+// 32 * HW activations per warp. ADAPT_GSTAGES 0 = 3 for float16 (a float16 group is half
+// the bytes: two groups in flight per warp keep as many bytes in flight as float32's
+// one), 2 for float32; the launcher sizes shared memory by the same rule.
+#ifndef ADAPT_GSTAGES
+#define ADAPT_GSTAGES 0
+#endif
+#if ADAPT_GSTAGES == 0
+#define ADAPT_GST (DTYPE_HALF ? 3 : 2)
+#else
+#define ADAPT_GST ADAPT_GSTAGES
+#endif
 template <int OP>
 __device__ __forceinline__ void adaptive_global_flat(const act_t* __restrict__ x, act_t* __restrict__ y, int P,
                                                      int HW) {
+    constexpr int ST = ADAPT_GST;
+    static_assert(ST >= 2 && ST <= 8, "ADAPT_GSTAGES: 2..8 buffers per warp");
     extern __shared__ __align__(16) unsigned char s_raw[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int ge = 32 * HW;  // activations per group (a multiple of HAL_VEC)
-    act_t* buf0 = reinterpret_cast<act_t*>(s_raw) + (size_t)warp * 2 * ge;
-    act_t* buf1 = buf0 + ge;
+    act_t* bufs = reinterpret_cast<act_t*>(s_raw) + (size_t)warp * ST * ge;
     const int groups = (P + 31) / 32;
     const int nw = gridDim.x * (blockDim.x >> 5);
     // even HW: lane l starts at element l mod HW of its plane (fewer bank conflicts)
@@ -385,16 +420,25 @@ __device__ __forceinline__ void adaptive_global_flat(const act_t* __restrict__ x
         for (int i = lane; i < nv; i += 32) cp_async16(b + i * HAL_VEC, src + i * HAL_VEC);
         for (int i = nv * HAL_VEC + lane; i < ne; i += 32) b[i] = src[i];  // tail of the last group
     };
-    int g = blockIdx.x * (blockDim.x >> 5) + warp;
-    if (g < groups) issue(g, buf0);
-    cp_async_commit();
-    for (int it = 0; g < groups; ++it, g += nw) {
-        act_t* cur = (it & 1) ? buf1 : buf0;
-        const int gn = g + nw;
-        if (gn < groups) issue(gn, (it & 1) ? buf0 : buf1);
+    const int g0 = blockIdx.x * (blockDim.x >> 5) + warp;
+    // prologue: the first ST - 1 groups (a commit each, issued or not, so that the
+    // wait below always counts ST - 1 younger commit groups)
+#pragma unroll
+    for (int s = 0; s < ST - 1; ++s) {
+        const int gs = g0 + s * nw;
+        if (gs < groups) issue(gs, bufs + (size_t)s * ge);
         cp_async_commit();
-        cp_async_wait<1>();  // this lane's copies of group g are done
-        __syncwarp();        // ... and every lane's are visible
+    }
+    int slot = 0;  // buffer of group g (iteration it): it mod ST
+    for (int g = g0; g < groups; g += nw) {
+        act_t* cur = bufs + (size_t)slot * ge;
+        const int gn = g + (ST - 1) * nw;
+        // the buffer of the previous iteration's group, released by its closing __syncwarp
+        const int nslot = slot == 0 ? ST - 1 : slot - 1;
+        if (gn < groups) issue(gn, bufs + (size_t)nslot * ge);
+        cp_async_commit();
+        cp_async_wait<ST - 1>();  // this lane's copies of group g are done
+        __syncwarp();             // ... and every lane's are visible
         const int plane = g * 32 + lane;
         if (plane < P) {
             const act_t* pl = cur + lane * HW;
@@ -411,7 +455,8 @@ __device__ __forceinline__ void adaptive_global_flat(const act_t* __restrict__ x
             if (OP == WIN_AVG) acc /= (float)HW;
             st_act(y + plane, acc);
         }
-        __syncwarp();  // cur is refilled by the next iteration's copy
+        __syncwarp();  // cur is refilled ST - 1 iterations later
+        slot = slot + 1 == ST ? 0 : slot + 1;
     }
     cp_async_wait<0>();
 }

@@ -32,6 +32,8 @@
 //       inputs with a large mean exact.
 //   batch_norm_infer_flat(x, y, running_mean, running_var, weight, bias, BnFlat)
 //       inference over 16-byte vectors with a persistent grid (see there).
+//   batch_norm_infer_flat_reg(same arguments) NHWC, C / HAL_VEC dividing the block: the
+//       thread's channel constants in registers (see there).
 //   batch_norm_apply(x, y, scale, shift, N, C, HW) (contract signature) y = x * scale + shift.
 #include "hal_prelude.cuh"
 
@@ -569,6 +571,66 @@ extern "C" __global__ void __launch_bounds__(BN_THREADS, BN_INFER_MINB)
 #pragma unroll
                 for (int j = 0; j < HAL_VEC; ++j) f[j] = fmaf(f[j] - m, s, b);
 #endif
+                store_raw(y + (size_t)v * HAL_VEC, pack_vec(f));
+            }
+        }
+    }
+}
+
+// NHWC inference with the channel constants in registers: when C / HAL_VEC (vectors per
+// pixel, p.fa.d) divides blockDim.x, vector v = blockIdx * tile + threadIdx + u * bd + k * stride
+// holds channels (threadIdx % (C / HAL_VEC)) * HAL_VEC ..., the same for every vector a thread
+// visits (tile, bd and stride are multiples of bd). So each thread computes its HAL_VEC
+// (mean, scale, shift) once and the loop has neither shared-memory reads (float16: 6
+// conflicted 16-byte reads per vector in batch_norm_infer_flat) nor a division. Same
+// arithmetic as batch_norm_infer_flat. The constants take registers (float16 3 x 8, float32
+// 3 x 4), so the resident threads are capped where ptxas would otherwise spill: float16
+// 1024 (768 at BN_UNROLL 8), float32 1280 at BN_UNROLL 4. The launcher sizes the grid by
+// the same rule (_bn_infer_occ in backends/cuda.py).
+#if DTYPE_HALF
+#define BN_REG_CAP (BN_UNROLL >= 8 ? 768 : 1024)
+#else
+#define BN_REG_CAP (BN_UNROLL >= 8 ? 1024 : (BN_UNROLL >= 4 ? 1280 : 2048))
+#endif
+#define BN_REG_THREADS_SM (BN_INFER_THREADS_SM < BN_REG_CAP ? BN_INFER_THREADS_SM : BN_REG_CAP)
+#define BN_REG_MINB (BN_REG_THREADS_SM >= 2 * BN_THREADS ? BN_REG_THREADS_SM / BN_THREADS : 1)
+
+extern "C" __global__ void __launch_bounds__(BN_THREADS, BN_REG_MINB)
+    batch_norm_infer_flat_reg(const act_t* __restrict__ x, act_t* __restrict__ y,
+                              const float* __restrict__ running_mean, const float* __restrict__ running_var,
+                              const float* __restrict__ weight, const float* __restrict__ bias, BnFlat p) {
+    const int c0 = (int)(threadIdx.x % p.fa.d) * HAL_VEC;  // fa.d = C / HAL_VEC divides blockDim.x
+    float m[HAL_VEC], s[HAL_VEC], b[HAL_VEC];
+#pragma unroll
+    for (int j = 0; j < HAL_VEC; ++j) {
+        const int c = c0 + j;
+        m[j] = running_mean[c];
+        const float inv = 1.0f / sqrtf(running_var[c] + p.eps);
+        s[j] = weight ? weight[c] * inv : inv;
+        b[j] = bias ? bias[c] : 0.0f;
+    }
+    constexpr int U = BN_UNROLL;
+    uint64_t pol = 0;
+#if BN_L2_HINT
+    pol = l2_policy_evict_first();
+#endif
+    const unsigned nvec = (unsigned)p.nvec, bd = blockDim.x, tile = (unsigned)U * bd;
+    const unsigned stride = gridDim.x * tile;  // < 2^31: the grid is one wave
+    for (unsigned v0 = blockIdx.x * tile + threadIdx.x; v0 < nvec; v0 += stride) {
+        uint4 raw[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const unsigned v = v0 + u * bd;
+            if (v < nvec) raw[u] = ld_raw(x + (size_t)v * HAL_VEC, pol);
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const unsigned v = v0 + u * bd;
+            if (v < nvec) {
+                float f[HAL_VEC];
+                unpack_vec(raw[u], f);
+#pragma unroll
+                for (int j = 0; j < HAL_VEC; ++j) f[j] = fmaf(f[j] - m[j], s[j], b[j]);
                 store_raw(y + (size_t)v * HAL_VEC, pack_vec(f));
             }
         }

@@ -30,6 +30,38 @@
 #define WIN_H2 0
 #endif
 
+// WIN_H2AVG [0]: float16 average pooling, 2x2/2 and 3x3/2 windows (even IW): a thread computes
+// two adjacent outputs of a strip from 32-bit shared-memory words (half the loads and the index
+// work of the float path), converting each pair to float and summing in float. Same 16-byte
+// guard in front of the NCHW tile as WIN_H2.
+#ifndef WIN_H2AVG
+#define WIN_H2AVG 0
+#endif
+
+// WIN_DW4 [1]: float16 NHWC depthwise strips take 4 channels (8 bytes) per thread instead of 8,
+// so that the 3x3 weights of the thread stay in registers as floats (as with float32) instead
+// of being read from shared memory for every tap of every output. DW_HALF4 (conv2d.cu's -D)
+// sets it.
+#ifndef WIN_DW4
+#ifdef DW_HALF4
+#define WIN_DW4 DW_HALF4
+#else
+#define WIN_DW4 1
+#endif
+#endif
+
+// WIN_DWH2 [1]: float16 NCHW depthwise 3x3 stride 1 (even IW): a thread computes two adjacent
+// outputs of a strip from 32-bit shared-memory words (4 columns in 2-3 loads instead of 6), float
+// FMAs in the order of the float path. DW_H2 (conv2d.cu's -D) sets it; the launcher keeps the
+// 16-byte guard in front of the tile.
+#ifndef WIN_DWH2
+#ifdef DW_H2
+#define WIN_DWH2 DW_H2
+#else
+#define WIN_DWH2 1
+#endif
+#endif
+
 #define WIN_MAX 0
 #define WIN_AVG 1
 #define WIN_DW 2
@@ -63,6 +95,18 @@ __device__ __forceinline__ void win_st_h2(act_t* p, uint32_t h, bool two) {
 #endif
     st_act(p, win_h_lo(h));
     if (two) st_act(p + 1, win_h_hi(h));
+}
+
+// store two adjacent outputs given as floats (the second only when `two`) through the epilogue
+__device__ __forceinline__ void win_st_f2(act_t* p, float a, float b, bool two) {
+#if DTYPE_HALF
+    if (two && (reinterpret_cast<uintptr_t>(p) & 3u) == 0) {  // one 4-byte store, rounded as st_act rounds
+        *reinterpret_cast<__half2*>(p) = __floats2half2_rn(out_act(a), out_act(b));
+        return;
+    }
+#endif
+    st_act(p, a);
+    if (two) st_act(p + 1, b);
 }
 
 struct WinParams {
@@ -376,6 +420,194 @@ __device__ __forceinline__ void win_nchw_h2(const act_t* __restrict__ s_in, int 
     }
 }
 
+// float16 average pooling, FK x FK windows with stride 2 (FK 2 or 3), even IW (WIN_H2AVG): a thread
+// computes a vertical strip of SR rows of two adjacent outputs (ow, ow + 1). Word k of a row holds
+// columns (c0 - S + 2k, c0 - S + 2k + 1), c0 = 2 * ow - PL, S its parity as in win_nchw_h2.
+//  * columns outside [0, IW) (padding, a neighbouring row, the guard or the slack past the tile)
+//    are zeroed in the word before conversion: they add nothing;
+//  * rows outside [0, IH) add nothing; rows of the strip outside the tile (read clamped to it)
+//    only feed outputs past the block's last row, which are not stored;
+//  * each row's two window sums are taken in float, then added to every strip output using it;
+//    the strip is walked in halves of two output rows (the row between them is read twice).
+template <int FK, int SR, int S>
+__device__ __forceinline__ void win_nchw_h2avg(const act_t* __restrict__ s_in, int o, act_t* __restrict__ y,
+                                               const WinParams& p, int np, int oh_f, int oh_l, int ih_lo, int ih_hi,
+                                               long long out0) {
+    constexpr int NW = (FK == 2 && S == 0) ? 2 : 3;  // words under a row of the pair's windows
+    static_assert(SR % 2 == 0, "strips of whole halves");
+    const int IH = p.IH, IW = p.IW, OH = p.OH, OW = p.OW;
+    const int IWh = IW >> 1;
+    const bool planes = p.planes > 0;
+    const int nb = planes ? OH : (oh_l - oh_f + 1);
+    const int spp = planes ? p.spp : (nb + SR - 1) / SR;
+    const int owp = (OW + 1) >> 1;  // output column pairs
+    const int items = np * spp * owp;
+    const int NT = blockDim.x;
+    int t = (int)threadIdx.x / owp;
+    int c = (int)threadIdx.x - t * owp;
+    const int dt = NT / owp, dc = NT - dt * owp;
+    const uint32_t* __restrict__ sw = reinterpret_cast<const uint32_t*>(s_in);
+    for (int it = threadIdx.x; it < items; it += NT) {
+        int pl = 0, j = t;
+        if (planes) {
+            pl = (int)fdiv((uint32_t)t, p.fd_sp);
+            j = t - pl * spp;
+        }
+        const int oh_s = oh_f + j * SR;
+        const int cnt = min(SR, oh_f + nb - oh_s);
+        const int ow = 2 * c;
+        const int c0 = 2 * ow - p.PL;
+        const int wb = (o + (pl * IH - ih_lo) * IW + c0 - S) >> 1;
+        uint32_t keep[NW];
+#pragma unroll
+        for (int k = 0; k < NW; ++k)
+            keep[k] = ((unsigned)(c0 - S + 2 * k) < (unsigned)IW ? 0x0000FFFFu : 0u) |
+                      ((unsigned)(c0 - S + 2 * k + 1) < (unsigned)IW ? 0xFFFF0000u : 0u);
+        const int hs_s = oh_s * 2 - p.PT;
+        // the strip in halves of two output rows (fewer registers: no spills at 2048 threads per SM)
+#pragma unroll 1
+        for (int h = 0; h < SR; h += 2) {
+            if (h >= cnt) break;
+            float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+#pragma unroll
+            for (int rr = 0; rr < FK + 2; ++rr) {
+                const int ih = hs_s + 2 * h + rr;
+                if ((unsigned)ih >= (unsigned)IH) continue;  // padding rows add nothing
+                const uint32_t* rp = sw + (wb + min(max(ih, ih_lo), ih_hi - 1) * IWh);
+                float f[2 * NW];
+#pragma unroll
+                for (int k = 0; k < NW; ++k) {
+                    const uint32_t m = rp[k] & keep[k];
+                    const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&m));
+                    f[2 * k] = v.x;
+                    f[2 * k + 1] = v.y;
+                }
+                float ha = f[S] + f[S + 1], hb = f[S + 2] + f[S + 3];
+                if (FK == 3) {
+                    ha += f[S + 2];
+                    hb += f[(FK == 3 ? S + 4 : 0)];
+                }
+#pragma unroll
+                for (int s = 0; s < 2; ++s) {
+                    const int kh = rr - 2 * s;  // compile-time after unrolling
+                    if (kh < 0 || kh >= FK) continue;
+                    acc[s][0] += ha;
+                    acc[s][1] += hb;
+                }
+            }
+#pragma unroll
+            for (int s = 0; s < 2; ++s) {
+                if (h + s >= cnt) continue;
+                float da, db;
+                if (p.divisor > 0) {
+                    da = db = (float)p.divisor;
+                } else {
+                    const bool cip = p.count_include_pad != 0;
+                    const int wlo = cip ? -p.PL : 0, whi = cip ? IW + p.PR : IW;
+                    const int chs = count_taps(hs_s + 2 * (h + s), FK, 1, cip ? -p.PT : 0, cip ? IH + p.PB : IH);
+                    da = (float)(chs * count_taps(c0, FK, 1, wlo, whi));
+                    db = (float)(chs * count_taps(c0 + 2, FK, 1, wlo, whi));
+                }
+                const long long oi = out0 + (long long)(pl * OH + oh_s + h + s - oh_f) * OW + ow;
+                win_st_f2(y + oi, __fdividef(acc[s][0], da), __fdividef(acc[s][1], db), ow + 1 < OW);
+            }
+        }
+        c += dc;
+        t += dt;
+        if (c >= owp) {
+            c -= owp;
+            ++t;
+        }
+    }
+}
+
+// float16 depthwise 3x3, stride 1, no dilation, even IW (WIN_DWH2): a thread computes a vertical
+// strip of SR rows of two adjacent outputs (ow, ow + 1), ow even. Word k of a row holds columns
+// (c0 - S + 2k, c0 - S + 2k + 1), c0 = ow - PL, S its parity. Columns outside [0, IW) are zeroed
+// in the word before conversion (zero padding); rows outside [0, IH) are skipped; rows of the
+// strip outside the tile (read clamped to it) only feed outputs past the block's last row.
+template <int SR, int S>
+__device__ __forceinline__ void win_nchw_dwh2(const act_t* __restrict__ s_in, const float* __restrict__ s_w, int o,
+                                              act_t* __restrict__ y, const float* __restrict__ bias,
+                                              const WinParams& p, long long pf, int np, int oh_f, int oh_l, int ih_lo,
+                                              int ih_hi, long long out0) {
+    constexpr int NW = S == 0 ? 2 : 3;  // words under a row of the pair's windows
+    constexpr int NR = SR + 2;          // input rows under a strip
+    const int IH = p.IH, IW = p.IW, OH = p.OH, OW = p.OW;
+    const int IWh = IW >> 1;
+    const bool planes = p.planes > 0;
+    const int nb = planes ? OH : (oh_l - oh_f + 1);
+    const int spp = planes ? p.spp : (nb + SR - 1) / SR;
+    const int owp = (OW + 1) >> 1;  // output column pairs
+    const int items = np * spp * owp;
+    const int NT = blockDim.x;
+    int t = (int)threadIdx.x / owp;
+    int c = (int)threadIdx.x - t * owp;
+    const int dt = NT / owp, dc = NT - dt * owp;
+    const uint32_t* __restrict__ sw = reinterpret_cast<const uint32_t*>(s_in);
+    for (int it = threadIdx.x; it < items; it += NT) {
+        int pl = 0, j = t;
+        if (planes) {
+            pl = (int)fdiv((uint32_t)t, p.fd_sp);
+            j = t - pl * spp;
+        }
+        const int oh_s = oh_f + j * SR;
+        const int cnt = min(SR, oh_f + nb - oh_s);
+        const int ow = 2 * c;
+        const int c0 = ow - p.PL;
+        const int wb = (o + (pl * IH - ih_lo) * IW + c0 - S) >> 1;
+        uint32_t keep[NW];
+#pragma unroll
+        for (int k = 0; k < NW; ++k)
+            keep[k] = ((unsigned)(c0 - S + 2 * k) < (unsigned)IW ? 0x0000FFFFu : 0u) |
+                      ((unsigned)(c0 - S + 2 * k + 1) < (unsigned)IW ? 0xFFFF0000u : 0u);
+        float wk[9];
+#pragma unroll
+        for (int k = 0; k < 9; ++k) wk[k] = s_w[pl * 9 + k];
+        const float b0 = bias ? bias[(pf + pl) % p.C] : 0.0f;
+        const int hs_s = oh_s - p.PT;
+        float acc[SR][2];
+#pragma unroll
+        for (int s = 0; s < SR; ++s) acc[s][0] = acc[s][1] = b0;
+#pragma unroll
+        for (int rr = 0; rr < NR; ++rr) {
+            const int ih = hs_s + rr;
+            if ((unsigned)ih >= (unsigned)IH) continue;  // zero padding rows
+            const uint32_t* rp = sw + (wb + min(max(ih, ih_lo), ih_hi - 1) * IWh);
+            float f[2 * NW];
+#pragma unroll
+            for (int k = 0; k < NW; ++k) {
+                const uint32_t m = rp[k] & keep[k];
+                const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&m));
+                f[2 * k] = v.x;
+                f[2 * k + 1] = v.y;
+            }
+#pragma unroll
+            for (int s = 0; s < SR; ++s) {
+                const int kh = rr - s;  // compile-time after unrolling
+                if (kh < 0 || kh >= 3) continue;
+#pragma unroll
+                for (int kw = 0; kw < 3; ++kw) {
+                    acc[s][0] = fmaf(f[S + kw], wk[kh * 3 + kw], acc[s][0]);
+                    acc[s][1] = fmaf(f[S + 1 + kw], wk[kh * 3 + kw], acc[s][1]);
+                }
+            }
+        }
+#pragma unroll
+        for (int s = 0; s < SR; ++s) {
+            if (s >= cnt) continue;
+            const long long oi = out0 + (long long)(pl * OH + oh_s + s - oh_f) * OW + ow;
+            win_st_f2(y + oi, acc[s][0], acc[s][1], ow + 1 < OW);
+        }
+        c += dc;
+        t += dt;
+        if (c >= owp) {
+            c -= owp;
+            ++t;
+        }
+    }
+}
+
 template <int OP, bool ADAPT, bool IDX, int FKH, int FKW, int FSH, int FSW, int SR = 0>
 __device__ __forceinline__ void win_nchw(const act_t* __restrict__ x, act_t* __restrict__ y,
                                          long long* __restrict__ ind, const act_t* __restrict__ w,
@@ -433,6 +665,30 @@ __device__ __forceinline__ void win_nchw(const act_t* __restrict__ x, act_t* __r
                     win_nchw_h2<FKW, SR, 0>(s_in, o, y, p, np, oh_f, oh_l, ih_lo, ih_hi, out0);
                 else
                     win_nchw_h2<FKW, SR, 1>(s_in, o, y, p, np, oh_f, oh_l, ih_lo, ih_hi, out0);
+                return;
+            }
+        }
+#endif
+#if WIN_DWH2 && DTYPE_HALF
+        if constexpr (OP == WIN_DW && !ADAPT && FKH == 3 && FKW == 3 && FSH == 1 && FSW == 1) {
+            // even IW; the columns read (c0 - 1 .. c0 + 4 of every pair) stay within the guard in
+            // front of the tile and the slack behind it
+            if ((IW & 1) == 0 && p.PL <= 6 && ((OW - 1) & ~1) - p.PL + 4 <= IW + 8) {
+                if (((o - p.PL) & 1) == 0)
+                    win_nchw_dwh2<SR, 0>(s_in, s_w, o, y, bias, p, pf, np, oh_f, oh_l, ih_lo, ih_hi, out0);
+                else
+                    win_nchw_dwh2<SR, 1>(s_in, s_w, o, y, bias, p, pf, np, oh_f, oh_l, ih_lo, ih_hi, out0);
+                return;
+            }
+        }
+#endif
+#if WIN_H2AVG && DTYPE_HALF
+        if constexpr (OP == WIN_AVG && !ADAPT && FSH == 2 && FSW == 2 && FKH == FKW && (FKW == 2 || FKW == 3)) {
+            if ((IW & 1) == 0) {
+                if (((o - p.PL) & 1) == 0)
+                    win_nchw_h2avg<FKW, SR, 0>(s_in, o, y, p, np, oh_f, oh_l, ih_lo, ih_hi, out0);
+                else
+                    win_nchw_h2avg<FKW, SR, 1>(s_in, o, y, p, np, oh_f, oh_l, ih_lo, ih_hi, out0);
                 return;
             }
         }
@@ -563,6 +819,36 @@ __device__ __forceinline__ void win_nchw(const act_t* __restrict__ x, act_t* __r
 // NHWC fixed windows without indices: a thread walks a vertical strip of SR output pixels
 // for one channel vector. Input rows are visited once each (row-major) and folded into every
 // output of the strip that uses them; depthwise weights stay in registers for the strip.
+// CW (4 or HAL_VEC) activations at p in shared memory as floats; CW == 4 with float16 is 8 bytes
+template <int CW>
+__device__ __forceinline__ void win_ld_cw(const act_t* p, float (&v)[CW]) {
+    if constexpr (CW == HAL_VEC) {
+        unpack_vec(*reinterpret_cast<const uint4*>(p), v);
+    } else {
+        const uint2 u = *reinterpret_cast<const uint2*>(p);
+        const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&u.x));
+        const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&u.y));
+        v[0] = a.x;
+        v[1] = a.y;
+        v[2] = b.x;
+        v[3] = b.y;
+    }
+}
+// store CW outputs through the epilogue (st_vec, or out_act and one 8-byte store for 4 float16)
+template <int CW>
+__device__ __forceinline__ void win_st_cw(act_t* p, const float (&f)[CW]) {
+    if constexpr (CW == HAL_VEC) {
+        st_vec(p, f);
+    } else {
+        const __half2 a = __floats2half2_rn(out_act(f[0]), out_act(f[1]));
+        const __half2 b = __floats2half2_rn(out_act(f[2]), out_act(f[3]));
+        uint2 u;
+        u.x = *reinterpret_cast<const uint32_t*>(&a);
+        u.y = *reinterpret_cast<const uint32_t*>(&b);
+        *reinterpret_cast<uint2*>(p) = u;
+    }
+}
+
 template <int OP, int FKH, int FKW, int FSH, int FSW, int SR>
 __device__ __forceinline__ void win_nhwc_strips(const act_t* __restrict__ s_in, const float* __restrict__ s_w,
                                                 act_t* __restrict__ y, const float* __restrict__ bias,
@@ -570,7 +856,9 @@ __device__ __forceinline__ void win_nhwc_strips(const act_t* __restrict__ s_in, 
                                                 int tce, int ih_lo, int iw_lo, int nc, int L, bool whole) {
     const int IH = p.IH, IW = p.IW, OH = p.OH, OW = p.OW, C = p.C;
     const int NT = blockDim.x, tid = threadIdx.x;
-    const int ncv = tce / HAL_VEC;
+    // channels per thread: float16 depthwise takes 4 (WIN_DW4) so that its weights fit in registers
+    constexpr int CW = (OP == WIN_DW && DTYPE_HALF && WIN_DW4) ? 4 : HAL_VEC;
+    const int ncv = tce / CW;
     const int twe = ow1 - ow0;
     const int spt = (oh1 - oh0 + SR - 1) / SR;
     const int npairs = twe * spt;
@@ -600,7 +888,7 @@ __device__ __forceinline__ void win_nhwc_strips(const act_t* __restrict__ s_in, 
 #pragma unroll
         for (int kw = 0; kw < FKW; ++kw) colok[kw] = (unsigned)(ws0 + kw) < (unsigned)IW;
         for (int cv = cv0; cv < ncv; cv += cvstep) {
-            const int cbase = (ws0 - iw_lo) * pstride + cv * HAL_VEC;
+            const int cbase = (ws0 - iw_lo) * pstride + cv * CW;
 #if WIN_H2 && DTYPE_HALF
             if constexpr (OP == WIN_MAX) {  // 8 channels as 4 half2 words: no conversions per tap
                 uint32_t hacc[SR][4];
@@ -640,22 +928,23 @@ __device__ __forceinline__ void win_nhwc_strips(const act_t* __restrict__ s_in, 
                 continue;
             }
 #endif
-            float acc[SR][HAL_VEC];
-            // float32: the strip's weights in registers; float16 (8 channels) reads them per use
-            constexpr bool WREG = OP == WIN_DW && !DTYPE_HALF;
-            float wr[WREG ? FKH * FKW : 1][HAL_VEC];
+            float acc[SR][CW];
+            // the strip's weights in registers (float32, and float16 with 4 channels per thread);
+            // float16 with 8 channels (WIN_DW4 = 0) reads them per use
+            constexpr bool WREG = OP == WIN_DW && (!DTYPE_HALF || CW == 4);
+            float wr[WREG ? FKH * FKW : 1][CW];
             if (WREG) {
 #pragma unroll
                 for (int k = 0; k < FKH * FKW; ++k)
 #pragma unroll
-                    for (int q = 0; q < HAL_VEC; ++q) wr[WREG ? k : 0][q] = s_w[k * tce + cv * HAL_VEC + q];
+                    for (int q = 0; q < CW; ++q) wr[WREG ? k : 0][q] = s_w[k * tce + cv * CW + q];
             }
 #pragma unroll
             for (int s = 0; s < SR; ++s)
 #pragma unroll
-                for (int q = 0; q < HAL_VEC; ++q)
+                for (int q = 0; q < CW; ++q)
                     acc[s][q] = OP == WIN_MAX ? HAL_NEG_INF
-                                              : (OP == WIN_DW && bias ? bias[c0 + cv * HAL_VEC + q] : 0.0f);
+                                              : (OP == WIN_DW && bias ? bias[c0 + cv * CW + q] : 0.0f);
 #pragma unroll
             for (int rr = 0; rr < NR; ++rr) {
                 const int ih = hs_s + rr;
@@ -665,22 +954,22 @@ __device__ __forceinline__ void win_nhwc_strips(const act_t* __restrict__ s_in, 
 #pragma unroll
                 for (int kw = 0; kw < FKW; ++kw) {
                     if (!colok[kw]) continue;
-                    float v[HAL_VEC];
-                    unpack_vec(*reinterpret_cast<const uint4*>(rp + kw * pstride), v);
+                    float v[CW];
+                    win_ld_cw<CW>(rp + kw * pstride, v);
 #pragma unroll
                     for (int s = 0; s < SR; ++s) {
                         const int kh = rr - s * FSH;  // compile-time after unrolling
                         if (kh < 0 || kh >= FKH) continue;
                         if (s >= cnt) continue;
 #pragma unroll
-                        for (int q = 0; q < HAL_VEC; ++q) {
+                        for (int q = 0; q < CW; ++q) {
                             if (OP == WIN_MAX)
                                 acc[s][q] = max_nan(acc[s][q], v[q]);
                             else if (OP == WIN_AVG)
                                 acc[s][q] += v[q];
                             else
                                 acc[s][q] = fmaf(v[q], WREG ? wr[WREG ? kh * FKW + kw : 0][q]
-                                                            : s_w[(kh * FKW + kw) * tce + cv * HAL_VEC + q],
+                                                            : s_w[(kh * FKW + kw) * tce + cv * CW + q],
                                                  acc[s][q]);
                         }
                     }
@@ -701,9 +990,9 @@ __device__ __forceinline__ void win_nhwc_strips(const act_t* __restrict__ s_in, 
                         div = count_taps(hs0, FKH, 1, 0, IH) * count_taps(ws0, FKW, 1, 0, IW);
                     const float fd = (float)div;
 #pragma unroll
-                    for (int q = 0; q < HAL_VEC; ++q) acc[s][q] = __fdividef(acc[s][q], fd);
+                    for (int q = 0; q < CW; ++q) acc[s][q] = __fdividef(acc[s][q], fd);
                 }
-                st_vec(y + (((long long)n * OH + oh) * OW + ow) * C + c0 + cv * HAL_VEC, acc[s]);
+                win_st_cw<CW>(y + (((long long)n * OH + oh) * OW + ow) * C + c0 + cv * CW, acc[s]);
             }
         }
         owl += pstep;

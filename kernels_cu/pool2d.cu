@@ -2,7 +2,7 @@
 //
 // Macros: DTYPE_HALF, LAYOUT_NHWC (hal_prelude.cuh), POOL_THREADS [256]: threads per
 // block (the launcher launches every kernel here with exactly that many), POOL_OCC [0],
-// POOL_SPLIT [0], POOL_H2 [1] (below).
+// POOL_SPLIT [0], POOL_H2 [1], POOL_H2AVG [1] (below).
 //
 // Entry points:
 //   pool2d_max, pool2d_avg  (contract signature) one thread per output, any spec
@@ -28,6 +28,20 @@
 #define POOL_H2 1
 #endif
 #define WIN_H2 POOL_H2
+// POOL_H2AVG [1]: float16 average pooling 2x2/2 and 3x3/2 (even IW) from 32-bit words, two
+// outputs per thread, float sums (hal_window.cuh, WIN_H2AVG); the launcher reserves the same
+// 16-byte guard in front of NCHW tiles
+#ifndef POOL_H2AVG
+#define POOL_H2AVG 1
+#endif
+#define WIN_H2AVG POOL_H2AVG
+// the half2 3x3/2 average path needs ~54 registers: at more than 1024 resident threads per SM
+// (POOL_OCC 1536 / 2048, tuned for the float path) it would spill, so its kernel stays at 1024
+#if DTYPE_HALF && !LAYOUT_NHWC && POOL_H2AVG && POOL_MINB > (1024 / POOL_THREADS > 0 ? 1024 / POOL_THREADS : 1)
+#define POOL_MINB_H2AVG (1024 / POOL_THREADS > 0 ? 1024 / POOL_THREADS : 1)
+#else
+#define POOL_MINB_H2AVG POOL_MINB
+#endif
 
 #include "hal_window.cuh"
 
@@ -121,18 +135,18 @@ extern "C" __global__ void __launch_bounds__(POOL_THREADS, POOL_MINB) pool2d_avg
     win_nchw<OP, false, IDX, KH_, KW_, SH_, SW_, POOL_SR(KH_)>(x, y, indices, nullptr, nullptr, p)
 #endif
 
-#define POOL_TILE_KERNEL(NAME, OP, IDX, KH_, KW_, SH_, SW_)                                                \
-    extern "C" __global__ void __launch_bounds__(POOL_THREADS, POOL_MINB)                                             \
+#define POOL_TILE_KERNEL(NAME, OP, IDX, KH_, KW_, SH_, SW_, MINB)                                          \
+    extern "C" __global__ void __launch_bounds__(POOL_THREADS, MINB)                                                  \
         NAME(const act_t* __restrict__ x, act_t* __restrict__ y, long long* __restrict__ indices, WinParams p) { \
         POOL_TILE_BODY(OP, IDX, KH_, KW_, SH_, SW_);                                                       \
     }
 
-POOL_TILE_KERNEL(pool2d_max_tile_g, WIN_MAX, false, 0, 0, 0, 0)
-POOL_TILE_KERNEL(pool2d_max_tile_k3s2, WIN_MAX, false, 3, 3, 2, 2)
-POOL_TILE_KERNEL(pool2d_max_tile_k2s2, WIN_MAX, false, 2, 2, 2, 2)
-POOL_TILE_KERNEL(pool2d_maxi_tile_g, WIN_MAX, true, 0, 0, 0, 0)
-POOL_TILE_KERNEL(pool2d_maxi_tile_k3s2, WIN_MAX, true, 3, 3, 2, 2)
-POOL_TILE_KERNEL(pool2d_maxi_tile_k2s2, WIN_MAX, true, 2, 2, 2, 2)
-POOL_TILE_KERNEL(pool2d_avg_tile_g, WIN_AVG, false, 0, 0, 0, 0)
-POOL_TILE_KERNEL(pool2d_avg_tile_k3s2, WIN_AVG, false, 3, 3, 2, 2)
-POOL_TILE_KERNEL(pool2d_avg_tile_k2s2, WIN_AVG, false, 2, 2, 2, 2)
+POOL_TILE_KERNEL(pool2d_max_tile_g, WIN_MAX, false, 0, 0, 0, 0, POOL_MINB)
+POOL_TILE_KERNEL(pool2d_max_tile_k3s2, WIN_MAX, false, 3, 3, 2, 2, POOL_MINB)
+POOL_TILE_KERNEL(pool2d_max_tile_k2s2, WIN_MAX, false, 2, 2, 2, 2, POOL_MINB)
+POOL_TILE_KERNEL(pool2d_maxi_tile_g, WIN_MAX, true, 0, 0, 0, 0, POOL_MINB)
+POOL_TILE_KERNEL(pool2d_maxi_tile_k3s2, WIN_MAX, true, 3, 3, 2, 2, POOL_MINB)
+POOL_TILE_KERNEL(pool2d_maxi_tile_k2s2, WIN_MAX, true, 2, 2, 2, 2, POOL_MINB)
+POOL_TILE_KERNEL(pool2d_avg_tile_g, WIN_AVG, false, 0, 0, 0, 0, POOL_MINB)
+POOL_TILE_KERNEL(pool2d_avg_tile_k3s2, WIN_AVG, false, 3, 3, 2, 2, POOL_MINB_H2AVG)
+POOL_TILE_KERNEL(pool2d_avg_tile_k2s2, WIN_AVG, false, 2, 2, 2, 2, POOL_MINB)
