@@ -188,12 +188,14 @@ def cmd_tune(args: argparse.Namespace) -> int:
     dev.tuner.clear()
     table = Table(title=f"hal tune {args.mode} on {dev.id} ({dev.info.name}), {size} shapes, "
                         f"{time.monotonic() - start:.0f} s")
-    for col in ("workload", "dtype", "layout", "tried", "rejected", "default ms", "best ms", "speed-up", "kept"):
+    for col in ("workload", "dtype", "layout", "tried", "rejected", "default ms", "served ms", "best ms", "speed-up",
+                "kept"):
         table.add_column(col)
     for o in outcomes:
         speed = f"{o.default_ms / o.best_ms:.2f}x" if o.default_ms and o.best_ms else "-"
         table.add_row(o.workload, o.dtype, o.layout, str(o.tried), str(len(o.rejected)),
-                      f"{o.default_ms:.4f}" if o.default_ms else "-", f"{o.best_ms:.4f}" if o.best_ms else "-",
+                      f"{o.default_ms:.4f}" if o.default_ms else "-",
+                      f"{o.serving_ms:.4f}" if o.serving_ms else "-", f"{o.best_ms:.4f}" if o.best_ms else "-",
                       speed, "yes" if o.kept else "no")
     console.print(table)
     for o in outcomes:

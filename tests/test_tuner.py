@@ -160,3 +160,33 @@ def test_atomic_write_leaves_no_partial_file(tmp_path, monkeypatch):
         tuner.write_table_atomic(path, tuner.new_table("cpu", [{"x": 1}]))
     assert json.loads(path.read_text())["entries"] == []
     assert [p.name for p in Path(tmp_path).iterdir()] == ["t.json"]
+
+
+def test_what_the_tables_serve_today_is_a_contender(tmp_path, monkeypatch):
+    """A tuned entry must beat the parameters served today, not only the schema default."""
+    monkeypatch.setenv("HAL_CACHE_DIR", str(tmp_path / "cache"))
+    dev = hal.device("cpu")
+    wl = next(w for w in workloads.select(["batch_norm"]) if w.name == "bn infer")
+    schema = dev.backend.schemas()["batch_norm"]
+    defaults = schema.defaults()
+    name, value = next(iter(defaults.items()))
+    allowed = next(p.values for p in schema.params if p.name == name)
+    other = next(v for v in allowed if v != value)
+    from hal.tuning.table import kernel_key
+    _, key = kernel_key(wl.spec_for(wl.shape("tiny"), "float32", "NCHW"))
+    table = tmp_path / "cache" / "tuning" / "served.json"
+    table.parent.mkdir(parents=True)
+    tuner.write_table_atomic(table, tuner.new_table("cpu", [{"level": "device", "match": dev.info.name,
+                                                             "kernel": "batch_norm", "key": key,
+                                                             "params": {name: other}, "provenance": "test"}]))
+    dev.tuner.clear()
+    try:
+        served = tuner._serving_params(dev, wl, "tiny", "float32", "NCHW", schema)
+        assert served == {**defaults, name: other}
+        (outcome,) = tuner.tune(dev, [(wl, "float32", "NCHW")], mode="rapid", size="tiny", repeats=3, seed=5)
+        assert outcome.tried >= 2
+        if outcome.kept:
+            assert outcome.best_params not in (defaults, served)
+            assert outcome.serving_ms is None or outcome.best_ms <= outcome.serving_ms * (1 - tuner.MARGIN)
+    finally:
+        dev.tuner.clear()

@@ -322,6 +322,10 @@ class Outcome:
     kept: bool
     tried: int
     rejected: list[tuple[dict[str, int], str, str]] = field(default_factory=list)
+    #: what the tables serve today (shipped or user entry), when it differs from the default,
+    #: and its re-timed median: a result must beat both to be kept
+    serving_params: dict[str, int] | None = None
+    serving_ms: float | None = None
 
 
 def _cid(wl: Workload, dtype: str, layout: str, size: str, params: dict[str, int]) -> str:
@@ -368,6 +372,9 @@ def tune(
             others = [c for c in valid if c != default]
             random.Random(f"{seed}-{wl.name}-{dtype}-{layout}").shuffle(others)
             chosen = [default] + (others if limit is None else others[: limit - 1])
+            serving = _serving_params(device, wl, size, dtype, layout, schema)
+            if serving is not None and serving != default and serving not in chosen:
+                chosen.insert(1, serving)
             if deadline is None or time.monotonic() < deadline:
                 _prebuild(device, wl, size, dtype, layout, chosen)
             results: list[tuple[dict[str, int], dict[str, Any]]] = []
@@ -402,9 +409,12 @@ def tune(
             if default_ok is None or not ok:
                 outcomes.append(outcome)
                 continue
-            # re-time the top few against the default, interleaved, to keep noise out of the choice
-            top = [p for _, p in ok[:3] if p != default]
-            contenders = [default, *top]
+            # re-time the top few against the default (and what the tables serve today),
+            # interleaved, to keep noise out of the choice
+            serving_ok = serving is not None and serving != default and any(
+                p == serving and r["status"] == "ok" for p, r in results)
+            top = [p for _, p in ok[:3] if p != default and p != serving]
+            contenders = [default, *([serving] if serving_ok else []), *top]
             retimed = worker.run([Task(wl, dtype, layout, size, p, repeats, seed, validate=False)
                                   for p in contenders], CANDIDATE_TIMEOUT * len(contenders))
             if retimed.get("status") != "ok":
@@ -415,13 +425,34 @@ def tune(
             outcome.default_ms = medians[0]
             outcome.best_ms = medians[best_i]
             outcome.best_params = contenders[best_i]
-            outcome.kept = best_i != 0 and medians[best_i] <= medians[0] * (1 - MARGIN)
+            baseline = medians[0]
+            if serving_ok:
+                outcome.serving_params, outcome.serving_ms = serving, medians[1]
+                baseline = min(baseline, medians[1])
+            outcome.kept = contenders[best_i] not in (default, serving) and medians[best_i] <= baseline * (1 - MARGIN)
             outcomes.append(outcome)
     finally:
         worker.stop()
         if journal:
             journal.close()
     return outcomes
+
+
+def _serving_params(
+    device: Any, wl: Workload, size: str, dtype: str, layout: str, schema: Any
+) -> dict[str, int] | None:
+    """The parameters the tables serve this workload today (None where only the default would)."""
+    from hal.tuning.table import kernel_key
+
+    try:
+        kernel, key = kernel_key(wl.spec_for(wl.shape(size), dtype, layout))
+        resolved = device.tuner.resolve(kernel, key)
+    except Exception:  # informative only: the search still runs against the default
+        return None
+    if resolved.level == "default":
+        return None
+    params = {**schema.defaults(), **resolved.params}
+    return params if schema.validate(params, device.info) is None else None
 
 
 def _prebuild(device: Any, wl: Workload, size: str, dtype: str, layout: str, chosen: list[dict[str, int]]) -> None:
@@ -463,8 +494,9 @@ def table_entries(device: Any, outcomes: list[Outcome], size: str, mode: str) ->
             "median_ms": round(o.best_ms or 0.0, 6),
             "default_ms": round(o.default_ms or 0.0, 6),
             "provenance": (f"measured by hal tune ({mode}) on {info.name}, {date.today().isoformat()}: "
-                           f"{o.best_ms:.4f} ms vs default {o.default_ms:.4f} ms at {wl.name} "
-                           f"{'x'.join(map(str, wl.shape(size)))}"),
+                           f"{o.best_ms:.4f} ms vs default {o.default_ms:.4f} ms"
+                           + (f", served before {o.serving_ms:.4f} ms" if o.serving_ms else "")
+                           + f" at {wl.name} {'x'.join(map(str, wl.shape(size)))}"),
             "hal_version": __version__,
             "kernel_hash": kernel_hash,
             "driver": info.driver,
