@@ -49,6 +49,8 @@ def relu(x: np.ndarray) -> np.ndarray:
 def pool2d_from_spec(spec: Pool2dSpec | AdaptivePool2dSpec, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Evaluate a pooling spec on float64 NCHW ``x``; returns (values, int64 indices)."""
     x = np.asarray(x, dtype=np.float64)
+    if isinstance(spec, Pool2dSpec):
+        return _pool2d_by_taps(spec, x)
     n, c, ih, iw = x.shape
     out = np.empty((n, c, spec.out_h, spec.out_w), dtype=np.float64)
     idx = np.zeros((n, c, spec.out_h, spec.out_w), dtype=np.int64)
@@ -88,6 +90,79 @@ def pool2d_from_spec(spec: Pool2dSpec | AdaptivePool2dSpec, x: np.ndarray) -> tu
                 else:
                     divisor = len(r) * len(cc)
                 out[:, :, oh, ow] = total / divisor
+    if spec.relu:
+        out = relu(out)
+    return out, idx
+
+
+def _pool2d_by_taps(spec: Pool2dSpec, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Fixed-window pooling, vectorised over every output position, one kernel tap at a time.
+
+    Taps are visited in row-major window order and taps outside the input are skipped,
+    so max pooling sees the same sequence as a per-window scan (strict '>' keeps the
+    first maximum, a NaN always wins, the initial index is the first valid tap).
+    """
+    n, c, ih, iw = x.shape
+    kh, kw = spec.kernel
+    sh, sw = spec.stride
+    dh, dw = spec.dilation
+    pt, pb, pl, pr = spec.pads
+    oh = np.arange(spec.out_h)
+    ow = np.arange(spec.out_w)
+    shape = (n, c, spec.out_h, spec.out_w)
+    if spec.kind == "max":
+        best = np.full(shape, -np.inf)
+        best_i = np.full(shape, -1, dtype=np.int64)
+        first = np.full((spec.out_h, spec.out_w), -1, dtype=np.int64)
+    else:
+        total = np.zeros(shape)
+    valid_rows = np.zeros(spec.out_h, dtype=np.int64)
+    valid_cols = np.zeros(spec.out_w, dtype=np.int64)
+    padded_rows = np.zeros(spec.out_h, dtype=np.int64)
+    padded_cols = np.zeros(spec.out_w, dtype=np.int64)
+    for i in range(kh):
+        rows = oh * sh - pt + i * dh
+        valid_rows += (rows >= 0) & (rows < ih)
+        padded_rows += (rows >= -pt) & (rows < ih + pb)
+    for j in range(kw):
+        cols = ow * sw - pl + j * dw
+        valid_cols += (cols >= 0) & (cols < iw)
+        padded_cols += (cols >= -pl) & (cols < iw + pr)
+    for i in range(kh):
+        rows = oh * sh - pt + i * dh
+        row_ok = (rows >= 0) & (rows < ih)
+        if not row_ok.any():
+            continue
+        r = np.clip(rows, 0, ih - 1)
+        x_rows = x[:, :, r, :]  # (n, c, OH, IW)
+        for j in range(kw):
+            cols = ow * sw - pl + j * dw
+            col_ok = (cols >= 0) & (cols < iw)
+            if not col_ok.any():
+                continue
+            cc = np.clip(cols, 0, iw - 1)
+            v = x_rows[:, :, :, cc]  # (n, c, OH, OW)
+            ok = row_ok[:, None] & col_ok[None, :]
+            if spec.kind == "max":
+                flat = r[:, None] * iw + cc[None, :]
+                first = np.where((first < 0) & ok, flat, first)
+                take = ok & ((v > best) | np.isnan(v))
+                best = np.where(take, v, best)
+                best_i = np.where(take, flat, best_i)
+            else:
+                total += np.where(ok, v, 0.0)
+    if spec.kind == "max":
+        out = best
+        idx = np.where(best_i < 0, first, best_i)
+    else:
+        if spec.divisor is not None:
+            divisor: np.ndarray | int = spec.divisor
+        elif spec.count_include_pad:
+            divisor = padded_rows[:, None] * padded_cols[None, :]
+        else:
+            divisor = valid_rows[:, None] * valid_cols[None, :]
+        out = total / divisor
+        idx = np.zeros(shape, dtype=np.int64)
     if spec.relu:
         out = relu(out)
     return out, idx

@@ -44,6 +44,8 @@ class Workload:
     def spec_for(self, shape: tuple[int, int, int, int], dtype: str, layout: str) -> Spec:
         """The spec of this workload at ``shape``."""
         n, c, h, w = shape
+        if c == 1 and self.op != "conv2d":
+            layout = "NCHW"  # as the ops do: one channel is the same bytes, and runs the NCHW kernels
         geom = TensorGeometry(n, c, h, w, layout, np.dtype(dtype))  # type: ignore[arg-type]
         kw = self.kwargs
         if self.op in ("max_pool2d", "avg_pool2d"):
@@ -97,9 +99,14 @@ def select(kernels: list[str] | None = None) -> list[Workload]:
 
 
 def plans(workloads: list[Workload], dtypes: list[str], layouts: list[str]) -> Iterator[tuple[Workload, str, str]]:
-    """Every (workload, dtype, layout) combination."""
+    """Every (workload, dtype, layout) combination.
+
+    One-channel workloads are planned in NCHW only: with C = 1 both layouts are the same
+    bytes, and the ops run (and look up parameters for) the NCHW kernels either way.
+    """
     for wl in workloads:
+        one_channel = all(shape[1] == 1 for shape in wl.shapes.values())
         for dt in dtypes:
             for lay in layouts:
-                if lay in LAYOUTS:
+                if lay in LAYOUTS and not (one_channel and lay == "NHWC" and "NCHW" in layouts):
                     yield wl, dt, lay
