@@ -9,6 +9,9 @@ case (so that drift in clocks or temperature hits all three alike):
 * ``tuned``: the shipped tables plus the table written by ``hal tune --out FILE``, given
   here with ``--table FILE`` (read through ``HAL_TUNING_PATH``, the user level).
 
+Shapes are the tuner's workload shapes at ``--size`` (auto: full on GPUs, small
+elsewhere, as ``hal tune`` picks), so the tuned entries' buckets are the ones timed.
+
 Each configuration is timed as ``hal bench`` times it (the public op, the backend's
 ``time_launches``: device events on GPUs, warm-up then the median of repeats). Run it with
 a fresh ``HAL_CACHE_DIR`` so that no older user table joins the ``default``/``shipped``
@@ -28,8 +31,18 @@ from typing import Any
 
 import hal
 from hal import bench
+from hal.device import is_gpu
+from hal.tuning import workloads
 
 MODES = ("default", "shipped", "tuned")
+#: hal bench case -> the tuner workload measured at the same op and arguments
+WORKLOAD_OF = {"maxpool2x2s2 4096^2": "maxpool2x2s2", "bn train fwd": "bn train"}
+
+
+def tuner_shapes(size: str) -> dict[str, tuple[int, int, int, int]]:
+    """Each bench case's input shape at the tuner's ``size``: the shapes its entries were measured at."""
+    by_name = {w.name: w for w in workloads.WORKLOADS}
+    return {c.name: by_name[WORKLOAD_OF.get(c.name, c.name)].shape(size) for c in bench.CASES}
 
 
 def _configure(dev: Any, mode: str, table: str) -> None:
@@ -46,6 +59,9 @@ def measure(device: str, table: str, ops: list[str] | None, dtypes: tuple[str, .
             size: str, repeats: int) -> list[dict[str, Any]]:
     """One row per case, dtype and layout: ms and serving level under each mode."""
     dev = hal.device(device)
+    if size == "auto":  # as hal tune chooses: full shapes on GPUs, small elsewhere
+        size = "full" if is_gpu(dev) else "small"
+    shapes = tuner_shapes(size)
     rows = []
     for case in bench.CASES:
         if ops and case.op not in ops and case.name not in ops:
@@ -56,7 +72,8 @@ def measure(device: str, table: str, ops: list[str] | None, dtypes: tuple[str, .
                 for mode in MODES:
                     _configure(dev, mode, table)
                     try:
-                        (r,) = bench.run([dev], [case.name], (dtype,), (layout,), size, repeats, with_torch=False)
+                        (r,) = bench.run([dev], [case.name], (dtype,), (layout,), "auto", repeats, with_torch=False,
+                                         shapes=shapes)
                     except hal.errors.UnsupportedOperation:
                         row[mode] = None
                         continue
@@ -74,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ops", default=None, help="ops or case names, comma-separated")
     ap.add_argument("--dtype", default="float32,float16")
     ap.add_argument("--layout", default="NCHW,NHWC")
-    ap.add_argument("--size", default="auto", choices=("auto", "full", "small"))
+    ap.add_argument("--size", default="auto", choices=("auto", "full", "small", "tiny"),
+                    help="the tuner's workload size the table was measured at (auto: as hal tune picks)")
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)

@@ -216,8 +216,9 @@ def run(
     repeats: int = 20,
     with_torch: bool = True,
     progress: Callable[[str], None] | None = None,
+    shapes: dict[str, tuple[int, int, int, int]] | None = None,
 ) -> list[BenchRow]:
-    """Measure every case on every device."""
+    """Measure every case on every device (``shapes``: input shapes by case name, instead of ``size``)."""
     rows = []
     rng = np.random.default_rng(0)
     for dev in devices:
@@ -229,7 +230,7 @@ def run(
                 for layout in layouts:
                     if progress:
                         progress(f"{dev.id} {case.name} {dtype} {layout}")
-                    shape = scaled_shape(case, dev, size)
+                    shape = shapes[case.name] if shapes and case.name in shapes else scaled_shape(case, dev, size)
                     x_host = rng.standard_normal(shape).astype(dtype)
                     x = hal.asarray(x_host, device=dev, layout=layout)
                     call = _make_call(case, x, dev, rng)

@@ -123,6 +123,9 @@ class Entry:
     params: tuple[tuple[str, int], ...]
     provenance: str
     source: str
+    #: the architecture it was measured on, when recorded: a device-level entry then also
+    #: requires it (the same device name under another profile, e.g. an emulated one, differs)
+    arch: str | None = None
 
     def applies(self, kernel: str, key: Mapping[str, object]) -> bool:
         """True when every key field this entry names equals the lookup key's."""
@@ -171,6 +174,7 @@ def _parse_entry(raw: Any, backend: str, source: str) -> Entry:
         params=tuple(sorted(params.items())),
         provenance=provenance,
         source=source,
+        arch=raw.get("arch") if isinstance(raw.get("arch"), str) else None,
     )
 
 
@@ -264,7 +268,8 @@ def _candidates(
     entries: Iterable[Entry], level: str, device: DeviceInfo, kernel: str, key: Mapping[str, object]
 ) -> list[Entry]:
     value = getattr(device, LEVEL_FIELDS[level])
-    hits = [e for e in entries if e.level == level and e.match == value and e.applies(kernel, key)]
+    hits = [e for e in entries if e.level == level and e.match == value and e.applies(kernel, key)
+            and (level != "device" or e.arch is None or e.arch == device.arch)]
     return sorted(hits, key=_specificity, reverse=True)
 
 

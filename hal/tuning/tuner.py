@@ -488,6 +488,7 @@ def table_entries(device: Any, outcomes: list[Outcome], size: str, mode: str) ->
         entries.append({
             "level": "device",
             "match": info.name,
+            "arch": info.arch,
             "kernel": o.kernel,
             "key": key,
             "params": o.best_params,
