@@ -165,7 +165,7 @@ def test_shipped_tables_are_valid_and_have_provenance():
 def test_device_entry_with_an_arch_serves_only_that_arch(monkeypatch, tmp_path):
     """A measured device entry records its arch: the same device name under another profile
     (an emulated one, a forced ISA) falls through to that profile's own levels."""
-    measured = {**entry("device", "Fake GPU X1", 512, provenance="measured on Fake GPU X1"), "arch": "fk1"}
+    measured = {**entry("device", "Fake GPU X1", 256, provenance="measured on Fake GPU X1"), "arch": "fk1"}
     entries = [measured, entry("arch", "fk2", 128)]
     monkeypatch.setattr(table, "shipped_entries",
                         lambda backend: tuple(table.parse_table(json.dumps(
@@ -173,6 +173,6 @@ def test_device_entry_with_an_arch_serves_only_that_arch(monkeypatch, tmp_path):
                             "fake", "shipped:fake.json")))
     monkeypatch.setenv("HAL_CACHE_DIR", str(tmp_path / "cache"))
     same = Tuner(info(arch="fk1"), SCHEMAS).resolve_spec(spec())
-    assert (same.level, same.params["WG"]) == ("device", 512)
+    assert (same.level, same.params["WG"]) == ("device", 256)
     emulated = Tuner(info(arch="fk2"), SCHEMAS).resolve_spec(spec())
     assert (emulated.level, emulated.params["WG"]) == ("arch", 128)
