@@ -29,7 +29,7 @@ import hal
 from hal.cache import cache_dir
 from hal.device import Device
 from hal.device import is_gpu as device_is_gpu
-from hal.ops import record_launches
+from hal.ops import record_launches, replay_launches
 
 
 @dataclass(frozen=True)
@@ -237,12 +237,7 @@ def run(
                     with record_launches() as launches:
                         y = call()
                     keep = (launches, y)  # the recorded buffers stay alive while they are replayed
-
-                    def replay(launches: Any = launches) -> None:
-                        for d, kernel, spec, buffers, params in launches:
-                            getattr(d.backend, kernel)(spec, *buffers, params)
-
-                    times = dev.backend.time_launches(replay, repeats, warmup=3)
+                    times = dev.backend.time_launches(lambda: replay_launches(launches), repeats, warmup=3)
                     ms = statistics.median(times) * 1e3
                     op_ms = statistics.median(dev.backend.time_launches(call, repeats, warmup=3)) * 1e3
                     del keep

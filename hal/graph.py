@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from hal.ops import record_launches
+from hal.ops import record_launches, replay_launches
 
 
 class Graph:
@@ -49,8 +49,7 @@ class Graph:
         return len(self.launches)
 
     def _replay_launchers(self) -> None:
-        for dev, kernel, spec, buffers, params in self.launches:
-            getattr(dev.backend, kernel)(spec, *buffers, params)
+        replay_launches(self.launches)
 
     def replay(self) -> None:
         """Run the recorded kernels again, in order, on the same buffers (asynchronously, like an op)."""

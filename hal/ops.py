@@ -29,6 +29,7 @@ from hal.spec import (
     adaptive_pool2d_spec,
     batch_norm_spec,
     conv2d_spec,
+    plane_geometry,
     pool2d_spec,
 )
 from hal.tensor import Tensor, asarray, empty
@@ -70,16 +71,8 @@ def _activation(x: Any, dev: Device, name: str = "input", allow_int: bool = Fals
 
 
 def _plane_geometry(x: Tensor) -> Any:
-    """Geometry for ops that keep the channel count (pools, BatchNorm).
-
-    With one channel, NHWC and NCHW are the same bytes; the spec then says NCHW so the
-    backend runs its plane-vectorised kernels instead of vectorising along C = 1, and
-    the output (allocated in x's layout) is still correct NHWC.
-    """
-    geom = x.geometry()
-    if geom.layout == "NHWC" and geom.c == 1:
-        return replace(geom, layout="NCHW")
-    return geom
+    """Geometry for ops that keep the channel count (pools, BatchNorm): ``hal.spec.plane_geometry``."""
+    return plane_geometry(x.geometry())
 
 
 def _require_quantized_pooling(dev: Device, x: Tensor) -> None:
@@ -124,6 +117,12 @@ def record_launches() -> Iterator[list[tuple[Device, str, Any, tuple[Any, ...], 
         yield launches
     finally:
         _recorded.reset(token)
+
+
+def replay_launches(launches: Sequence[tuple[Device, str, Any, tuple[Any, ...], Any]]) -> None:
+    """Run recorded launches again, in order, on the same buffers (no validation, lookup or allocation)."""
+    for dev, kernel, spec, buffers, params in launches:
+        getattr(dev.backend, kernel)(spec, *buffers, params)
 
 
 def _launch(dev: Device, kernel: str, spec: Any, *buffers: Any) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache, wraps
 from typing import Literal, TypeVar, Union
 
@@ -244,6 +244,18 @@ class Pool2dSpec(_PoolShapes):
     #: apply ReLU to each output before it is stored (NaN stays NaN, as torch.relu)
     relu: bool = False
 
+
+
+def plane_geometry(geom: TensorGeometry) -> TensorGeometry:
+    """The geometry ops that keep the channel count (pools, BatchNorm) run with.
+
+    With one channel, NHWC and NCHW are the same bytes: the spec then says NCHW, so the
+    backend runs its plane-vectorised kernels instead of vectorising along C = 1 (the
+    output, in the input's layout, is still correct NHWC).
+    """
+    if geom.layout == "NHWC" and geom.c == 1:
+        return replace(geom, layout="NCHW")
+    return geom
 
 @_memoized
 def pool2d_spec(

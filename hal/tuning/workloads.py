@@ -20,6 +20,7 @@ from hal.spec import (
     adaptive_pool2d_spec,
     batch_norm_spec,
     conv2d_spec,
+    plane_geometry,
     pool2d_spec,
 )
 
@@ -44,9 +45,9 @@ class Workload:
     def spec_for(self, shape: tuple[int, int, int, int], dtype: str, layout: str) -> Spec:
         """The spec of this workload at ``shape``."""
         n, c, h, w = shape
-        if c == 1 and self.op != "conv2d":
-            layout = "NCHW"  # as the ops do: one channel is the same bytes, and runs the NCHW kernels
         geom = TensorGeometry(n, c, h, w, layout, np.dtype(dtype))  # type: ignore[arg-type]
+        if self.op != "conv2d":
+            geom = plane_geometry(geom)  # as the ops build it (one channel runs the NCHW kernels)
         kw = self.kwargs
         if self.op in ("max_pool2d", "avg_pool2d"):
             return pool2d_spec("max" if self.op == "max_pool2d" else "avg", geom, kw["kernel_size"],
