@@ -702,30 +702,38 @@ class CudaBackend(Backend):
         that fails is left for the ordinary path, which reports it when the build is used.
         Returns the number of builds loaded.
         """
+        loaded = 0
+        for key, cubin in self._compile_parallel(keys, processes).items():
+            with self._active():
+                module = self._drv.module_from_buffer(cubin)
+            with self._lock:
+                self._modules.setdefault(key, module)
+            loaded += 1
+        return loaded
+
+    def _compile_parallel(
+        self, keys: Iterable[tuple[str, tuple[tuple[str, int], ...]]], processes: int | None = None
+    ) -> dict[tuple[str, tuple[tuple[str, int], ...]], bytes]:
+        """Cubins of the builds not loaded yet, compiled in spawned worker processes (into hal's cache).
+
+        A build that fails is left out: the ordinary path reports it, with its log, when used.
+        """
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
         todo = [k for k in dict.fromkeys(keys) if k not in self._modules]
         if not todo:
-            return 0
-        import multiprocessing
-        import os
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-
+            return {}
         workers = max(1, min(len(todo), processes or os.cpu_count() or 1))
-        loaded = 0
+        built: dict[tuple[str, tuple[tuple[str, int], ...]], bytes] = {}
         with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            futures = {
-                pool.submit(build_cubin, file, dict(defines), self._arch): (file, defines) for file, defines in todo
-            }
-            for future in as_completed(futures):
+            futures = {key: pool.submit(build_cubin, key[0], dict(key[1]), self._arch) for key in todo}
+            for key, future in futures.items():
                 try:
-                    cubin = future.result()
+                    built[key] = future.result()
                 except Exception:
                     continue
-                with self._active():
-                    module = self._drv.module_from_buffer(cubin)
-                with self._lock:
-                    self._modules.setdefault(futures[future], module)
-                loaded += 1
-        return loaded
+        return built
 
     def prebuild(self, specs: Sequence[object], param_sets: Sequence[Mapping[str, int]]) -> int:
         """Compile every (file, defines) the specs need under each parameter set, in parallel.
@@ -741,23 +749,7 @@ class CudaBackend(Backend):
                 except Exception:  # a candidate that cannot be planned fails where it is evaluated
                     continue
                 keys.update({(launch.file, launch.defines): None for launch in launches})
-        todo = [k for k in keys if k not in self._modules]
-        if not todo:
-            return 0
-        import multiprocessing
-        import os
-        from concurrent.futures import ProcessPoolExecutor
-
-        workers = max(1, min(len(todo), os.cpu_count() or 1))
-        built = 0
-        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            for future in [pool.submit(build_cubin, file, dict(defines), self._arch) for file, defines in todo]:
-                try:
-                    future.result()
-                    built += 1
-                except Exception:  # reported with its log when the candidate is evaluated
-                    continue
-        return built
+        return len(self._compile_parallel(keys))
 
     def _plan_for(self, spec: object, params: Mapping[str, int]) -> tuple[Launch, ...]:
         if isinstance(spec, Pool2dSpec):
