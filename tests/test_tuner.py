@@ -148,6 +148,23 @@ def test_stale_entries_are_skipped(tmp_path):
         assert parse_table(json.dumps(raw), "cpu", "t.json") == []
 
 
+def test_source_hash_stales_only_its_own_kernel_family():
+    from hal.resources import family_hash
+    from hal.tuning.table import parse_table
+    current = family_hash("kernels_c", "pool2d")
+    assert current != family_hash("kernels_c", "conv2d")
+
+    def entry(source_hash):
+        return {"level": "device", "match": "X", "kernel": "pool2d", "key": {}, "params": {"W": 1},
+                "provenance": "p", "source_hash": source_hash}
+
+    assert len(parse_table(json.dumps(tuner.new_table("cpu", [entry(current)])), "cpu", "t.json")) == 1
+    # conv2d's sources are not pool2d's: an entry carrying them is stale
+    with pytest.warns(UserWarning, match="pool2d kernel sources changed"):
+        raw = tuner.new_table("cpu", [entry(family_hash("kernels_c", "conv2d"))])
+        assert parse_table(json.dumps(raw), "cpu", "t.json") == []
+
+
 def test_atomic_write_leaves_no_partial_file(tmp_path, monkeypatch):
     path = tmp_path / "t.json"
     tuner.write_table_atomic(path, tuner.new_table("cpu", []))

@@ -185,13 +185,24 @@ KERNEL_FOLDERS = {"cpu": "kernels_c", "opencl": "kernels_cl", "cuda": "kernels_c
 def _staleness(raw: dict[str, Any], backend: str) -> str:
     """Why a measured entry no longer describes this hal (other version, other kernel source), or ''."""
     from hal import __version__
-    from hal.resources import folder_hash
+    from hal.resources import family_hash, folder_hash
 
     version = raw.get("hal_version")
     if version is not None and version != __version__:
         return f"measured with hal {version}, this is hal {__version__}"
+    if backend not in KERNEL_FOLDERS:
+        return ""
+    folder = KERNEL_FOLDERS[backend]
+    # source_hash covers the entry's own kernel family (resources.family_hash); kernel_hash,
+    # from older tables, the whole folder
+    recorded = raw.get("source_hash")
+    if recorded is not None:
+        kernel = raw.get("kernel")
+        if not isinstance(kernel, str) or recorded != family_hash(folder, kernel):
+            return f"the {kernel} kernel sources changed since it was measured"
+        return ""
     recorded = raw.get("kernel_hash")
-    if recorded is not None and backend in KERNEL_FOLDERS and recorded != folder_hash(KERNEL_FOLDERS[backend]):
+    if recorded is not None and recorded != folder_hash(folder):
         return "the kernel sources changed since it was measured"
     return ""
 

@@ -472,11 +472,10 @@ def _prebuild(device: Any, wl: Workload, size: str, dtype: str, layout: str, cho
 def table_entries(device: Any, outcomes: list[Outcome], size: str, mode: str) -> list[dict[str, Any]]:
     """User-table entries for the kept outcomes (exact device level)."""
     from hal import __version__
-    from hal.resources import folder_hash
+    from hal.resources import family_hash
 
     info = device.info
-    backend_cls = type(device.backend)
-    kernel_hash = folder_hash(backend_cls.kernel_folder)
+    folder = type(device.backend).kernel_folder
     entries = []
     by_name = {wl.name: wl for wl in __import__("hal.tuning.workloads", fromlist=["WORKLOADS"]).WORKLOADS}
     for o in outcomes:
@@ -499,7 +498,7 @@ def table_entries(device: Any, outcomes: list[Outcome], size: str, mode: str) ->
                            + (f", served before {o.serving_ms:.4f} ms" if o.serving_ms else "")
                            + f" at {wl.name} {'x'.join(map(str, wl.shape(size)))}"),
             "hal_version": __version__,
-            "kernel_hash": kernel_hash,
+            "source_hash": family_hash(folder, o.kernel),
             "driver": info.driver,
         })
     return entries
