@@ -110,6 +110,11 @@ class Backend(ABC):
 
     def __init__(self, info: DeviceInfo) -> None:
         self.info = info
+        #: False (serving): a launcher whose parameters exceed a limit known only once the
+        #: kernel is built (a kernel's own work-group limit) shrinks them, with one warning.
+        #: True (the tuner, benchmark sweeps): it raises HalError instead, so that a
+        #: measurement is never stored under parameters other than the ones that ran.
+        self.exact_params = False
 
     # -- discovery -------------------------------------------------------------------
     @classmethod

@@ -338,7 +338,36 @@ def _gemm_wg_check(params: Mapping[str, int], device: DeviceInfo) -> str | None:
     return None
 
 
+def _pool_local_bytes(params: Mapping[str, int]) -> int:
+    """Local memory of one pool2d work-group (static __local arrays)."""
+    if params["LOCAL_TILE"] == 1:
+        return params["WG"] * 16 * 4
+    return params["BAND_KB"] * 1024 if params["LOCAL_TILE"] == 2 else 0
+
+
+def _pool_canonical(params: dict[str, int]) -> dict[str, int]:
+    """BAND_KB matters only to LOCAL_TILE=2, INTERIOR only to LOCAL_TILE=0."""
+    out = dict(params)
+    if out["LOCAL_TILE"] != 2:
+        out["BAND_KB"] = _BAND_KB.default
+    if out["LOCAL_TILE"] != 0:
+        out["INTERIOR"] = 0
+    return out
+
+
+def _band_rows(spec: Pool2dSpec, elems: int) -> int:
+    """Output rows per work-group of pool2d's LOCAL_TILE=2 path: the most whose input rows
+    fit ``elems`` floats of local memory, 0 when not even one row's do."""
+    kh, dh, sh = spec.kernel[0], spec.dilation[0], spec.stride[0]
+    rows = elems // max(spec.in_w, 1)  # input rows that fit
+    reach = (kh - 1) * dh + 1
+    if rows < reach:
+        return 0
+    return min(spec.out_h, (rows - reach) // sh + 1)
+
+
 _WG = Param("WG", WG_VALUES, 64, "work-group size (1-D)")
+_BAND_KB = Param("BAND_KB", (4, 8, 16, 32), 16, "pool2d LOCAL_TILE=2: local memory per group for the staged rows")
 _VEC = Param("VEC", (1, 4, 8), 4, "vector width: along W in NCHW, along C in NHWC")
 _HALF = Param("HALF_ARITH", (0, 1), 0, "native half compares in max pooling (needs cl_khr_fp16; exact)")
 
@@ -349,15 +378,19 @@ SCHEMAS: dict[str, KernelSchema] = {
         (
             _WG,
             _VEC,
-            Param("LOCAL_TILE", (0, 1), 0, "NCHW: stage each group's input window in local memory"),
+            Param("LOCAL_TILE", (0, 1, 2), 0,
+                  "NCHW: 1 stages each group's 16-wide 2-D input window in local memory; 2 stages "
+                  "row bands (contiguous, aligned 16-byte loads; float only)"),
             Param("INTERIOR", (0, 1), 0, "NCHW: a mask-free path for windows wholly inside the input"),
+            _BAND_KB,
             _HALF,
         ),
         (
             _wg_limit("WG"),
-            _local_limit("LOCAL_TILE", lambda p: p["LOCAL_TILE"] * p["WG"] * 16 * 4),
+            _local_limit("LOCAL_TILE", _pool_local_bytes),
             _needs_fp16,
         ),
+        canonical=_pool_canonical,
     ),
     "adaptive_pool2d": KernelSchema(
         "opencl",
@@ -695,6 +728,8 @@ class OpenCLBackend(Backend):
         return merged
 
     def _shrink(self, params: dict[str, int], key: str, values: Sequence[int], why: str) -> dict[str, int]:
+        if self.exact_params:
+            raise HalError(f"{self.info.id}: cannot launch {key}={params[key]} as given ({why})")
         smaller = [v for v in values if v < params[key]]
         if not smaller:
             raise HalError(f"{self.info.id}: cannot launch ({why}) even with {key}={params[key]}")
@@ -750,23 +785,36 @@ class OpenCLBackend(Backend):
         ]
         if quant:
             args.append(_i32(spec.zero_point))
+        mode = 0 if nhwc else p["LOCAL_TILE"]
+        band = 0
+        if mode == 2:
+            elems = p["BAND_KB"] * 256
+            band = 0 if quant else _band_rows(spec, elems)
+            if band == 0:  # int8 kernels have no band path; or one input row is too long
+                mode = 0
+            else:
+                args.append(_i32(band))
         while True:
-            tile = bool(p["LOCAL_TILE"]) and not nhwc
+            tile = mode != 0
             defines = {
                 **self._base_defines(spec),
                 "WG": p["WG"],
                 "VEC": 1 if tile else p["VEC"],
-                "LOCAL_TILE": int(tile),
+                "LOCAL_TILE": mode,
                 "POOL_INTERIOR": p["INTERIOR"] if not (tile or nhwc) else 0,
-                "HALF_ARITH": p["HALF_ARITH"] if half else 0,
+                "HALF_ARITH": p["HALF_ARITH"] if half and not tile else 0,
             }
+            if mode == 2:
+                defines["BAND_ELEMS"] = elems
             try:
                 kernel = self._kernel(file, name, defines, p["WG"])
                 break
             except _TooLarge as exc:
                 p = self._shrink(p, "WG", WG_VALUES, str(exc))
         wg = p["WG"]
-        if tile:
+        if mode == 2:
+            items = spec.n * spec.c * -(-spec.out_h // band) * wg
+        elif tile:
             tiles = -(-spec.out_w // 16) * -(-spec.out_h // (wg // 16))
             items = spec.n * spec.c * tiles * wg
         elif nhwc:

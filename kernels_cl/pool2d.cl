@@ -10,7 +10,15 @@
  *   NCHW with LOCAL_TILE=1: one work-group = a TILE_W x (WG / TILE_W) output tile of one
  *         plane; the group stages the input window it reads in local memory (overlapping
  *         windows are then read once from global memory), one output per work-item.
- *   NHWC: one work-item = VEC consecutive channels of one output pixel.
+ *   NCHW with LOCAL_TILE=2 (row bands): one work-group = BAND consecutive output rows of
+ *         one plane (a trailing int argument; the launcher sizes it so that the input rows
+ *         it needs fit BAND_ELEMS floats of local memory). Those input rows are one
+ *         contiguous range: the group copies it with aligned 16-byte loads (float4,
+ *         vloada_half8), then each work-item computes outputs from local memory and the
+ *         group's stores are consecutive. For GPUs without fast unaligned vector loads
+ *         (NVIDIA: vload4 at an element offset issues four scalar loads).
+ *   NHWC: one work-item = VEC consecutive channels of one output pixel; when C % VEC == 0
+ *         every vector is VEC-aligned and loads/stores go through the aligned forms.
  * Max: start at -inf, take a tap when v > best || isnan(v) in row-major tap order, the
  * first valid tap's index if none is taken. Avg: float sum / divisor rule.
  */
@@ -20,6 +28,27 @@
 #endif
 #ifndef POOL_INTERIOR
 #define POOL_INTERIOR 0 /* the schema's INTERIOR: NCHW mask-free path for interior windows */
+#endif
+
+/* VEC-wide access at a VEC-aligned element offset of an aligned buffer (OpenCL buffers are
+ * aligned, so offsets that are multiples of VEC are too): one wide load or store, where
+ * vloadN / vload_halfN at an element offset may compile to VEC scalar ones (NVIDIA) */
+#if VEC == 1
+#define ALDV(p, i) LD(p, i)
+#define ASTV(v, p, i) ST(v, p, i)
+#elif DTYPE_HALF
+#define ALDV(p, i) HAL_CAT(vloada_half, VEC)(0, (p) + (i))
+#define ASTV(v, p, i) HAL_CAT(vstorea_half, VEC)(ACTV(v), 0, (p) + (i))
+#else
+#define ALDV(p, i) (*(__global const floatV*)((p) + (i)))
+#define ASTV(v, p, i) (*(__global floatV*)((p) + (i)) = ACTV(v))
+#endif
+#if HAL_HALF_COMPUTE && VEC > 1
+#define ALDCV(p, i) (*(__global const ctypeV*)((p) + (i)))
+#elif HAL_HALF_COMPUTE
+#define ALDCV(p, i) ((p)[(i)])
+#else
+#define ALDCV(p, i) ALDV(p, i)
 #endif
 
 #define TILE_W 16
@@ -213,7 +242,7 @@ void pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* restrict y
     store_out(y, (nc * OH + oh) * OW + ow0, result, nvalid);
 }
 
-#elif !LAYOUT_NHWC && LOCAL_TILE
+#elif !LAYOUT_NHWC && LOCAL_TILE == 1
 /* ------------------------------------------------------------------------------------
  * NCHW, local-memory tile: one output per work-item
  * ---------------------------------------------------------------------------------- */
@@ -305,6 +334,121 @@ void pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* restrict y
     ST(sum / (float)count, y, (nc * OH + oh) * OW + ow);
 }
 
+#elif !LAYOUT_NHWC && LOCAL_TILE == 2
+/* ------------------------------------------------------------------------------------
+ * NCHW, row bands staged in local memory: BAND output rows of one plane per work-group
+ * ---------------------------------------------------------------------------------- */
+
+#ifndef BAND_ELEMS
+#define BAND_ELEMS 4096
+#endif
+
+/* Stage elements [g0, g0 + len) of x into band[0, len) as floats. The buffer base is
+ * aligned (OpenCL buffers are), so after a head of at most 3 (float) or 7 (half)
+ * elements the loads are aligned 16-byte vectors. */
+inline void stage_range(__global const dtype_t* restrict x, int g0, int len, __local float* band)
+{
+    const int lid = get_local_id(0);
+#if DTYPE_HALF
+#define BAND_VW 8
+#else
+#define BAND_VW 4
+#endif
+    const int head = min(len, (BAND_VW - (g0 & (BAND_VW - 1))) & (BAND_VW - 1));
+    const int nvec = (len - head) / BAND_VW;
+    const int tail = head + nvec * BAND_VW;
+    if (lid < head) band[lid] = LD(x, g0 + lid);
+    __global const dtype_t* xa = x + g0 + head;
+    for (int v = lid; v < nvec; v += WG) {
+#if DTYPE_HALF
+        vstore8(vloada_half8(v, xa), 0, band + head + v * 8);
+#else
+        vstore4(((__global const float4*)xa)[v], 0, band + head + v * 4);
+#endif
+    }
+    for (int i = tail + lid; i < len; i += WG) band[i] = LD(x, g0 + i);
+}
+
+#define BAND_PROLOGUE                                                                      \
+    const int bands = CEIL_DIV(OH, BAND);                                                  \
+    const int grp = get_group_id(0);                                                       \
+    const int nc = grp / bands;                                                            \
+    const int oh0 = (grp % bands) * BAND;                                                  \
+    const int nout = min(BAND, OH - oh0) * OW;                                             \
+    /* input rows the band's windows touch, clipped to the plane */                        \
+    const int ih_lo = max(0, oh0 * SH - PT);                                               \
+    const int ih_hi = min(IH, (oh0 + nout / OW - 1) * SH - PT + (KH - 1) * DH + 1);        \
+    __local float band[BAND_ELEMS];                                                        \
+    /* group-uniform: the barrier below is in uniform control flow */                      \
+    if (nc >= N * C) return;                                                               \
+    if (ih_hi > ih_lo) stage_range(x, nc * IH * IW + ih_lo * IW, (ih_hi - ih_lo) * IW, band); \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                          \
+    const int obase = (nc * OH + oh0) * OW;
+
+#define BAND_TAP(ih, iw) band[((ih) - ih_lo) * IW + (iw)]
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y, __global long* restrict indices,
+                int N, int C, int IH, int IW, int OH, int OW, int KH, int KW, int SH, int SW,
+                int PT, int PB, int PL, int PR, int DH, int DW, int DIVISOR, int COUNT_INCLUDE_PAD, int BAND)
+{
+    BAND_PROLOGUE
+    for (int o = get_local_id(0); o < nout; o += WG) {
+        const int h0 = (oh0 + o / OW) * SH - PT;
+        const int w0 = (o % OW) * SW - PL;
+        float best = -INFINITY;
+        int bidx = 0;
+        int unseen = 1;
+        for (int kh = 0; kh < KH; ++kh) {
+            const int ih = h0 + kh * DH;
+            if (ih < 0 || ih >= IH) continue;
+            for (int kw = 0; kw < KW; ++kw) {
+                const int iw = w0 + kw * DW;
+                if (iw < 0 || iw >= IW) continue;
+                const float v = BAND_TAP(ih, iw);
+                if (unseen || v > best || isnan(v)) {
+                    best = v;
+                    bidx = ih * IW + iw;
+                    unseen = 0;
+                }
+            }
+        }
+        ST(best, y, obase + o);
+        if (indices) indices[obase + o] = bidx;
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* restrict y, __global long* restrict indices,
+                int N, int C, int IH, int IW, int OH, int OW, int KH, int KW, int SH, int SW,
+                int PT, int PB, int PL, int PR, int DH, int DW, int DIVISOR, int COUNT_INCLUDE_PAD, int BAND)
+{
+    BAND_PROLOGUE
+    for (int o = get_local_id(0); o < nout; o += WG) {
+        const int h0 = (oh0 + o / OW) * SH - PT;
+        const int w0 = (o % OW) * SW - PL;
+        float sum = 0.0f;
+        int rows_in = 0, rows_pad = 0, cols_in = 0, cols_pad = 0;
+        for (int kw = 0; kw < KW; ++kw) {
+            const int iw = w0 + kw * DW;
+            cols_in += (iw >= 0 && iw < IW);
+            cols_pad += (iw >= -PL && iw < IW + PR);
+        }
+        for (int kh = 0; kh < KH; ++kh) {
+            const int ih = h0 + kh * DH;
+            rows_pad += (ih >= -PT && ih < IH + PB);
+            if (ih < 0 || ih >= IH) continue;
+            ++rows_in;
+            for (int kw = 0; kw < KW; ++kw) {
+                const int iw = w0 + kw * DW;
+                if (iw >= 0 && iw < IW) sum += BAND_TAP(ih, iw);
+            }
+        }
+        const int count = DIVISOR > 0 ? DIVISOR : (COUNT_INCLUDE_PAD ? rows_pad * cols_pad : rows_in * cols_in);
+        ST(sum / (float)count, y, obase + o);
+    }
+}
+
 #else
 /* ------------------------------------------------------------------------------------
  * NHWC: VEC channels per work-item
@@ -324,7 +468,8 @@ void pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* restrict y
     const int nvalid = min(VEC, C - c0);                                                   \
     const int h0 = oh * SH - PT;                                                           \
     const int w0 = ow * SW - PL;                                                           \
-    const int obase = ((n * OH + oh) * OW + ow) * C + c0;
+    const int obase = ((n * OH + oh) * OW + ow) * C + c0;                                  \
+    const int aligned = C % VEC == 0; /* every full vector then starts VEC-aligned */
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y, __global long* restrict indices,
@@ -344,7 +489,7 @@ void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y
             const int p = ((n * IH + ih) * IW + iw) * C + c0;
             ctypeV v;
             if (nvalid == VEC) {
-                v = LDCV(x, p);
+                v = aligned ? ALDCV(x, p) : LDCV(x, p);
             } else {
                 ctype tmp[VEC];
                 for (int j = 0; j < VEC; ++j) tmp[j] = j < nvalid ? LDC(x, p + j) : (ctype)0;
@@ -367,7 +512,8 @@ void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y
     }
     const floatV out = CTOFLOATV(best);
     if (nvalid == VEC) {
-        STV(out, y, obase);
+        if (aligned) ASTV(out, y, obase);
+        else STV(out, y, obase);
     } else {
         float tv[VEC];
         PRIV_STV(out, tv);
@@ -399,7 +545,7 @@ void pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* restrict y
             if (iw < 0 || iw >= IW) continue;
             const int p = ((n * IH + ih) * IW + iw) * C + c0;
             if (nvalid == VEC) {
-                sum += LDV(x, p);
+                sum += aligned ? ALDV(x, p) : LDV(x, p);
             } else {
                 float tmp[VEC];
                 for (int j = 0; j < VEC; ++j) tmp[j] = j < nvalid ? LD(x, p + j) : 0.0f;
@@ -410,7 +556,8 @@ void pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* restrict y
     const int count = DIVISOR > 0 ? DIVISOR : (COUNT_INCLUDE_PAD ? rows_pad * cols_pad : rows_in * cols_in);
     const floatV out = sum / (float)count;
     if (nvalid == VEC) {
-        STV(out, y, obase);
+        if (aligned) ASTV(out, y, obase);
+        else STV(out, y, obase);
     } else {
         float tv[VEC];
         PRIV_STV(out, tv);

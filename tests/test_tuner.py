@@ -207,3 +207,15 @@ def test_what_the_tables_serve_today_is_a_contender(tmp_path, monkeypatch):
             assert outcome.serving_ms is None or outcome.best_ms <= outcome.serving_ms * (1 - tuner.MARGIN)
     finally:
         dev.tuner.clear()
+
+
+def test_candidates_name_each_kernel_once():
+    """Parameters another one switches off (pool2d's BAND_KB without row bands) are not
+    searched: two candidates never build the same kernel."""
+    from hal.backends.opencl import SCHEMAS
+    schema = SCHEMAS["pool2d"]
+    cands = schema.candidates()
+    assert len({tuple(sorted(c.items())) for c in cands}) == len(cands)
+    assert all(c["BAND_KB"] == 16 for c in cands if c["LOCAL_TILE"] != 2)
+    assert {c["BAND_KB"] for c in cands if c["LOCAL_TILE"] == 2} == {4, 8, 16, 32}
+    assert all(schema.canonical(c) == c for c in cands)

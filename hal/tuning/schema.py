@@ -41,6 +41,10 @@ class KernelSchema:
     kernel: str
     params: tuple[Param, ...]
     constraints: tuple[Constraint, ...] = field(default=())
+    #: maps a parameter set to the one that builds the same kernel (parameters that only
+    #: matter for some value of another reset to their defaults); the tuner then never
+    #: measures one kernel twice under two names
+    canonical: Callable[[dict[str, int]], dict[str, int]] | None = None
 
     def defaults(self) -> dict[str, int]:
         """The default parameter set (must be valid on every device the backend runs)."""
@@ -65,8 +69,14 @@ class KernelSchema:
         return None
 
     def candidates(self) -> list[dict[str, int]]:
-        """Every combination of allowed values (the tuner filters by constraints)."""
+        """Every combination of allowed values, one per distinct kernel (the tuner filters by constraints)."""
         combos: list[dict[str, int]] = [{}]
         for p in self.params:
             combos = [{**c, p.name: v} for c in combos for v in p.values]
-        return combos
+        if self.canonical is None:
+            return combos
+        unique: dict[tuple[tuple[str, int], ...], dict[str, int]] = {}
+        for c in combos:
+            canon = self.canonical(c)
+            unique.setdefault(tuple(sorted(canon.items())), canon)
+        return list(unique.values())

@@ -143,6 +143,7 @@ def worker_main(conn: Connection, device_id: str) -> None:
     import hal
 
     backend = hal.device(device_id).backend
+    backend.exact_params = True  # a candidate the launcher would have to shrink is rejected
     cache: dict[Any, Any] = {}
     while True:
         task = conn.recv()
