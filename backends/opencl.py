@@ -294,6 +294,31 @@ def _describe(index: int, platform: Any, device: Any) -> DeviceInfo:
 
 WG_VALUES = (32, 64, 128, 256, 512, 1024)
 BN_LANES = 16  # work-items across channels in the NHWC reductions (kernels' LANES)
+#: BatchNorm statistics: work-items per compute unit the grid aims for on GPUs (a wave
+#: every current GPU holds at once: NVIDIA sm_80/90 2048 per SM, AMD up to 2560 per CU).
+#: Each keeps a batch of 16 values in flight (batch_norm.cl's BN_VALUES): on the H200,
+#: 132 x 1024 x 64 bytes = 8.6 MB in float32, above the ~4 MB its bandwidth-latency product
+#: needs; measured there (256x64x32x32, 2048 and 4096 per unit) more did not help.
+BN_ITEMS_PER_CU = 1024
+#: values each work-item of the statistics pass loads per batch (batch_norm.cl's BN_VALUES)
+BN_VALUES = 16
+
+
+def _bn_lanes(c: int, vec: int) -> int:
+    """NHWC BatchNorm statistics: work-items across channels (batch_norm.cl's bn_lanes_log2)."""
+    cv = -(-c // vec)
+    lanes = 1
+    while lanes < cv and lanes < BN_LANES:
+        lanes *= 2
+    return lanes
+
+
+def _bn_segment(chunks: int, wg: int) -> int:
+    """Work-items merging one channel's partials in batch_norm_finalize (bn_segment_log2)."""
+    t = 1
+    while t < chunks and t < wg:
+        t *= 2
+    return t
 
 
 def _wg_limit(name: str) -> Callable[[Mapping[str, int], DeviceInfo], str | None]:
@@ -355,6 +380,12 @@ def _pool_canonical(params: dict[str, int]) -> dict[str, int]:
     return out
 
 
+def _common_window(spec: Pool2dSpec) -> bool:
+    """Windows pool2d builds with the window fixed at compile time (FIXED_WINDOW=1): up to
+    3x3, strides up to 2, no dilation -- the CNN pools, a bounded number of builds."""
+    return max(spec.kernel) <= 3 and max(spec.stride) <= 2 and spec.dilation == (1, 1)
+
+
 def _band_rows(spec: Pool2dSpec, elems: int) -> int:
     """Output rows per work-group of pool2d's LOCAL_TILE=2 path: the most whose input rows
     fit ``elems`` floats of local memory, 0 when not even one row's do."""
@@ -364,6 +395,35 @@ def _band_rows(spec: Pool2dSpec, elems: int) -> int:
     if rows < reach:
         return 0
     return min(spec.out_h, (rows - reach) // sh + 1)
+
+
+#: flat adaptive pooling (MODE 3): staging capacity per work-item, in elements (the
+#: launcher shrinks it to what the device's local memory holds), and the least it needs
+FLAT_PER_ITEM = 64
+FLAT_MIN_PER_ITEM = 4
+#: local memory left unplanned: drivers add their own (NVIDIA's OpenCL 80 bytes here)
+FLAT_SLACK = 1024
+#: MODE 0 picks the flat mapping on GPUs for global pooling of planes of at most this many
+#: elements (the largest measured; 20x20 still ran 1.3x faster than the group kernel) ...
+FLAT_AUTO_PLANE = 400
+#: ... when the staging buffer holds at least this many of them
+FLAT_AUTO_MIN_PLANES = 8
+
+
+def _flat_scratch(wg: int) -> int:
+    """Bytes of the flat kernels' partial-result arrays (float value + int index per work-item)."""
+    return wg * 8
+
+
+def _adaptive_local(params: Mapping[str, int]) -> int:
+    """Local memory adaptive pooling needs at least: the group reductions (MODE 0, 2, and 3,
+    which falls back to MODE 0's choice where planes are too large or the layout is NHWC),
+    and for MODE 3 the flat scratch, slack and a minimal float32 staging buffer (MODE 0
+    sizes its buffer to the local memory left, or runs without one)."""
+    mode, wg = params["MODE"], params["WG"]
+    group = 0 if mode == 1 else wg * params["VEC"] * 8
+    flat = _flat_scratch(wg) + FLAT_SLACK + FLAT_MIN_PER_ITEM * wg * 4 + 4 * params["VEC"] if mode == 3 else 0
+    return max(group, flat)
 
 
 _WG = Param("WG", WG_VALUES, 64, "work-group size (1-D)")
@@ -383,6 +443,8 @@ SCHEMAS: dict[str, KernelSchema] = {
                   "row bands (contiguous, aligned 16-byte loads; float only)"),
             Param("INTERIOR", (0, 1), 0, "NCHW: a mask-free path for windows wholly inside the input"),
             _BAND_KB,
+            Param("FIXED_WINDOW", (0, 1), 1,
+                  "build windows up to 3x3, stride up to 2, with the window as compile-time constants"),
             _HALF,
         ),
         (
@@ -398,12 +460,14 @@ SCHEMAS: dict[str, KernelSchema] = {
         (
             _WG,
             _VEC,
-            Param("MODE", (0, 1, 2), 0, "0 auto, 1 one work-item per output, 2 one work-group per output"),
+            Param("MODE", (0, 1, 2, 3), 0,
+                  "0 auto, 1 one work-item per output, 2 one work-group per output, "
+                  "3 flat: whole NCHW planes staged in local memory"),
             _HALF,
         ),
         (
             _wg_limit("WG"),
-            _local_limit("MODE (group reduction)", lambda p: 0 if p["MODE"] == 1 else p["WG"] * p["VEC"] * 8),
+            _local_limit("MODE (group reduction, flat staging)", _adaptive_local),
             _needs_fp16,
         ),
     ),
@@ -806,6 +870,10 @@ class OpenCLBackend(Backend):
             }
             if mode == 2:
                 defines["BAND_ELEMS"] = elems
+            if p["FIXED_WINDOW"] and not quant and _common_window(spec):
+                defines.update(POOL_FIXED=1, POOL_KH=spec.kernel[0], POOL_KW=spec.kernel[1],
+                               POOL_SH=spec.stride[0], POOL_SW=spec.stride[1],
+                               POOL_DH=spec.dilation[0], POOL_DW=spec.dilation[1])
             try:
                 kernel = self._kernel(file, name, defines, p["WG"])
                 break
@@ -831,27 +899,30 @@ class OpenCLBackend(Backend):
         indices: Buffer | None,
         params: Mapping[str, int],
     ) -> None:
-        """Adaptive max or average pooling."""
+        """Adaptive max or average pooling (``MODE``: 0 decides per call, see :meth:`_adaptive_flat`)."""
         p = self._params("adaptive_pool2d", params)
         nhwc = spec.layout == "NHWC"
         half = np.dtype(spec.dtype) == np.float16
         name = "adaptive_pool2d_max" if spec.kind == "max" else "adaptive_pool2d_avg"
-        if p["MODE"] == 0:
-            # a work-group per output pays off once a bin holds a few rows of taps
-            taps = -(-spec.in_h // spec.out_h) * -(-spec.in_w // spec.out_w)
-            group = taps >= 64
-        else:
-            group = p["MODE"] == 2
         args = [x, y, indices if spec.kind == "max" else None,
                 *map(_i32, (spec.n, spec.c, spec.in_h, spec.in_w, spec.out_h, spec.out_w))]
         while True:
+            flat = self._adaptive_flat(spec, p)
+            if p["MODE"] in (0, 3):
+                # a work-group per output pays off once a bin holds a few rows of taps
+                taps = -(-spec.in_h // spec.out_h) * -(-spec.in_w // spec.out_w)
+                group = taps >= 64
+            else:
+                group = p["MODE"] == 2
             defines = {
                 **self._base_defines(spec),
                 "WG": p["WG"],
                 "VEC": p["VEC"],
-                "ADAPTIVE_GROUP": int(group),
-                "HALF_ARITH": p["HALF_ARITH"] if half and not group else 0,
+                "ADAPTIVE_GROUP": 2 if flat else int(group),
+                "HALF_ARITH": p["HALF_ARITH"] if half and not group and not flat else 0,
             }
+            if flat:
+                defines["FLAT_ELEMS"] = flat
             try:
                 kernel = self._kernel("adaptive_pool2d.cl", name, defines, p["WG"])
                 break
@@ -859,6 +930,14 @@ class OpenCLBackend(Backend):
                 p = self._shrink(p, "WG", WG_VALUES, str(exc))
         wg = p["WG"]
         outputs = spec.n * spec.out_h * spec.out_w
+        if flat:
+            # one chunk of at most FLAT_ELEMS // plane planes per group (the kernel derives
+            # the same chunk size from the group count), but enough groups to fill the device
+            planes = spec.n * spec.c
+            groups = -(-planes // (flat // (spec.in_h * spec.in_w)))
+            groups = max(groups, min(planes, 4 * max(self.info.compute_units, 1)))
+            self._launch(kernel, (groups * wg,), (wg,), args)
+            return
         if group and nhwc:
             items = outputs * -(-spec.c // (BN_LANES * p["VEC"])) * wg
         elif group:
@@ -868,6 +947,39 @@ class OpenCLBackend(Backend):
         else:
             items = outputs * spec.c
         self._launch(kernel, (_round_up(items, wg),), (wg,), args)
+
+    def _adaptive_flat(self, spec: AdaptivePool2dSpec, p: Mapping[str, int]) -> int:
+        """Staging capacity in elements (``FLAT_ELEMS``) when this call runs the flat NCHW
+        kernels, else 0.
+
+        MODE 3 asks for them; NHWC, and planes the buffer cannot hold, then run as MODE 0
+        would otherwise. MODE 0 picks them on GPUs (not Mali, whose local memory is ordinary
+        cached memory) for global pooling (1x1 output) of planes of at most
+        ``FLAT_AUTO_PLANE`` elements of which the buffer holds ``FLAT_AUTO_MIN_PLANES``. The
+        buffer is ``FLAT_PER_ITEM`` elements per work-item, less where the device's local
+        memory (after the scratch arrays, ``FLAT_SLACK`` and one vector of alignment slack)
+        holds fewer.
+        """
+        mode = p["MODE"]
+        if mode not in (0, 3) or spec.layout == "NHWC":
+            return 0
+        es = np.dtype(spec.dtype).itemsize
+        wg, vec = p["WG"], p["VEC"]
+        room = (self.info.local_mem_bytes - _flat_scratch(wg) - FLAT_SLACK) // es - vec
+        elems = min(FLAT_PER_ITEM * wg, room) // vec * vec
+        plane = spec.in_h * spec.in_w
+        if elems < plane:
+            return 0
+        if mode == 3:
+            return elems
+        # H200: global pooling of 7x7..20x20 planes ran 1.3-5.7x faster than MODE 0's former
+        # choice; outputs of 2x1 .. 3x3 ran 10-70 % slower than one work-item per output, whose
+        # warps then read few cache lines already. The real device decides, not a profile.
+        extras = dict(self.info.extras)
+        family = extras.get("real_arch_family", self.info.arch_family)
+        gpu = extras.get("device_type") == "GPU" and family != "mali"
+        glob = spec.out_h == spec.out_w == 1
+        return elems if gpu and glob and plane <= FLAT_AUTO_PLANE and elems // plane >= FLAT_AUTO_MIN_PLANES else 0
 
     def conv2d(
         self,
@@ -981,23 +1093,31 @@ class OpenCLBackend(Backend):
         scale = self.allocate(4 * c)
         shift = self.allocate(8 * c)
         count = spec.count
-        # enough groups to fill the device, each work-item still reading >= 8 vectors
-        target = 4 * max(self.info.compute_units, 1)
+        # Statistics grid: the groups split each channel's values evenly, so the pass takes
+        # as long as its slowest wave; aim for one wave of about BN_ITEMS_PER_CU work-items
+        # per compute unit on GPUs (floor, not ceiling: a second, partial wave would add a
+        # tail), 4 groups per core on CPUs, each work-item still reading two batches of
+        # BN_VALUES values (NCHW: values of one channel; NHWC: rows of VEC channels).
+        cu = max(self.info.compute_units, 1)
+        gpu = dict(self.info.extras).get("device_type") != "CPU"
+        target = cu * (max(1, BN_ITEMS_PER_CU // wg) if gpu else 4)
         if nhwc:
-            tiles = -(-c // (BN_LANES * vec))
-            most = max(1, count // ((wg // BN_LANES) * 8))
+            lanes = _bn_lanes(c, vec)
+            tiles = -(-c // (lanes * vec))
+            most = max(1, count // ((wg // lanes) * 2 * (BN_VALUES // vec)))
         else:
             tiles = c
-            most = max(1, count // (wg * vec * 8))
-        chunks = int(min(max(1, -(-target // tiles)), most, 1024))
+            most = max(1, count // (wg * 2 * BN_VALUES))
+        chunks = int(min(max(1, target // tiles), most, 1024))
         partial = self.allocate(12 * c * chunks)
         self._launch(
             kernels["batch_norm_stats"], (chunks * wg, tiles), (wg, 1),
             [x, mean, var, _i32(spec.n), _i32(c), _i32(hw), partial, _i32(chunks)],
         )
         running = spec.has_running
+        per_group = wg // _bn_segment(chunks, wg)  # channels per finalize group
         self._launch(
-            kernels["batch_norm_finalize"], (_round_up(c, wg),), (wg,),
+            kernels["batch_norm_finalize"], (-(-c // per_group) * wg,), (wg,),
             [x, partial, _i32(chunks), _i32(hw), weight, bias,
              running_mean if running else None, running_var if running else None,
              mean, var, scale, shift, _i32(c), np.float32(spec.eps), np.float32(spec.momentum), _i32(1)],

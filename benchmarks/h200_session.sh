@@ -4,7 +4,7 @@
 # $OUT/results.tar.gz (the device tool brings back at most 8 files); a summary is printed.
 #   bash benchmarks/h200_session.sh tests conformance overhead tune-cuda-rapid ...
 # Steps: tests, nn, conformance, check, sanitize, overhead, bench-cuda, sweep, tune-cuda-rapid,
-# tune-cuda-normal, tune-ocl-rapid, tune-ocl-normal, tvd-cuda, tvd-ocl, demo, hal-bench, ocl-bench
+# tune-cuda-normal, tune-ocl-rapid, tune-ocl-normal, tvd-cuda, tvd-ocl, demo, hal-bench, ocl-bench, ocl-tests
 set -u -o pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT="${OUT:-/tmp/hal-out}"; R=/tmp/hal-results; mkdir -p "$OUT" "$R"
@@ -51,7 +51,13 @@ for s in "$@"; do
       tail -25 "$R/demo-cuda.txt"; tail -6 "$R/demo-opencl.txt" ;;
     hal-bench) step hal-bench 150 hal bench --device cuda:0 --json "$R/hal-bench.json" --plot "$R/roofline-h200.png"
       tail -40 "$R/hal-bench.txt" ;;
-    ocl-bench) step ocl-bench 120 python3 benchmarks/opencl_ops.py --device opencl:nvidia; tail -30 "$R/ocl-bench.txt" ;;
+    ocl-bench) step ocl-bench ${T_OCL:-120} python3 benchmarks/opencl_ops.py --device opencl:nvidia --out "$R" ${OCL_ARGS:-}
+      tail -32 "$R/ocl-bench.txt" ;;
+    ocl-bench2) mkdir -p "$R/b2"; step ocl-bench2 ${T_OCL2:-120} python3 benchmarks/opencl_ops.py --device opencl:nvidia --out "$R/b2" ${OCL_ARGS2:-}
+      tail -12 "$R/ocl-bench2.txt" ;;
+    ocl-tests) step pytest-ocl ${T_OCLTEST:-150} env HAL_TEST_DEVICES=opencl:nvidia HAL_TEST_EXAMPLES=8 \
+        python3 -m pytest -q -p no:cacheprovider ${OCL_TESTS:-tests/test_forced_params.py tests/test_pooling.py}
+      grep -E "^FAILED|passed|failed" "$R/pytest-ocl.txt" | tail -12 ;;
     *) echo "unknown step $s" ;;
   esac
 done

@@ -292,7 +292,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", nargs="?", choices=["run", "show", "merge"], default="run")
     p.add_argument("files", nargs="*", help="tables to merge")
     p.add_argument("--device", help="device to tune (default: the selected device)")
-    p.add_argument("--ops", help="kernel families: pool2d,adaptive_pool2d,conv2d,batch_norm (default all)")
+    p.add_argument("--ops", help="kernel families (pool2d,adaptive_pool2d,conv2d,batch_norm) or workload names "
+                                 "such as avgpool3x3s2p1, comma-separated (default all)")
     p.add_argument("--mode", choices=["rapid", "normal", "exhaustive"], default="normal")
     p.add_argument("--budget", help="time limit, e.g. 10m")
     p.add_argument("--out", help="table file to write (default: the user table of this device)")

@@ -10,6 +10,8 @@
  *   1  one work-group per output (NCHW) or per output pixel and 16*VEC channels (NHWC):
  *      the group strides over the bin and reduces in local memory; for large bins such
  *      as global pooling.
+ *   2  NCHW only, "flat": a work-group stages a run of whole planes in local memory with
+ *      coalesced loads, then reduces their bins there; for small planes (see below).
  * Max pooling scans taps row-major, takes v > best || isnan(v); partial results combine
  * by flat index (first maximum, last NaN), which equals the sequential scan order.
  */
@@ -31,7 +33,245 @@
         if (takeb_) { bv = (v); bi = (i); }                                             \
     } while (0)
 
-#if !ADAPTIVE_GROUP && !LAYOUT_NHWC
+#if ADAPTIVE_GROUP == 2
+#if LAYOUT_NHWC
+#error "ADAPTIVE_GROUP 2 (flat) is NCHW only"
+#endif
+/* ---- NCHW, whole planes staged in local memory ("flat") -----------------------------
+ * With one work-item per output, neighbouring work-items read planes IH*IW elements
+ * apart: for small planes every load of a warp touches a different cache line. Here
+ * work-group g takes chunks of P consecutive planes (chunks g, g + G, ... of G groups;
+ * P = min(FLAT_ELEMS / (IH*IW), ceil(N*C / G))). A chunk is one contiguous run of the
+ * input: the group copies it into local memory, work-item i taking vectors i, i + WG, ...
+ * (VEC-wide, aligned; scalar head and tail), the run keeping its global alignment in
+ * local memory. Then S work-items per output (S a power of two: the most that fit in the
+ * group, 1 once the chunk holds WG / 2 outputs or more) reduce each bin from local memory
+ * and store (S = 1: consecutive outputs from consecutive work-items). The copy moves raw
+ * bits (no conversion; NaN payloads and -0 kept); loads from local memory go through LD.
+ * FLAT_ELEMS: staging capacity in elements, a multiple of VEC, set by the launcher from
+ * the device's local memory, and at least IH*IW (the launcher checks).
+ */
+#ifndef FLAT_ELEMS
+#define FLAT_ELEMS (16 * WG)
+#endif
+#ifndef FLAT_U
+#define FLAT_U 4 /* vector loads each work-item issues before storing them */
+#endif
+
+#if DTYPE_HALF
+typedef ushort raw_t;
+#if VEC == 1
+typedef ushort rawV;
+#else
+typedef HAL_CAT(ushort, VEC) rawV;
+#endif
+#else
+typedef uint raw_t;
+#if VEC == 1
+typedef uint rawV;
+#else
+typedef HAL_CAT(uint, VEC) rawV;
+#endif
+#endif
+
+/* Copy elements [s0, s0 + ne) of x to local element off + j (j = 0 .. ne - 1), where off =
+ * the run's element offset modulo VEC, so that aligned global vectors land on aligned
+ * local vectors. Returns off. FLAT_U loads are issued before their stores. */
+inline int flat_stage(__global const dtype_t* x, __local rawV* stage, int s0, int ne, int lid)
+{
+    __global const raw_t* xs = (__global const raw_t*)x;
+    __local raw_t* ls = (__local raw_t*)stage;
+    const int off = (int)(((ulong)xs / sizeof(raw_t) + (ulong)s0) % VEC);
+    const int head = min((VEC - off) % VEC, ne);
+    if (lid < head) ls[off + lid] = xs[s0 + lid];
+    const int nv = (ne - head) / VEC;
+    __global const rawV* xv = (__global const rawV*)(xs + s0 + head);
+    __local rawV* lv = stage + (off + head) / VEC;
+    int k = lid;
+    for (; k + (FLAT_U - 1) * WG < nv; k += FLAT_U * WG) {
+        rawV r[FLAT_U];
+#pragma unroll
+        for (int j = 0; j < FLAT_U; ++j) r[j] = xv[k + j * WG];
+#pragma unroll
+        for (int j = 0; j < FLAT_U; ++j) lv[k + j * WG] = r[j];
+    }
+    for (; k < nv; k += WG) lv[k] = xv[k];
+    const int t0 = head + nv * VEC;
+    if (lid < ne - t0) ls[off + t0 + lid] = xs[s0 + t0 + lid];
+    return off;
+}
+
+/* Sequential max over run[a, b) (plane indices base + a ..): v > best || isnan(v). */
+inline void flat_max_run(__local const dtype_t* run, int base, int a, int b, float* best, int* bidx)
+{
+    float bv = *best;
+    int bi = *bidx;
+    for (int k = a; k < b; ++k) {
+        const float v = LD(run, k);
+        if (v > bv || isnan(v)) {
+            bv = v;
+            bi = base + k;
+        }
+    }
+    *best = bv;
+    *bidx = bi;
+}
+
+inline float flat_sum_run(__local const dtype_t* run, int a, int b)
+{
+    float sum = 0.0f;
+    for (int k = a; k < b; ++k) sum += LD(run, k);
+    return sum;
+}
+
+#define FLAT_PROLOGUE                                                                  \
+    __local rawV stage[FLAT_ELEMS / VEC + 1];                                          \
+    __local const dtype_t* sx = (__local const dtype_t*)stage;                         \
+    const int lid = get_local_id(0);                                                   \
+    const int G = get_num_groups(0);                                                   \
+    const int HW = IH * IW, OHW = OH * OW, NC = N * C;                                 \
+    const int P = min(FLAT_ELEMS / HW, CEIL_DIV(NC, G));                               \
+    /* S work-items per output: the largest power of two with S * P * OHW <= WG */     \
+    const int fit = OHW > WG ? 0 : WG / (P * OHW);                                     \
+    const int S = fit > 1 ? 1 << (31 - clz(fit)) : 1;
+
+/* Work unit u = t * S + s of a chunk: output t (plane q, run lp in local memory, its bin),
+ * taps s, s + S, ... . S = 1 loops over the chunk's outputs and stores each at once;
+ * S > 1 makes one pass (np * OHW * S <= WG) leaving partial results for the merge.
+ * Every barrier is outside the branches (same trip counts in every work-item). */
+#define FLAT_UNIT(u)                                                                   \
+    const int t = (u) / S, s = (u) - t * S;                                            \
+    const int q = t / OHW, o = t - q * OHW;                                            \
+    const int oh = o / OW, ow = o - oh * OW;                                           \
+    const int hs = BIN_START(oh, IH, OH), he = BIN_END(oh, IH, OH);                    \
+    const int ws = BIN_START(ow, IW, OW), we = BIN_END(ow, IW, OW);                    \
+    const int bw = we - ws, taps = (he - hs) * bw;                                     \
+    __local const dtype_t* lp = sx + off + q * HW;
+
+/* plane index of tap k of a bin (row-major); whole-row bins are one run */
+#define FLAT_TAP(k) (bw == IW ? hs * IW + (k) : (hs + (k) / bw) * IW + ws + (k) % bw)
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void adaptive_pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y,
+                         __global long* restrict indices, int N, int C, int IH, int IW, int OH, int OW)
+{
+    FLAT_PROLOGUE
+    __local float sv[WG];
+    __local int si[WG];
+    for (int p0 = get_group_id(0) * P; p0 < NC; p0 += G * P) {
+        const int np = min(P, NC - p0);
+        const int off = flat_stage(x, stage, p0 * HW, np * HW, lid);
+        const int obase = p0 * OHW, work = np * OHW * S;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int u = lid; u < work; u += WG) {
+            FLAT_UNIT(u)
+            float best = -INFINITY;
+            if (S == 1) {
+                int bidx = hs * IW + ws;
+                if (bw == IW) {
+                    /* whole rows: one run. An even run starts at lid % taps (spreading
+                     * a warp's work-items over the local-memory banks); the taps before
+                     * the start are scanned second and merged as the earlier ones. */
+                    __local const dtype_t* run = lp + hs * IW;
+                    const int r = (taps & 1) ? 0 : lid % taps;
+                    flat_max_run(run, hs * IW, r, taps, &best, &bidx);
+                    if (r) {
+                        float b2 = -INFINITY;
+                        int i2 = hs * IW;
+                        flat_max_run(run, hs * IW, 0, r, &b2, &i2);
+                        MAX_COMBINE(best, bidx, b2, i2);
+                    }
+                } else {
+                    for (int ih = hs; ih < he; ++ih) flat_max_run(lp + ih * IW, ih * IW, ws, we, &best, &bidx);
+                }
+                ST(best, y, obase + t);
+                if (indices) indices[obase + t] = bidx;
+            } else {
+                /* taps s, s + S, ... in order; the first one is always taken, a work-item
+                 * without taps leaves (-inf, INT_MAX), which every merge discards */
+                int bidx = INT_MAX;
+                for (int k = s; k < taps; k += S) {
+                    const int i = FLAT_TAP(k);
+                    const float v = LD(lp, i);
+                    if (k == s || v > best || isnan(v)) {
+                        best = v;
+                        bidx = i;
+                    }
+                }
+                sv[u] = best;
+                si[u] = bidx;
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        /* S > 1: merge the S partial (value, index) pairs of each output by flat index
+         * (first maximum, last NaN), which equals the sequential scan */
+        for (int h = S >> 1; h > 0; h >>= 1) {
+            if ((lid & (S - 1)) < h && lid < work) {
+                float bv = sv[lid];
+                int bi = si[lid];
+                const float v = sv[lid + h];
+                const int i = si[lid + h];
+                MAX_COMBINE(bv, bi, v, i);
+                sv[lid] = bv;
+                si[lid] = bi;
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+        /* work-item lid stores output lid (merged at lid * S): consecutive stores. (A store
+         * by the merging work-item, guarded by (lid & (S - 1)) == 0, ran in every work-item
+         * under PoCL 3.0-rc2.) */
+        if (S > 1 && lid < np * OHW) {
+            ST(sv[lid * S], y, obase + lid);
+            if (indices) indices[obase + lid] = si[lid * S];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE); /* the next chunk overwrites the stage and sv/si */
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void adaptive_pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* restrict y,
+                         __global long* restrict indices, int N, int C, int IH, int IW, int OH, int OW)
+{
+    FLAT_PROLOGUE
+    __local float ss[WG];
+    for (int p0 = get_group_id(0) * P; p0 < NC; p0 += G * P) {
+        const int np = min(P, NC - p0);
+        const int off = flat_stage(x, stage, p0 * HW, np * HW, lid);
+        const int obase = p0 * OHW, work = np * OHW * S;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int u = lid; u < work; u += WG) {
+            FLAT_UNIT(u)
+            float sum = 0.0f;
+            if (S == 1) {
+                if (bw == IW) {
+                    /* whole rows: one run, rotated as in max (which only reorders the sum) */
+                    __local const dtype_t* run = lp + hs * IW;
+                    const int r = (taps & 1) ? 0 : lid % taps;
+                    sum = flat_sum_run(run, r, taps) + flat_sum_run(run, 0, r);
+                } else {
+                    for (int ih = hs; ih < he; ++ih) sum += flat_sum_run(lp + ih * IW, ws, we);
+                }
+                ST(sum / (float)taps, y, obase + t);
+            } else {
+                for (int k = s; k < taps; k += S) sum += LD(lp, FLAT_TAP(k));
+                ss[u] = sum;
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int h = S >> 1; h > 0; h >>= 1) {
+            if ((lid & (S - 1)) < h && lid < work) ss[lid] += ss[lid + h];
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+        if (S > 1 && lid < np * OHW) { /* as in max */
+            const int oh = (lid % OHW) / OW, ow = (lid % OHW) % OW;
+            const int taps = (BIN_END(oh, IH, OH) - BIN_START(oh, IH, OH)) * (BIN_END(ow, IW, OW) - BIN_START(ow, IW, OW));
+            ST(ss[lid * S] / (float)taps, y, obase + lid);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE); /* the next chunk overwrites the stage and ss */
+    }
+}
+
+#elif !ADAPTIVE_GROUP && !LAYOUT_NHWC
 /* ---- NCHW, one output per work-item ---------------------------------------------- */
 
 #define ITEM_PROLOGUE                                                                  \

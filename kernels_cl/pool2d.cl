@@ -13,8 +13,8 @@
  *   NCHW with LOCAL_TILE=2 (row bands): one work-group = BAND consecutive output rows of
  *         one plane (a trailing int argument; the launcher sizes it so that the input rows
  *         it needs fit BAND_ELEMS floats of local memory). Those input rows are one
- *         contiguous range: the group copies it with aligned 16-byte loads (float4,
- *         vloada_half8), then each work-item computes outputs from local memory and the
+ *         contiguous range: the group copies it with aligned vector loads (float4,
+ *         vloada_half4), then each work-item computes outputs from local memory and the
  *         group's stores are consecutive. For GPUs without fast unaligned vector loads
  *         (NVIDIA: vload4 at an element offset issues four scalar loads).
  *   NHWC: one work-item = VEC consecutive channels of one output pixel; when C % VEC == 0
@@ -51,6 +51,28 @@
 #define ALDCV(p, i) ALDV(p, i)
 #endif
 
+/* POOL_FIXED=1: the window (POOL_KH, POOL_KW, POOL_SH, POOL_SW, POOL_DH, POOL_DW) is fixed at
+ * build time, so the tap loops unroll and the index arithmetic folds; the runtime
+ * arguments of the same names are then ignored. The launcher builds common windows so. */
+#ifndef POOL_FIXED
+#define POOL_FIXED 0
+#endif
+#if POOL_FIXED
+#define WKH POOL_KH
+#define WKW POOL_KW
+#define WSH POOL_SH
+#define WSW POOL_SW
+#define WDH POOL_DH
+#define WDW POOL_DW
+#else
+#define WKH KH
+#define WKW KW
+#define WSH SH
+#define WSW SW
+#define WDH DH
+#define WDW DW
+#endif
+
 #define TILE_W 16
 #define TILE_H (WG / TILE_W)
 /* float elements of the staged input window; the backend's local-memory constraint
@@ -65,13 +87,13 @@
 /* VEC taps of one input row for lanes ow0 + j: iw = iwb + j * SW (masked lanes -> 0). */
 inline ctypeV taps_c(__global const dtype_t* row, int iwb, int SW, int IW, int nvalid)
 {
-    if (nvalid == VEC && iwb >= 0 && iwb + VEC * SW - 1 < IW) {
-        if (SW == 1) return LDCV(row, iwb);
-        if (SW == 2) return LDC2V_EVEN(row, iwb);
+    if (nvalid == VEC && iwb >= 0 && iwb + VEC * WSW - 1 < IW) {
+        if (WSW == 1) return LDCV(row, iwb);
+        if (WSW == 2) return LDC2V_EVEN(row, iwb);
     }
     ctype tmp[VEC];
     for (int j = 0; j < VEC; ++j) {
-        const int iw = iwb + j * SW;
+        const int iw = iwb + j * WSW;
         tmp[j] = (j < nvalid && iw >= 0 && iw < IW) ? LDC(row, iw) : (ctype)0;
     }
 #if HAL_HALF_COMPUTE && VEC > 1
@@ -83,13 +105,13 @@ inline ctypeV taps_c(__global const dtype_t* row, int iwb, int SW, int IW, int n
 
 inline floatV taps_f(__global const dtype_t* row, int iwb, int SW, int IW, int nvalid)
 {
-    if (nvalid == VEC && iwb >= 0 && iwb + VEC * SW - 1 < IW) {
-        if (SW == 1) return LDV(row, iwb);
-        if (SW == 2) return LD2V_EVEN(row, iwb);
+    if (nvalid == VEC && iwb >= 0 && iwb + VEC * WSW - 1 < IW) {
+        if (WSW == 1) return LDV(row, iwb);
+        if (WSW == 2) return LD2V_EVEN(row, iwb);
     }
     float tmp[VEC];
     for (int j = 0; j < VEC; ++j) {
-        const int iw = iwb + j * SW;
+        const int iw = iwb + j * WSW;
         tmp[j] = (j < nvalid && iw >= 0 && iw < IW) ? LD(row, iw) : 0.0f;
     }
     return PRIV_LDV(tmp);
@@ -98,8 +120,8 @@ inline floatV taps_f(__global const dtype_t* row, int iwb, int SW, int IW, int n
 /* Every tap of every lane inside the input, and the lanes' taps loadable at once (stride
  * 1 or 2): the common case, which then needs no masks, no bounds and no tap counting. */
 #define INTERIOR                                                                            \
-    (POOL_INTERIOR && nvalid == VEC && SW <= 2 && h0 >= 0 && h0 + (KH - 1) * DH < IH && w0 >= 0 &&            \
-     w0 + (KW - 1) * DW + VEC * SW - 1 < IW)
+    (POOL_INTERIOR && nvalid == VEC && WSW <= 2 && h0 >= 0 && h0 + (WKH - 1) * WDH < IH && w0 >= 0 &&            \
+     w0 + (WKW - 1) * WDW + VEC * WSW - 1 < IW)
 
 inline void store_out(__global dtype_t* y, int base, floatV v, int nvalid)
 {
@@ -126,28 +148,28 @@ void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y
     const int nc = t / OH;
     const int ow0 = owv * VEC;
     const int nvalid = min(VEC, OW - ow0);
-    const int h0 = oh * SH - PT;
-    const int w0 = ow0 * SW - PL;
+    const int h0 = oh * WSH - PT;
+    const int w0 = ow0 * WSW - PL;
     __global const dtype_t* xp = x + nc * IH * IW;
     const intV lane = LANE_IDS;
     const int base = (nc * OH + oh) * OW + ow0;
     if (INTERIOR) {
         ctypeV best = (ctypeV)(-INFINITY);
-        intV bidx = h0 * IW + w0 + lane * SW; /* the first tap, kept when every tap is -inf */
+        intV bidx = h0 * IW + w0 + lane * WSW; /* the first tap, kept when every tap is -inf */
         /* the stride test stays outside the loops: a select between both loads would issue both */
 #define MAX_TAPS(LOAD)                                                                      \
-        for (int kh = 0; kh < KH; ++kh) {                                                   \
-            const int ih = h0 + kh * DH;                                                    \
+        for (int kh = 0; kh < WKH; ++kh) {                                                   \
+            const int ih = h0 + kh * WDH;                                                    \
             __global const dtype_t* row = xp + ih * IW;                                     \
-            for (int kw = 0; kw < KW; ++kw) {                                               \
-                const int iwb = w0 + kw * DW;                                               \
+            for (int kw = 0; kw < WKW; ++kw) {                                               \
+                const int iwb = w0 + kw * WDW;                                               \
                 const ctypeV v = LOAD(row, iwb);                                            \
                 const cmaskV take = (v > best) | isnan(v);                                  \
                 best = select(best, v, take);                                               \
-                bidx = select(bidx, ih * IW + iwb + lane * SW, CMASK_TO_INT(take));         \
+                bidx = select(bidx, ih * IW + iwb + lane * WSW, CMASK_TO_INT(take));         \
             }                                                                               \
         }
-        if (SW == 1) {
+        if (WSW == 1) {
             MAX_TAPS(LDCV)
         } else {
             MAX_TAPS(LDC2V_EVEN)
@@ -161,15 +183,15 @@ void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y
     ctypeV best = (ctypeV)(-INFINITY);
     intV bidx = (intV)0;
     intV unseen = (intV)VTRUE; /* no valid tap taken yet */
-    for (int kh = 0; kh < KH; ++kh) {
-        const int ih = h0 + kh * DH;
+    for (int kh = 0; kh < WKH; ++kh) {
+        const int ih = h0 + kh * WDH;
         if (ih < 0 || ih >= IH) continue;
         __global const dtype_t* row = xp + ih * IW;
-        for (int kw = 0; kw < KW; ++kw) {
-            const int iwb = w0 + kw * DW;
-            const intV iw = iwb + lane * SW;
+        for (int kw = 0; kw < WKW; ++kw) {
+            const int iwb = w0 + kw * WDW;
+            const intV iw = iwb + lane * WSW;
             const intV ok = lane_ok & (iw >= 0) & (iw < IW);
-            const ctypeV v = taps_c(row, iwb, SW, IW, nvalid);
+            const ctypeV v = taps_c(row, iwb, WSW, IW, nvalid);
             const intV take = ok & (unseen | CMASK_TO_INT((v > best) | isnan(v)));
             best = select(best, v, TO_CMASK(take));
             bidx = select(bidx, ih * IW + iw, take);
@@ -194,44 +216,44 @@ void pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* restrict y
     const int nc = t / OH;
     const int ow0 = owv * VEC;
     const int nvalid = min(VEC, OW - ow0);
-    const int h0 = oh * SH - PT;
-    const int w0 = ow0 * SW - PL;
+    const int h0 = oh * WSH - PT;
+    const int w0 = ow0 * WSW - PL;
     __global const dtype_t* xp = x + nc * IH * IW;
     const intV lane = LANE_IDS;
     if (INTERIOR) {
         floatV sum = (floatV)0.0f;
 #define SUM_TAPS(LOAD)                                                                      \
-        for (int kh = 0; kh < KH; ++kh) {                                                   \
-            __global const dtype_t* row = xp + (h0 + kh * DH) * IW;                         \
-            for (int kw = 0; kw < KW; ++kw) sum += LOAD(row, w0 + kw * DW);                 \
+        for (int kh = 0; kh < WKH; ++kh) {                                                   \
+            __global const dtype_t* row = xp + (h0 + kh * WDH) * IW;                         \
+            for (int kw = 0; kw < WKW; ++kw) sum += LOAD(row, w0 + kw * WDW);                 \
         }
-        if (SW == 1) {
+        if (WSW == 1) {
             SUM_TAPS(LDV)
         } else {
             SUM_TAPS(LD2V_EVEN)
         }
         /* no padding inside the window: both counting rules give KH * KW */
-        STV(sum / (float)(DIVISOR > 0 ? DIVISOR : KH * KW), y, (nc * OH + oh) * OW + ow0);
+        STV(sum / (float)(DIVISOR > 0 ? DIVISOR : WKH * WKW), y, (nc * OH + oh) * OW + ow0);
         return;
     }
 
     floatV sum = (floatV)0.0f;
     int rows_in = 0, rows_pad = 0;
-    for (int kh = 0; kh < KH; ++kh) {
-        const int ih = h0 + kh * DH;
+    for (int kh = 0; kh < WKH; ++kh) {
+        const int ih = h0 + kh * WDH;
         rows_pad += (ih >= -PT && ih < IH + PB);
         if (ih < 0 || ih >= IH) continue;
         ++rows_in;
         __global const dtype_t* row = xp + ih * IW;
-        for (int kw = 0; kw < KW; ++kw) sum += taps_f(row, w0 + kw * DW, SW, IW, nvalid);
+        for (int kw = 0; kw < WKW; ++kw) sum += taps_f(row, w0 + kw * WDW, WSW, IW, nvalid);
     }
     floatV result;
     if (DIVISOR > 0) {
         result = sum / (float)DIVISOR;
     } else {
         intV cols_in = (intV)0, cols_pad = (intV)0;
-        for (int kw = 0; kw < KW; ++kw) {
-            const intV iw = w0 + kw * DW + lane * SW;
+        for (int kw = 0; kw < WKW; ++kw) {
+            const intV iw = w0 + kw * WDW + lane * WSW;
             cols_in += MASK01((iw >= 0) & (iw < IW));
             cols_pad += MASK01((iw >= -PL) & (iw < IW + PR));
         }
@@ -257,10 +279,10 @@ void pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* restrict y
     const int lid = get_local_id(0);                                                       \
     const int oh = ty * TILE_H + lid / TILE_W;                                             \
     const int ow = tx * TILE_W + lid % TILE_W;                                             \
-    const int ih0 = ty * TILE_H * SH - PT;                                                 \
-    const int iw0 = tx * TILE_W * SW - PL;                                                 \
-    const int EH = (TILE_H - 1) * SH + (KH - 1) * DH + 1;                                  \
-    const int EW = (TILE_W - 1) * SW + (KW - 1) * DW + 1;                                  \
+    const int ih0 = ty * TILE_H * WSH - PT;                                                 \
+    const int iw0 = tx * TILE_W * WSW - PL;                                                 \
+    const int EH = (TILE_H - 1) * WSH + (WKH - 1) * WDH + 1;                                  \
+    const int EW = (TILE_W - 1) * WSW + (WKW - 1) * WDW + 1;                                  \
     __global const dtype_t* xp = x + nc * IH * IW;                                         \
     __local float tile[TILE_ELEMS];                                                        \
     /* the same for the whole group: the barrier below is in uniform control flow */       \
@@ -274,8 +296,8 @@ void pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* restrict y
         barrier(CLK_LOCAL_MEM_FENCE);                                                      \
     }                                                                                      \
     if (nc >= N * C || oh >= OH || ow >= OW) return;                                       \
-    const int h0 = oh * SH - PT;                                                           \
-    const int w0 = ow * SW - PL;
+    const int h0 = oh * WSH - PT;                                                           \
+    const int w0 = ow * WSW - PL;
 
 #define TAP(ih, iw) (staged ? tile[((ih) - ih0) * EW + ((iw) - iw0)] : LD(xp, (ih) * IW + (iw)))
 
@@ -288,11 +310,11 @@ void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y
     float best = -INFINITY;
     long bidx = 0;
     int unseen = 1;
-    for (int kh = 0; kh < KH; ++kh) {
-        const int ih = h0 + kh * DH;
+    for (int kh = 0; kh < WKH; ++kh) {
+        const int ih = h0 + kh * WDH;
         if (ih < 0 || ih >= IH) continue;
-        for (int kw = 0; kw < KW; ++kw) {
-            const int iw = w0 + kw * DW;
+        for (int kw = 0; kw < WKW; ++kw) {
+            const int iw = w0 + kw * WDW;
             if (iw < 0 || iw >= IW) continue;
             const float v = TAP(ih, iw);
             if (unseen || v > best || isnan(v)) {
@@ -315,18 +337,18 @@ void pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* restrict y
     TILE_PROLOGUE
     float sum = 0.0f;
     int rows_in = 0, rows_pad = 0, cols_in = 0, cols_pad = 0;
-    for (int kw = 0; kw < KW; ++kw) {
-        const int iw = w0 + kw * DW;
+    for (int kw = 0; kw < WKW; ++kw) {
+        const int iw = w0 + kw * WDW;
         cols_in += (iw >= 0 && iw < IW);
         cols_pad += (iw >= -PL && iw < IW + PR);
     }
-    for (int kh = 0; kh < KH; ++kh) {
-        const int ih = h0 + kh * DH;
+    for (int kh = 0; kh < WKH; ++kh) {
+        const int ih = h0 + kh * WDH;
         rows_pad += (ih >= -PT && ih < IH + PB);
         if (ih < 0 || ih >= IH) continue;
         ++rows_in;
-        for (int kw = 0; kw < KW; ++kw) {
-            const int iw = w0 + kw * DW;
+        for (int kw = 0; kw < WKW; ++kw) {
+            const int iw = w0 + kw * WDW;
             if (iw >= 0 && iw < IW) sum += TAP(ih, iw);
         }
     }
@@ -344,13 +366,13 @@ void pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* restrict y
 #endif
 
 /* Stage elements [g0, g0 + len) of x into band[0, len) as floats. The buffer base is
- * aligned (OpenCL buffers are), so after a head of at most 3 (float) or 7 (half)
- * elements the loads are aligned 16-byte vectors. */
+ * aligned (OpenCL buffers are), so after a head of at most 3 elements the loads are
+ * aligned 4-wide vectors (16 bytes of float, 8 of half). */
 inline void stage_range(__global const dtype_t* restrict x, int g0, int len, __local float* band)
 {
     const int lid = get_local_id(0);
 #if DTYPE_HALF
-#define BAND_VW 8
+#define BAND_VW 4 /* vloada_half4: NVIDIA runs vloada_half8 slowly (measured in batch_norm.cl) */
 #else
 #define BAND_VW 4
 #endif
@@ -361,7 +383,7 @@ inline void stage_range(__global const dtype_t* restrict x, int g0, int len, __l
     __global const dtype_t* xa = x + g0 + head;
     for (int v = lid; v < nvec; v += WG) {
 #if DTYPE_HALF
-        vstore8(vloada_half8(v, xa), 0, band + head + v * 8);
+        vstore4(vloada_half4(v, xa), 0, band + head + v * 4);
 #else
         vstore4(((__global const float4*)xa)[v], 0, band + head + v * 4);
 #endif
@@ -376,8 +398,8 @@ inline void stage_range(__global const dtype_t* restrict x, int g0, int len, __l
     const int oh0 = (grp % bands) * BAND;                                                  \
     const int nout = min(BAND, OH - oh0) * OW;                                             \
     /* input rows the band's windows touch, clipped to the plane */                        \
-    const int ih_lo = max(0, oh0 * SH - PT);                                               \
-    const int ih_hi = min(IH, (oh0 + nout / OW - 1) * SH - PT + (KH - 1) * DH + 1);        \
+    const int ih_lo = max(0, oh0 * WSH - PT);                                               \
+    const int ih_hi = min(IH, (oh0 + nout / OW - 1) * WSH - PT + (WKH - 1) * WDH + 1);        \
     __local float band[BAND_ELEMS];                                                        \
     /* group-uniform: the barrier below is in uniform control flow */                      \
     if (nc >= N * C) return;                                                               \
@@ -393,17 +415,28 @@ void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y
                 int PT, int PB, int PL, int PR, int DH, int DW, int DIVISOR, int COUNT_INCLUDE_PAD, int BAND)
 {
     BAND_PROLOGUE
-    for (int o = get_local_id(0); o < nout; o += WG) {
-        const int h0 = (oh0 + o / OW) * SH - PT;
-        const int w0 = (o % OW) * SW - PL;
+    /* output (row r, column ow) of the band stepped by WG without a division per output */
+    const int step_r = WG / OW, step_w = WG % OW;
+    int r = get_local_id(0) / OW, ow = get_local_id(0) % OW;
+    /* a trip count the same for the whole group, the tail masked inside: PoCL (3.x)
+     * miscompiled the per-work-item bound here once the window was constant */
+    for (int o0 = 0; o0 < nout; o0 += WG, r += step_r, ow += step_w) {
+        if (ow >= OW) {
+            ow -= OW;
+            ++r;
+        }
+        const int o = o0 + get_local_id(0);
+        if (o >= nout) continue;
+        const int h0 = (oh0 + r) * WSH - PT;
+        const int w0 = ow * WSW - PL;
         float best = -INFINITY;
         int bidx = 0;
         int unseen = 1;
-        for (int kh = 0; kh < KH; ++kh) {
-            const int ih = h0 + kh * DH;
+        for (int kh = 0; kh < WKH; ++kh) {
+            const int ih = h0 + kh * WDH;
             if (ih < 0 || ih >= IH) continue;
-            for (int kw = 0; kw < KW; ++kw) {
-                const int iw = w0 + kw * DW;
+            for (int kw = 0; kw < WKW; ++kw) {
+                const int iw = w0 + kw * WDW;
                 if (iw < 0 || iw >= IW) continue;
                 const float v = BAND_TAP(ih, iw);
                 if (unseen || v > best || isnan(v)) {
@@ -424,23 +457,34 @@ void pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* restrict y
                 int PT, int PB, int PL, int PR, int DH, int DW, int DIVISOR, int COUNT_INCLUDE_PAD, int BAND)
 {
     BAND_PROLOGUE
-    for (int o = get_local_id(0); o < nout; o += WG) {
-        const int h0 = (oh0 + o / OW) * SH - PT;
-        const int w0 = (o % OW) * SW - PL;
+    /* output (row r, column ow) of the band stepped by WG without a division per output */
+    const int step_r = WG / OW, step_w = WG % OW;
+    int r = get_local_id(0) / OW, ow = get_local_id(0) % OW;
+    /* a trip count the same for the whole group, the tail masked inside: PoCL (3.x)
+     * miscompiled the per-work-item bound here once the window was constant */
+    for (int o0 = 0; o0 < nout; o0 += WG, r += step_r, ow += step_w) {
+        if (ow >= OW) {
+            ow -= OW;
+            ++r;
+        }
+        const int o = o0 + get_local_id(0);
+        if (o >= nout) continue;
+        const int h0 = (oh0 + r) * WSH - PT;
+        const int w0 = ow * WSW - PL;
         float sum = 0.0f;
         int rows_in = 0, rows_pad = 0, cols_in = 0, cols_pad = 0;
-        for (int kw = 0; kw < KW; ++kw) {
-            const int iw = w0 + kw * DW;
+        for (int kw = 0; kw < WKW; ++kw) {
+            const int iw = w0 + kw * WDW;
             cols_in += (iw >= 0 && iw < IW);
             cols_pad += (iw >= -PL && iw < IW + PR);
         }
-        for (int kh = 0; kh < KH; ++kh) {
-            const int ih = h0 + kh * DH;
+        for (int kh = 0; kh < WKH; ++kh) {
+            const int ih = h0 + kh * WDH;
             rows_pad += (ih >= -PT && ih < IH + PB);
             if (ih < 0 || ih >= IH) continue;
             ++rows_in;
-            for (int kw = 0; kw < KW; ++kw) {
-                const int iw = w0 + kw * DW;
+            for (int kw = 0; kw < WKW; ++kw) {
+                const int iw = w0 + kw * WDW;
                 if (iw >= 0 && iw < IW) sum += BAND_TAP(ih, iw);
             }
         }
@@ -466,8 +510,8 @@ void pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* restrict y
     const int n = t / OH;                                                                  \
     const int c0 = cv * VEC;                                                               \
     const int nvalid = min(VEC, C - c0);                                                   \
-    const int h0 = oh * SH - PT;                                                           \
-    const int w0 = ow * SW - PL;                                                           \
+    const int h0 = oh * WSH - PT;                                                           \
+    const int w0 = ow * WSW - PL;                                                           \
     const int obase = ((n * OH + oh) * OW + ow) * C + c0;                                  \
     const int aligned = C % VEC == 0; /* every full vector then starts VEC-aligned */
 
@@ -480,11 +524,11 @@ void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y
     ctypeV best = (ctypeV)(-INFINITY);
     intV bidx = (intV)0;
     int unseen = 1;
-    for (int kh = 0; kh < KH; ++kh) {
-        const int ih = h0 + kh * DH;
+    for (int kh = 0; kh < WKH; ++kh) {
+        const int ih = h0 + kh * WDH;
         if (ih < 0 || ih >= IH) continue;
-        for (int kw = 0; kw < KW; ++kw) {
-            const int iw = w0 + kw * DW;
+        for (int kw = 0; kw < WKW; ++kw) {
+            const int iw = w0 + kw * WDW;
             if (iw < 0 || iw >= IW) continue;
             const int p = ((n * IH + ih) * IW + iw) * C + c0;
             ctypeV v;
@@ -530,18 +574,18 @@ void pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* restrict y
     NHWC_PROLOGUE
     floatV sum = (floatV)0.0f;
     int rows_in = 0, rows_pad = 0, cols_in = 0, cols_pad = 0;
-    for (int kw = 0; kw < KW; ++kw) {
-        const int iw = w0 + kw * DW;
+    for (int kw = 0; kw < WKW; ++kw) {
+        const int iw = w0 + kw * WDW;
         cols_in += (iw >= 0 && iw < IW);
         cols_pad += (iw >= -PL && iw < IW + PR);
     }
-    for (int kh = 0; kh < KH; ++kh) {
-        const int ih = h0 + kh * DH;
+    for (int kh = 0; kh < WKH; ++kh) {
+        const int ih = h0 + kh * WDH;
         rows_pad += (ih >= -PT && ih < IH + PB);
         if (ih < 0 || ih >= IH) continue;
         ++rows_in;
-        for (int kw = 0; kw < KW; ++kw) {
-            const int iw = w0 + kw * DW;
+        for (int kw = 0; kw < WKW; ++kw) {
+            const int iw = w0 + kw * WDW;
             if (iw < 0 || iw >= IW) continue;
             const int p = ((n * IH + ih) * IW + iw) * C + c0;
             if (nvalid == VEC) {

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from test_forced_params import forced
 
 import hal
 from hal import reference
@@ -92,3 +95,93 @@ def test_tolerance_rejects_cancellation():
     naive_var = (x * x).mean(axis=(0, 2, 3), dtype=np.float32) - mean * mean
     naive = (x - mean[None, :, None, None]) / np.sqrt(np.abs(naive_var)[None, :, None, None] + 1e-5)
     assert not compare("batch_norm", "float32", naive, ref, bn_scale(x, None, 1e-5, True)).ok
+
+
+# ---- vector paths of the OpenCL kernels, forced ---------------------------------------
+# batch_norm.cl takes aligned vector loads/stores where the shape guarantees them (NCHW:
+# H*W % VEC == 0, NHWC: C % VEC == 0) and element-aligned code otherwise; the tuning
+# tables choose VEC. Each shape below takes a different mix of branches for VEC 4 and 8.
+VECTOR_PATH_SHAPES = [
+    (2, 8, 4, 6),  # HW 24, C 8: aligned for VEC 4 and 8 in both layouts
+    (3, 12, 5, 7),  # HW 35: NCHW unaligned; C 12: NHWC aligned for VEC 4, not 8
+    (2, 5, 6, 6),  # HW 36: NCHW aligned for VEC 4, not 8; C 5: NHWC unaligned
+    (2, 16, 3, 3),  # C 16: NHWC with fewer than 16 lanes (VEC 4: 4, VEC 8: 2)
+    (3, 130, 7, 7),  # HW 49; C 130: several NHWC channel tiles, a partial last vector
+    (2, 3, 16, 16),  # C 3: one NHWC lane; HW 256 aligned
+    (3, 40, 1, 1),  # HW 1: each NCHW step crosses many planes; C 40 aligned for 4 and 8
+    (5, 24, 17, 19),  # several batches of four vectors per work-item, odd tails
+]
+
+
+def _opencl_only(device):
+    if device.kind != "opencl":
+        pytest.skip("OpenCL batch_norm parameters (VEC)")
+
+
+def _check_bn(device, shape, dtype, layout, training, relu, seed, mean=3.0):
+    """One call against the float64 oracle, outputs NaN-poisoned, running statistics checked."""
+    c = shape[1]
+    x = random_input(seed, shape, dtype, mean=mean)
+    rm, rv, weight, bias = _params(seed + 1, c)
+    ref_rm, ref_rv = rm.astype(np.float64), rv.astype(np.float64)
+    ref = reference.batch_norm(x.astype(np.float64), ref_rm, ref_rv, weight, bias, training, 0.1, 1e-5)
+    if relu:
+        ref = reference.relu(ref)
+    with poison_outputs():
+        y = hal.batch_norm(hal.asarray(x, device=device, layout=layout), rm, rv, weight, bias, training, 0.1, 1e-5,
+                           relu=relu)
+    got = y.numpy()
+    assert not np.isnan(got).any(), f"{shape} {dtype} {layout}: unwritten (poisoned) outputs"
+    r = compare("batch_norm", dtype, got, ref, bn_scale(x, weight, 1e-5, training, rm, rv))
+    assert r.ok, f"{shape} {dtype} {layout} training={training} relu={relu}: {r.detail}"
+    for name, got_s, want in (("running_mean", rm, ref_rm), ("running_var", rv, ref_rv)):
+        r = compare("batch_norm", "float32", got_s, want)
+        assert r.ok, f"{shape} {dtype} {layout} {name}: {r.detail}"
+
+
+@pytest.mark.parametrize("vec", [1, 4, 8])
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_batch_norm_vector_paths(device, vec, layout, dtype):
+    """Aligned and element-aligned branches of every kernel (stats, finalize, apply, infer),
+    training with running statistics and inference, with and without fused ReLU."""
+    _opencl_only(device)
+    with forced(device, "batch_norm", {"VEC": vec}):
+        for i, shape in enumerate(VECTOR_PATH_SHAPES):
+            for training in (True, False):
+                _check_bn(device, shape, dtype, layout, training, relu=(i + training) % 2 == 1, seed=100 * i + vec)
+
+
+@pytest.mark.parametrize("wg", [32, 256])
+@pytest.mark.parametrize("vec", [1, 4, 8])
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_batch_norm_gpu_grid(device, monkeypatch, wg, vec, layout):
+    """The statistics grid a 132-unit GPU gets (many chunks per channel, finalize merging
+    each channel's partials with several work-items, several channels per group), on
+    whatever device runs the test: only the launcher's geometry depends on the unit count."""
+    _opencl_only(device)
+    backend = device.backend
+    extras = tuple((k, "GPU" if k == "device_type" else v) for k, v in backend.info.extras)
+    monkeypatch.setattr(backend, "info", dataclasses.replace(backend.info, compute_units=132, extras=extras))
+    shapes = [(4, 5, 64, 64), (4, 5, 61, 67), (4, 64, 32, 32), (4, 130, 7, 7), (64, 3, 8, 8)]
+    with forced(device, "batch_norm", {"WG": wg, "VEC": vec}):
+        for i, shape in enumerate(shapes):
+            for dtype in ("float32", "float16"):
+                _check_bn(device, shape, dtype, layout, True, relu=i % 2 == 1, seed=7 * i + vec)
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("vec", [1, 4, 8])
+def test_batch_norm_vector_paths_no_cancellation(device, layout, vec):
+    """Mean 1e4, std 1 through each vector width (the batch merge keeps the centring)."""
+    _opencl_only(device)
+    x = random_input(5, (4, 8, 12, 12), "float32", mean=1e4)
+    rm, rv = np.zeros(8, np.float32), np.ones(8, np.float32)
+    ref_rm, ref_rv = rm.astype(np.float64), rv.astype(np.float64)
+    ref = reference.batch_norm(x.astype(np.float64), ref_rm, ref_rv, training=True)
+    with forced(device, "batch_norm", {"VEC": vec}), poison_outputs():
+        y = hal.batch_norm(hal.asarray(x, device=device, layout=layout), rm, rv, training=True)
+    r = compare("batch_norm", "float32", y.numpy(), ref, bn_scale(x, None, 1e-5, True))
+    assert r.ok, r.detail
+    r = compare("batch_norm", "float32", rv, ref_rv)
+    assert r.ok, r.detail

@@ -5,6 +5,7 @@ before a tuning run or another device's table hands it out."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Iterator, Mapping
 
 import numpy as np
@@ -18,7 +19,7 @@ from hal.conformance import compare, compare_indices
 from hal.errors import HalValueError
 from hal.tensor import poison_outputs
 from hal.tuning.table import Resolved, kernel_key
-from strategies import SETTINGS, dtypes, random_input, seeds, shapes
+from strategies import SETTINGS, dtypes, layouts, random_input, seeds, shapes
 
 
 @contextlib.contextmanager
@@ -50,15 +51,16 @@ def _opencl(device: hal.Device) -> None:
 
 #: pool2d paths of the OpenCL backend: (LOCAL_TILE, BAND_KB); 4 KB bands split the planes
 #: of the shapes below into several bands, the last one partial
-OPENCL_POOL_PATHS = [(0, 16), (1, 16), (2, 4), (2, 16)]
+OPENCL_POOL_PATHS = [(0, 16, 1), (0, 16, 0), (1, 16, 1), (2, 4, 1), (2, 4, 0), (2, 16, 1)]
 
 
-@pytest.mark.parametrize("path", OPENCL_POOL_PATHS, ids=lambda p: f"tile{p[0]}-{p[1]}kb")
+@pytest.mark.parametrize("path", OPENCL_POOL_PATHS, ids=lambda p: f"tile{p[0]}-{p[1]}kb-fixed{p[2]}")
 @SETTINGS
 @given(shape=shapes(max_hw=90, max_c=7), dtype=dtypes, seed=seeds, data=st.data())
 def test_opencl_pool_paths(device, path, shape, dtype, seed, data):
     _opencl(device)
     kind = data.draw(st.sampled_from(["max", "avg"]))
+    layout = data.draw(layouts)
     k = data.draw(st.integers(1, 4))
     cfg = {"kernel_size": (k, data.draw(st.integers(1, 4))), "stride": data.draw(st.integers(1, 3)),
            "padding": data.draw(st.integers(0, 1)), "ceil_mode": data.draw(st.booleans())}
@@ -74,8 +76,9 @@ def test_opencl_pool_paths(device, path, shape, dtype, seed, data):
     except HalValueError:
         assume(False)
     op = hal.max_pool2d if kind == "max" else hal.avg_pool2d
-    with forced(device, "pool2d", {"LOCAL_TILE": path[0], "BAND_KB": path[1]}), poison_outputs():
-        out = op(hal.asarray(x, device=device), **cfg)
+    params = {"LOCAL_TILE": path[0], "BAND_KB": path[1], "FIXED_WINDOW": path[2]}
+    with forced(device, "pool2d", params), poison_outputs():
+        out = op(hal.asarray(x, device=device, layout=layout), **cfg)
     if kind == "max" and cfg["return_indices"]:
         (out, idx), (ref, ref_idx) = out, ref
         keep = ~np.isnan(ref)
@@ -123,3 +126,26 @@ def test_exact_params_refuses_to_shrink(device, monkeypatch):
     monkeypatch.setattr(device.backend, "exact_params", True)
     with pytest.raises(hal.HalError, match="cannot launch WG="):
         hal.max_pool2d(x, 3)
+
+
+@pytest.mark.parametrize("path", OPENCL_POOL_PATHS, ids=lambda p: f"tile{p[0]}-{p[1]}kb-fixed{p[2]}")
+@pytest.mark.parametrize("window", [(1, 2, 0), (2, 1, 0), (3, 2, 1), (2, 2, 0), (3, 1, 1)])
+def test_opencl_pool_paths_write_only_their_outputs(device, path, window):
+    """Guard canaries around every output (the tuner's evaluation): an out-of-bounds store
+    shows here as damage instead of as a crash much later."""
+    _opencl(device)
+    from hal import spec as S
+    from hal.tuning import evaluate
+    k, s, p = window
+    params = {**device.tuner.schemas["pool2d"].defaults(),
+              "LOCAL_TILE": path[0], "BAND_KB": path[1], "FIXED_WINDOW": path[2]}
+    for kind, layout, shape in itertools.product(("max", "avg"), ("NCHW", "NHWC"), ((1, 2, 9, 9), (2, 3, 23, 19))):
+        geom = S.TensorGeometry(*shape, layout, np.dtype("float32"))
+        spec = S.pool2d_spec(kind, geom, k, s, p, 1, False, True, None, kind == "max")
+        problem = evaluate.make_problem(device.backend, spec, np.random.default_rng(5))
+        launch, outs = evaluate.launcher(device.backend, problem, params)
+        launch()
+        got, damaged = evaluate.read_outputs(device.backend, problem, outs)
+        assert not damaged, (kind, layout, damaged)
+        result = evaluate.check(problem, got, evaluate.oracle(problem))
+        assert result.ok, (kind, layout, result.detail)

@@ -95,8 +95,14 @@ WORKLOADS: tuple[Workload, ...] = (
 
 
 def select(kernels: list[str] | None = None) -> list[Workload]:
-    """Workloads of the given kernel families (all when None)."""
-    return [w for w in WORKLOADS if kernels is None or w.kernel in kernels]
+    """Workloads of the given kernel families or workload names (all when None)."""
+    unknown = sorted(set(kernels or ()) - {w.kernel for w in WORKLOADS} - {w.name for w in WORKLOADS})
+    if unknown:
+        from hal.errors import bad_arg
+
+        choices = sorted({w.kernel for w in WORKLOADS}) + [w.name for w in WORKLOADS]
+        raise bad_arg("ops", f"kernel families or workload names among {choices}", ",".join(unknown))
+    return [w for w in WORKLOADS if kernels is None or w.kernel in kernels or w.name in kernels]
 
 
 def plans(workloads: list[Workload], dtypes: list[str], layouts: list[str]) -> Iterator[tuple[Workload, str, str]]:
