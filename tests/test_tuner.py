@@ -219,3 +219,12 @@ def test_candidates_name_each_kernel_once():
     assert all(c["BAND_KB"] == 16 for c in cands if c["LOCAL_TILE"] != 2)
     assert {c["BAND_KB"] for c in cands if c["LOCAL_TILE"] == 2} == {4, 8, 16, 32}
     assert all(schema.canonical(c) == c for c in cands)
+
+
+def test_ops_select_families_or_workload_names():
+    from hal.errors import HalValueError
+    from hal.tuning import workloads
+    assert [w.name for w in workloads.select(["avgpool3x3s2p1"])] == ["avgpool3x3s2p1"]
+    assert {w.kernel for w in workloads.select(["pool2d"])} == {"pool2d"}
+    with pytest.raises(HalValueError, match="ops: expected kernel families or workload names"):
+        workloads.select(["pool2d", "no-such-workload"])
