@@ -33,6 +33,16 @@
         if (takeb_) { bv = (v); bi = (i); }                                             \
     } while (0)
 
+/* local slots a := combine(a, b): the group reductions' step (a holds the earlier taps) */
+inline void max_merge_slots(__local float* sv, __local int* si, int a, int b)
+{
+    float bv = sv[a];
+    int bi = si[a];
+    MAX_COMBINE(bv, bi, sv[b], si[b]);
+    sv[a] = bv;
+    si[a] = bi;
+}
+
 #if ADAPTIVE_GROUP == 2
 #if LAYOUT_NHWC
 #error "ADAPTIVE_GROUP 2 (flat) is NCHW only"
@@ -206,15 +216,7 @@ void adaptive_pool2d_max(__global const dtype_t* restrict x, __global dtype_t* r
         /* S > 1: merge the S partial (value, index) pairs of each output by flat index
          * (first maximum, last NaN), which equals the sequential scan */
         for (int h = S >> 1; h > 0; h >>= 1) {
-            if ((lid & (S - 1)) < h && lid < work) {
-                float bv = sv[lid];
-                int bi = si[lid];
-                const float v = sv[lid + h];
-                const int i = si[lid + h];
-                MAX_COMBINE(bv, bi, v, i);
-                sv[lid] = bv;
-                si[lid] = bi;
-            }
+            if ((lid & (S - 1)) < h && lid < work) max_merge_slots(sv, si, lid, lid + h);
             barrier(CLK_LOCAL_MEM_FENCE);
         }
         /* work-item lid stores output lid (merged at lid * S): consecutive stores. (A store
@@ -442,15 +444,7 @@ void adaptive_pool2d_max(__global const dtype_t* restrict x, __global dtype_t* r
     si[lid] = bidx;
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int s = WG / 2; s > 0; s >>= 1) {
-        if (lid < s) {
-            float bv = sv[lid];
-            int bi = si[lid];
-            const float v = sv[lid + s];
-            const int i = si[lid + s];
-            MAX_COMBINE(bv, bi, v, i);
-            sv[lid] = bv;
-            si[lid] = bi;
-        }
+        if (lid < s) max_merge_slots(sv, si, lid, lid + s);
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     if (lid == 0) {
@@ -554,16 +548,7 @@ void adaptive_pool2d_max(__global const dtype_t* restrict x, __global dtype_t* r
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int s = ROWS / 2; s > 0; s >>= 1) {
         if (r < s) {
-            for (int j = 0; j < VEC; ++j) {
-                const int a = lid * VEC + j, b = (lid + s * LANES) * VEC + j;
-                float bv = sv[a];
-                int bi = si[a];
-                const float v = sv[b];
-                const int i = si[b];
-                MAX_COMBINE(bv, bi, v, i);
-                sv[a] = bv;
-                si[a] = bi;
-            }
+            for (int j = 0; j < VEC; ++j) max_merge_slots(sv, si, lid * VEC + j, (lid + s * LANES) * VEC + j);
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }

@@ -409,26 +409,30 @@ inline void stage_range(__global const dtype_t* restrict x, int g0, int len, __l
 
 #define BAND_TAP(ih, iw) band[((ih) - ih_lo) * IW + (iw)]
 
+/* Opens the loop over the band's outputs o (row r, column ow; window origin h0, w0); the
+ * kernel closes it. Outputs step by WG without a division per output. The trip count is
+ * the same for the whole group, the tail masked inside: PoCL (3.x) miscompiled a
+ * per-work-item bound here once the window was constant. */
+#define BAND_OUTPUTS_BEGIN                                                                 \
+    const int step_r = WG / OW, step_w = WG % OW;                                          \
+    int r = get_local_id(0) / OW, ow = get_local_id(0) % OW;                               \
+    for (int o0 = 0; o0 < nout; o0 += WG, r += step_r, ow += step_w) {                     \
+        if (ow >= OW) {                                                                    \
+            ow -= OW;                                                                      \
+            ++r;                                                                           \
+        }                                                                                  \
+        const int o = o0 + get_local_id(0);                                                \
+        if (o >= nout) continue;                                                           \
+        const int h0 = (oh0 + r) * WSH - PT;                                               \
+        const int w0 = ow * WSW - PL;
+
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y, __global long* restrict indices,
                 int N, int C, int IH, int IW, int OH, int OW, int KH, int KW, int SH, int SW,
                 int PT, int PB, int PL, int PR, int DH, int DW, int DIVISOR, int COUNT_INCLUDE_PAD, int BAND)
 {
     BAND_PROLOGUE
-    /* output (row r, column ow) of the band stepped by WG without a division per output */
-    const int step_r = WG / OW, step_w = WG % OW;
-    int r = get_local_id(0) / OW, ow = get_local_id(0) % OW;
-    /* a trip count the same for the whole group, the tail masked inside: PoCL (3.x)
-     * miscompiled the per-work-item bound here once the window was constant */
-    for (int o0 = 0; o0 < nout; o0 += WG, r += step_r, ow += step_w) {
-        if (ow >= OW) {
-            ow -= OW;
-            ++r;
-        }
-        const int o = o0 + get_local_id(0);
-        if (o >= nout) continue;
-        const int h0 = (oh0 + r) * WSH - PT;
-        const int w0 = ow * WSW - PL;
+    BAND_OUTPUTS_BEGIN
         float best = -INFINITY;
         int bidx = 0;
         int unseen = 1;
@@ -448,7 +452,7 @@ void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y
         }
         ST(best, y, obase + o);
         if (indices) indices[obase + o] = bidx;
-    }
+    } /* BAND_OUTPUTS_BEGIN */
 }
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
@@ -457,20 +461,7 @@ void pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* restrict y
                 int PT, int PB, int PL, int PR, int DH, int DW, int DIVISOR, int COUNT_INCLUDE_PAD, int BAND)
 {
     BAND_PROLOGUE
-    /* output (row r, column ow) of the band stepped by WG without a division per output */
-    const int step_r = WG / OW, step_w = WG % OW;
-    int r = get_local_id(0) / OW, ow = get_local_id(0) % OW;
-    /* a trip count the same for the whole group, the tail masked inside: PoCL (3.x)
-     * miscompiled the per-work-item bound here once the window was constant */
-    for (int o0 = 0; o0 < nout; o0 += WG, r += step_r, ow += step_w) {
-        if (ow >= OW) {
-            ow -= OW;
-            ++r;
-        }
-        const int o = o0 + get_local_id(0);
-        if (o >= nout) continue;
-        const int h0 = (oh0 + r) * WSH - PT;
-        const int w0 = ow * WSW - PL;
+    BAND_OUTPUTS_BEGIN
         float sum = 0.0f;
         int rows_in = 0, rows_pad = 0, cols_in = 0, cols_pad = 0;
         for (int kw = 0; kw < WKW; ++kw) {
@@ -490,7 +481,7 @@ void pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* restrict y
         }
         const int count = DIVISOR > 0 ? DIVISOR : (COUNT_INCLUDE_PAD ? rows_pad * cols_pad : rows_in * cols_in);
         ST(sum / (float)count, y, obase + o);
-    }
+    } /* BAND_OUTPUTS_BEGIN */
 }
 
 #else
