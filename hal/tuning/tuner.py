@@ -78,6 +78,31 @@ class Task:
     fault: str = ""  # test-only: "wrong", "hang" or "crash"
 
 
+def _checked_problem(
+    backend: Any, task: Task, index: int, shape: tuple[int, int, int, int], spec: Any, cache: dict[Any, Any]
+) -> tuple[Any, dict[str, Any]]:
+    """The uploaded check problem and its oracle outputs for one corner of the bucket.
+
+    Inputs and oracle depend on (workload, dtype, shape, seed), not on the layout, so the
+    two layouts of a workload (planned one after the other) share them; the uploaded
+    buffers are per layout. Only the current workload and dtype are held: full sizes are GBs.
+    """
+    from hal.tuning import evaluate
+
+    oracle_key = ("oracle", task.workload.name, task.dtype, shape, task.seed)
+    problem_key = ("problem", task.workload.name, task.dtype, task.layout, shape, task.seed)
+    if oracle_key not in cache:
+        for old in [k for k in cache if k[0] == "oracle" and k[1:3] != oracle_key[1:3]]:
+            del cache[old]
+        host = evaluate.make_inputs(spec, np.random.default_rng([task.seed, index]))
+        cache[oracle_key] = (host, evaluate.oracle(evaluate.Problem(spec, host, {})))
+    if problem_key not in cache:
+        for old in [k for k in cache if k[0] == "problem" and k[1:4] != problem_key[1:4]]:
+            del cache[old]
+        cache[problem_key] = evaluate.upload_problem(backend, spec, cache[oracle_key][0])
+    return cache[problem_key], cache[oracle_key][1]
+
+
 def _evaluate(backend: Any, task: Task, oracle_cache: dict[Any, Any]) -> dict[str, Any]:
     from hal.tuning import evaluate
 
@@ -93,15 +118,7 @@ def _evaluate(backend: Any, task: Task, oracle_cache: dict[Any, Any]) -> dict[st
                 spec = wl.spec_for(check_shape, task.dtype, task.layout)
             except ValueError:
                 continue  # this corner of the bucket is not a valid call of the op
-            key = (wl.name, task.dtype, task.layout, check_shape, task.seed)
-            if key not in oracle_cache:
-                # hold the inputs and oracle outputs of one workload at a time (full sizes are GBs)
-                for old in [k for k in oracle_cache if k[:3] != key[:3]]:
-                    del oracle_cache[old]
-                rng = np.random.default_rng([task.seed, i])
-                problem = evaluate.make_problem(backend, spec, rng)
-                oracle_cache[key] = (problem, evaluate.oracle(problem))
-            problem, want = oracle_cache[key]
+            problem, want = _checked_problem(backend, task, i, check_shape, spec, oracle_cache)
             launch, outs = evaluate.launcher(backend, problem, task.params)
             launch()
             got, damaged = evaluate.read_outputs(backend, problem, outs)
@@ -113,9 +130,9 @@ def _evaluate(backend: Any, task: Task, oracle_cache: dict[Any, Any]) -> dict[st
             if not result.ok:
                 return {"status": "wrong", "detail": f"shape {check_shape}: {result.detail}"}
     # the timing input is the same for every candidate of a workload: made (and uploaded) once
-    key = (wl.name, task.dtype, task.layout, shape, task.seed, "timing")
+    key = ("timing", wl.name, task.dtype, task.layout, shape, task.seed)
     if key not in oracle_cache:
-        for old in [k for k in oracle_cache if k[-1] == "timing"]:
+        for old in [k for k in oracle_cache if k[0] == "timing"]:
             del oracle_cache[old]  # one full-size timing input held at a time
         spec = wl.spec_for(shape, task.dtype, task.layout)
         oracle_cache[key] = evaluate.make_problem(backend, spec, np.random.default_rng(task.seed))
