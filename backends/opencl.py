@@ -34,7 +34,7 @@ import numpy as np
 
 from hal.backends.base import Backend, BackendProbe, Buffer, DeviceInfo
 from hal.cache import cache_dir, cache_disabled
-from hal.errors import BackendUnavailable, HalError, KernelCompileError, OutOfMemory
+from hal.errors import BackendUnavailable, HalError, KernelCompileError, LaunchLimitExceeded, OutOfMemory
 from hal.resources import kernel_source
 from hal.spec import AdaptivePool2dSpec, BatchNormSpec, Conv2dSpec, EltwiseSpec, Pool2dSpec, QConv2dSpec
 from hal.tuning.schema import KernelSchema, Param
@@ -793,7 +793,7 @@ class OpenCLBackend(Backend):
 
     def _shrink(self, params: dict[str, int], key: str, values: Sequence[int], why: str) -> dict[str, int]:
         if self.exact_params:
-            raise HalError(f"{self.info.id}: cannot launch {key}={params[key]} as given ({why})")
+            raise LaunchLimitExceeded(f"{self.info.id}: cannot launch {key}={params[key]} as given ({why})")
         smaller = [v for v in values if v < params[key]]
         if not smaller:
             raise HalError(f"{self.info.id}: cannot launch ({why}) even with {key}={params[key]}")

@@ -18,6 +18,7 @@ from hal.errors import (
     DeviceNotFound,
     HalError,
     KernelCompileError,
+    LaunchLimitExceeded,
     OutOfMemory,
     UnsupportedOperation,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "Graph",
     "HalError",
     "KernelCompileError",
+    "LaunchLimitExceeded",
     "OutOfMemory",
     "Tensor",
     "UnsupportedOperation",

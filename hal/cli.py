@@ -188,12 +188,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
     dev.tuner.clear()
     table = Table(title=f"hal tune {args.mode} on {dev.id} ({dev.info.name}), {size} shapes, "
                         f"{time.monotonic() - start:.0f} s")
-    for col in ("workload", "dtype", "layout", "tried", "rejected", "default ms", "served ms", "best ms", "speed-up",
-                "kept"):
+    for col in ("workload", "dtype", "layout", "tried", "rejected", "over limit", "default ms", "served ms", "best ms",
+                "speed-up", "kept"):
         table.add_column(col)
     for o in outcomes:
         speed = f"{o.default_ms / o.best_ms:.2f}x" if o.default_ms and o.best_ms else "-"
-        table.add_row(o.workload, o.dtype, o.layout, str(o.tried), str(len(o.rejected)),
+        table.add_row(o.workload, o.dtype, o.layout, str(o.tried), str(len(o.rejected)), str(len(o.over_limit)),
                       f"{o.default_ms:.4f}" if o.default_ms else "-",
                       f"{o.serving_ms:.4f}" if o.serving_ms else "-", f"{o.best_ms:.4f}" if o.best_ms else "-",
                       speed, "yes" if o.kept else "no")
@@ -202,6 +202,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
         for params, status, detail in o.rejected:
             console.print(f"[yellow]rejected[/yellow] {o.workload} {o.dtype} {o.layout} {params}: {status} "
                           f"{escape(detail)}")
+    over = sum(len(o.over_limit) for o in outcomes)
+    if over:
+        console.print(f"{over} candidates were over a compiled kernel's own launch limit and were replaced by spares "
+                      "(not wrong: the limit is known only after the build)")
     console.print(f"{len(entries)} entries written to {out}")
     return 0
 

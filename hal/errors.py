@@ -45,6 +45,15 @@ class KernelCompileError(HalError):
         )
 
 
+class LaunchLimitExceeded(HalError):
+    """Parameters a compiled kernel cannot launch with as given (its own work-group or local-memory limit).
+
+    Raised only where the backend was told not to shrink them (``Backend.exact_params``,
+    set by the tuner): a per-kernel limit is known only after the build, so such a
+    candidate is infeasible rather than wrong.
+    """
+
+
 class OutOfMemory(HalError, MemoryError):
     """A device allocation failed; the message names the size and the device."""
 

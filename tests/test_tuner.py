@@ -2,7 +2,8 @@
 
 Faults are injected through the test-only ``HAL_TUNE_INJECT`` variable (candidate
 ordinals): ``wrong`` corrupts the candidate's output before validation, ``hang``
-never returns, ``crash`` aborts the worker process.
+never returns, ``crash`` aborts the worker process, ``over-limit`` raises the error a
+backend raises for parameters a compiled kernel cannot launch as given.
 """
 
 from __future__ import annotations
@@ -50,6 +51,20 @@ def test_wrong_hanging_and_crashing_candidates_are_rejected(monkeypatch, tmp_pat
     rejected = [p for p, _, _ in o.rejected]
     assert all(e["params"] not in rejected for e in entries)
     assert o.default_ms is not None and o.best_ms is not None
+
+
+def test_candidates_over_a_kernel_limit_are_replaced_by_spares_not_rejected(monkeypatch):
+    """A per-kernel limit (known after the build) makes a candidate infeasible, not wrong:
+    it is reported apart and a spare takes its place, so rapid still measures 8 sets."""
+    monkeypatch.setenv("HAL_TUNE_INJECT", "over-limit:2,over-limit:5")
+    dev = hal.device("cpu")
+    plan = [(w, "float32", "NCHW") for w in workloads.select(["batch_norm"]) if w.name == "bn infer"]
+    schema = dev.backend.schemas()["batch_norm"]
+    assert sum(schema.validate(c, dev.info) is None for c in schema.candidates()) >= tuner.MODES["rapid"] + 3
+    (o,) = tuner.tune(dev, plan, mode="rapid", size="tiny", repeats=3, seed=1)
+    assert len(o.over_limit) == 2 and not o.rejected, (o.over_limit, o.rejected)
+    assert o.tried == tuner.MODES["rapid"] + (1 if o.serving_params else 0), o.tried
+    assert o.best_params not in [p for p, _ in o.over_limit]
 
 
 def test_killed_run_resumes_without_redoing_and_blacklists_the_one_in_flight(tmp_path):

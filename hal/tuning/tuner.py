@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from hal.errors import LaunchLimitExceeded
 from hal.tuning.table import TABLE_FORMAT, TABLE_VERSION, bucket, kernel_key
 from hal.tuning.workloads import Workload
 
@@ -75,7 +76,7 @@ class Task:
     repeats: int
     seed: int
     validate: bool = True
-    fault: str = ""  # test-only: "wrong", "hang" or "crash"
+    fault: str = ""  # test-only: "wrong", "hang", "crash" or "over-limit"
 
 
 def _checked_problem(
@@ -112,6 +113,8 @@ def _evaluate(backend: Any, task: Task, oracle_cache: dict[Any, Any]) -> dict[st
         time.sleep(10**6)
     if task.fault == "crash":
         os.abort()
+    if task.fault == "over-limit":
+        raise LaunchLimitExceeded("test-only: a kernel limit the candidate is over")
     if task.validate:
         for i, check_shape in enumerate(bucket_shapes(shape)):
             try:
@@ -175,6 +178,8 @@ def worker_main(conn: Connection, device_id: str) -> None:
                 conn.send({"status": "ok", "medians_ms": [statistics.median(v) for v in rounds.values()]})
             else:
                 conn.send(_evaluate(backend, task, cache))
+        except LaunchLimitExceeded as exc:  # infeasible on this device, not wrong: the tuner draws a spare
+            conn.send({"status": "over-limit", "detail": str(exc)[:2000]})
         except Exception as exc:  # a failing build or launch is this candidate's result
             conn.send({"status": "error", "detail": f"{type(exc).__name__}: {exc}".strip()[:2000],
                        "trace": traceback.format_exc(limit=3)[-2000:]})
@@ -340,6 +345,9 @@ class Outcome:
     kept: bool
     tried: int
     rejected: list[tuple[dict[str, int], str, str]] = field(default_factory=list)
+    #: candidates the compiled kernel could not launch as given (a per-kernel work-group or
+    #: local-memory limit, known only after the build); each was replaced by a spare
+    over_limit: list[tuple[dict[str, int], str]] = field(default_factory=list)
     #: what the tables serve today (shipped or user entry), when it differs from the default,
     #: and its re-timed median: a result must beat both to be kept
     serving_params: dict[str, int] | None = None
@@ -397,7 +405,14 @@ def tune(
                 _prebuild(device, wl, size, dtype, layout, chosen)
             results: list[tuple[dict[str, int], dict[str, Any]]] = []
             outcome = Outcome(wl.name, wl.kernel, dtype, layout, None, None, None, False, 0)
-            for i, params in enumerate(chosen):
+            # candidates over a per-kernel limit do not count: spares from the same shuffled
+            # order take their places, so a mode always measures its number of launchable sets
+            spares = iter([c for c in others if c not in chosen])
+            queue = list(chosen)
+            i = 0
+            while i < len(queue):
+                params = queue[i]
+                i += 1
                 if deadline is not None and time.monotonic() > deadline:
                     break
                 cid = _cid(wl, dtype, layout, size, params)
@@ -414,6 +429,12 @@ def tune(
                     result = worker.run(task, CANDIDATE_TIMEOUT)
                     if journal:
                         journal.end(cid, result)
+                if result["status"] == "over-limit":
+                    outcome.over_limit.append((params, result.get("detail", "")))
+                    spare = next(spares, None)
+                    if spare is not None:
+                        queue.append(spare)
+                    continue
                 results.append((params, result))
                 outcome.tried += 1
                 if result["status"] != "ok":
@@ -421,7 +442,7 @@ def tune(
                 best = min((r["median_ms"] for _, r in results if r["status"] == "ok"), default=None)
                 if progress:
                     left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-                    progress(f"{wl.name} {dtype} {layout}", i + 1, len(chosen), best, left)
+                    progress(f"{wl.name} {dtype} {layout}", outcome.tried, len(chosen), best, left)
             ok = sorted(((r["median_ms"], p) for p, r in results if r["status"] == "ok"), key=lambda t: t[0])
             default_ok = next((r for p, r in results if p == default and r["status"] == "ok"), None)
             if default_ok is None or not ok:
