@@ -23,6 +23,11 @@ Method
   "torch x": PyTorch on the same hardware (CUDA events on NVIDIA, host clock on the CPU
   for PoCL), cuDNN TF32 off. Both are time ratios hal-opencl / other: above 1 = slower.
   PyTorch may be absent: the column then says why.
+* ``--dtypes`` may name int8 and uint8: the pooling cases then run the quantized kernels
+  (``qpool2d.cl``; zero point 3 for average pooling), checked exactly against
+  ``reference.quantized_pool2d_from_spec``; one byte per element in the traffic. The CUDA
+  backend has no quantized kernels and PyTorch's quantized pooling runs on the CPU only,
+  so those columns are empty for them.
 * --sweep times a few parameter sets per case (each validated against the schema and
   the device) and writes the fastest, when it beats the served set by 5 %, as suggested
   tuning-table entries with a "measured on ..." provenance to OUT/opencl_tuning.json.
@@ -39,7 +44,7 @@ import json
 import statistics
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -85,12 +90,16 @@ SWEEP: dict[str, list[dict[str, int]]] = {
 }
 
 
+QUANT = ("int8", "uint8")
+
+
 def make_spec(case: Case, shape: tuple[int, int, int, int], dtype: str, layout: str) -> Any:
     """The frozen spec of one case."""
     geo = S.TensorGeometry(*shape, layout, np.dtype(dtype))  # type: ignore[arg-type]
     kw = case.kwargs
     if case.family == "pool2d":
-        return S.pool2d_spec(kw["kind"], geo, kw["k"], kw["s"], kw["p"], 1, False, True, None, False)
+        spec = S.pool2d_spec(kw["kind"], geo, kw["k"], kw["s"], kw["p"], 1, False, True, None, False)
+        return replace(spec, zero_point=3) if dtype in QUANT and kw["kind"] == "avg" else spec
     if case.family == "adaptive_pool2d":
         return S.adaptive_pool2d_spec(kw["kind"], geo, kw["out"], False)
     if case.family == "conv2d":
@@ -119,7 +128,11 @@ class Runner:
         self.dev, self.spec, self.backend = dev, spec, dev.backend
         b = self.backend
         shape = spec.in_shape if hasattr(spec, "in_shape") else spec.shape
-        self.x_host = rng.standard_normal(shape).astype(spec.dtype)
+        if np.dtype(spec.dtype).name in QUANT:
+            info = np.iinfo(spec.dtype)
+            self.x_host = rng.integers(info.min, info.max + 1, shape).astype(spec.dtype)
+        else:
+            self.x_host = rng.standard_normal(shape).astype(spec.dtype)
         phys = self.x_host.transpose(0, 2, 3, 1) if spec.layout == "NHWC" else self.x_host
         self.x = b.upload(np.ascontiguousarray(phys))
         out_shape = spec.out_shape if hasattr(spec, "out_shape") else spec.shape
@@ -246,6 +259,10 @@ def torch_ms(case: Case, spec: Any, runner: Runner, on_gpu: bool, repeats: int) 
 def check(runner: Runner, params: dict[str, int]) -> str:
     """'' when the launcher's output matches the oracle, else what went wrong."""
     runner.call(params)()
+    if np.dtype(runner.spec.dtype).name in QUANT:  # integers: exact
+        want_q = R.quantized_pool2d_from_spec(runner.spec, runner.x_host)[0]
+        wrong = int((runner.output() != want_q).sum())
+        return f"MISMATCH ({wrong} elements differ)" if wrong else ""
     got = runner.output().astype(np.float64)
     want, scale = runner.oracle()
     tol = 1e-5 if runner.spec.dtype == np.float32 else 2e-3
@@ -299,6 +316,8 @@ def main(argv: list[str] | None = None) -> int:
                 per = c * h * w * 4
                 shape = (max(1, min(n, (16 * 2**20) // per)), c, h, w) if n > 1 else (n, c, min(h, 2048), min(w, 2048))
             for dtype in args.dtypes.split(","):
+                if dtype in QUANT and case.family != "pool2d":
+                    continue  # quantized conv is timed by nothing here yet; pooling is the memory-bound case
                 for layout in case.layouts:
                     spec = make_spec(case, shape, dtype, layout)
                     resolved = dev.tuner.resolve_spec(spec)
@@ -316,13 +335,17 @@ def main(argv: list[str] | None = None) -> int:
                         "copy_share": gbps / gbps_copy, "gflops": flops / ms / 1e6 if flops else None,
                         "params": params, "level": resolved.level, "check": bad or "ok",
                     }
-                    if cuda_dev is not None and on_nvidia:
+                    if cuda_dev is not None and on_nvidia and dtype not in QUANT:
                         crun = Runner(cuda_dev, spec, rng)
                         cparams = dict(cuda_dev.tuner.resolve_spec(spec).params)
                         row["cuda_ms"] = median_ms(cuda_dev.backend, crun.call(cparams), args.repeats)
                         del crun
-                    t_ms, why = torch_ms(case, spec, runner, on_nvidia, args.repeats) if (on_nvidia or is_cpu) else (
-                        None, "no PyTorch backend for this device")
+                    if dtype in QUANT:
+                        t_ms, why = None, "PyTorch's quantized pooling runs on the CPU only"
+                    elif on_nvidia or is_cpu:
+                        t_ms, why = torch_ms(case, spec, runner, on_nvidia, args.repeats)
+                    else:
+                        t_ms, why = None, "no PyTorch backend for this device"
                     row["torch_ms"], row["torch_note"] = t_ms, why
                     if args.sweep:
                         schema = dev.backend.schemas()[case.family]
