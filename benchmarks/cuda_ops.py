@@ -12,7 +12,9 @@ and FLOP counts: each input read once, each output written once; conv counts 2*M
 * warm-up first; inputs rotate among several sets so that together they exceed 3x the
   L2 (no call finds its input in L2 from the previous call),
 * hal's output checked against PyTorch's on the same input before timing,
-* ``--sweep``: a few tuning candidates per case; the fastest (b2b) is reported and
+* hal's parameters: what the device's tuning tables serve for the spec (the fallback
+  chain's level is printed), as hal's ops would run it, and the schema default beside it;
+  ``--sweep``: also a few tuning candidates per case; the fastest (b2b) is reported and
   written as a suggested tuning-table entry.
 
     python3 benchmarks/cuda_ops.py [--sweep] [--quick] [--out DIR] [--only SUBSTR]
@@ -36,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from hal import device as hal_device
 from hal import spec as S
 from hal.backends.cuda import CudaBackend
 
@@ -84,7 +87,7 @@ def wrap(be: CudaBackend, t: Any) -> Any:
 
 
 # ----------------------------------------------------------------------------------
-# case builders: each returns (hal_call(i, params), torch_call(i), check() -> (ok, detail))
+# case builders: each returns (hal_call(i, params), torch_call(i), check() -> (ok, detail), spec)
 # ----------------------------------------------------------------------------------
 
 
@@ -114,7 +117,7 @@ def setup_pool(torch: Any, F: Any, be: CudaBackend, case: Case) -> tuple[Any, An
         be.synchronize()
         return close(torch, ys[0], ref(0), exact=kind == "max")
 
-    return hal, ref, check
+    return hal, ref, check, sp
 
 
 def setup_adaptive(torch: Any, F: Any, be: CudaBackend, case: Case) -> tuple[Any, Any, Any]:
@@ -139,7 +142,7 @@ def setup_adaptive(torch: Any, F: Any, be: CudaBackend, case: Case) -> tuple[Any
         be.synchronize()
         return close(torch, ys[0], ref(0))
 
-    return hal, ref, check
+    return hal, ref, check, sp
 
 
 def setup_conv(torch: Any, F: Any, be: CudaBackend, case: Case) -> tuple[Any, Any, Any]:
@@ -167,7 +170,7 @@ def setup_conv(torch: Any, F: Any, be: CudaBackend, case: Case) -> tuple[Any, An
         be.synchronize()
         return close(torch, ys[0], ref(0), rtol=2e-5 if case.dtype == "float32" else 2e-3)
 
-    return hal, ref, check
+    return hal, ref, check, sp
 
 
 def setup_bn(torch: Any, F: Any, be: CudaBackend, case: Case) -> tuple[Any, Any, Any]:
@@ -203,7 +206,7 @@ def setup_bn(torch: Any, F: Any, be: CudaBackend, case: Case) -> tuple[Any, Any,
         want = F.batch_norm(xs[0].float(), rm0.clone(), rv0.clone(), g, b, training=training).to(dt)
         return close(torch, ys[0], want, rtol=2e-5 if case.dtype == "float32" else 2e-3)
 
-    return hal, ref, check
+    return hal, ref, check, sp
 
 
 SETUPS = {"pool2d": setup_pool, "adaptive_pool2d": setup_adaptive, "conv2d": setup_conv, "batch_norm": setup_bn}
@@ -419,6 +422,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     info = probe.devices[0]
     be = CudaBackend(info)
+    served_dev = hal_device("cuda:0")  # its tuning tables say which parameters the ops serve
     cases = [c for c in build_cases(args.quick) if args.only in c.name]
     t0 = time.time()
     loaded = be.build_all(compile_keys(cases, args.sweep))
@@ -426,7 +430,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.profile:
         for case in cases:
-            hal, _, _ = SETUPS[case.family](torch, F, be, case)
+            hal, _, _, _ = SETUPS[case.family](torch, F, be, case)
             for i in range(3):
                 hal(i, case.candidates[0])
             be.synchronize()
@@ -437,11 +441,15 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     for case in cases:
         try:
-            hal, ref, check = SETUPS[case.family](torch, F, be, case)
+            hal, ref, check, spec = SETUPS[case.family](torch, F, be, case)
         except Exception as exc:
             print(f"{case.name} {case.dtype}: setup failed: {type(exc).__name__}: {exc}", flush=True)
             continue
-        cands = case.candidates if args.sweep else case.candidates[:1]
+        # what hal's ops run for this spec on this device (tables, fallback chain), then the
+        # schema default ({}), then (--sweep) the case's other candidates
+        resolved = served_dev.tuner.resolve_spec(spec)
+        served = dict(resolved.params)
+        cands = [served] + ([{}] if served else []) + (case.candidates[1:] if args.sweep else [])
         timings = []
         for params in cands:
             try:
@@ -452,12 +460,15 @@ def main(argv: list[str] | None = None) -> int:
             timings.append({"params": params, "ok": ok, "detail": detail, "b2b_ms": ms})
             print(f"  {case.name} {case.dtype} {params}: {'ok' if ok else 'FAIL ' + detail} {ms:.4f} ms", flush=True)
         good = [t for t in timings if t["ok"] and not math.isnan(t["b2b_ms"])]
-        best = min(good, key=lambda t: t["b2b_ms"]) if good else None
+        # the table reports what the ops serve; --sweep reports (and suggests) the fastest
+        best = (min(good, key=lambda t: t["b2b_ms"]) if args.sweep else
+                (timings[0] if timings[0] in good else None)) if good else None
         torch_b2b = time_b2b(torch, ref)
         row: dict[str, Any] = {
             "case": case.name, "dtype": case.dtype, "family": case.family, "layout": case.layout,
             "bytes": case.nbytes, "flops": case.flops, "candidates": timings, "torch_b2b_ms": torch_b2b,
-            "copy_GBps": copy[case.dtype][1], "key": table_key(case),
+            "copy_GBps": copy[case.dtype][1], "key": table_key(case), "level": resolved.level,
+            "default_b2b_ms": timings[1]["b2b_ms"] if served and len(timings) > 1 else timings[0]["b2b_ms"],
         }
         if best is not None:
             row["params"] = best["params"]
@@ -487,8 +498,10 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(f"device {info.name} ({info.arch}); copy float32 {copy['float32'][1]:.0f} GB/s, "
           f"float16 {copy['float16'][1]:.0f} GB/s; b2b = median of 15 x 20 back-to-back calls")
+    what = "fastest swept" if args.sweep else "served by the tables (level)"
+    print(f"hal ms: parameters {what}; dflt ms: the schema default")
     hdr = (f"{'case':42s} {'dtype':7s} {'hal ms':>8s} {'GB/s':>7s} {'TF/s':>6s} {'%copy':>6s} {'torch ms':>8s} "
-           f"{'x torch':>7s} {'hal call':>8s} {'tch call':>8s}")
+           f"{'x torch':>7s} {'hal call':>8s} {'tch call':>8s} {'dflt ms':>8s} level")
     print(hdr)
     for r in rows:
         ms = r.get("hal_b2b_ms", float("nan"))
@@ -496,7 +509,7 @@ def main(argv: list[str] | None = None) -> int:
         tfs = r["flops"] / ms / 1e9 if ms == ms else float("nan")
         print(f"{r['case']:42s} {r['dtype']:7s} {ms:8.4f} {gbs:7.0f} {tfs:6.1f} {100 * gbs / r['copy_GBps']:6.1f} "
               f"{r['torch_b2b_ms']:8.4f} {r['torch_b2b_ms'] / ms:7.2f} {r.get('hal_call_ms', float('nan')):8.4f} "
-              f"{r.get('torch_call_ms', float('nan')):8.4f}")
+              f"{r.get('torch_call_ms', float('nan')):8.4f} {r['default_b2b_ms']:8.4f} {r['level']}")
     return 0
 
 
