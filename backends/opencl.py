@@ -251,6 +251,7 @@ def _describe(index: int, platform: Any, device: Any) -> DeviceInfo:
         ("device_type", kind),
         ("opencl_version", str(device.version)),
         ("max_mem_alloc_bytes", str(int(device.max_mem_alloc_size))),
+        ("cache_bytes", str(int(_query(device, "global_mem_cache_size", 0) or 0))),
     ]
     info = DeviceInfo(
         backend="opencl",

@@ -243,3 +243,19 @@ def test_ops_select_families_or_workload_names():
     assert {w.kernel for w in workloads.select(["pool2d"])} == {"pool2d"}
     with pytest.raises(HalValueError, match="ops: expected kernel families or workload names"):
         workloads.select(["pool2d", "no-such-workload"])
+
+
+def test_timing_inputs_are_copied_until_they_exceed_the_cache():
+    """#5: timed inputs larger than the last-level cache; a workload smaller than it is
+    timed over rotating copies (up to 8) that together exceed three times the cache."""
+    mib = 1 << 20
+    assert tuner.timing_copies(200 * mib, 50 * mib) == 1
+    assert tuner.timing_copies(67 * mib, 50 * mib) == 3
+    assert tuner.timing_copies(34 * mib, 50 * mib) == 5
+    assert tuner.timing_copies(1 * mib, 50 * mib) == tuner.MAX_TIMING_COPIES
+
+    class Info:
+        extras = (("l2_bytes", str(50 * mib)),)
+
+    assert tuner.last_level_cache_bytes(Info()) == 50 * mib
+    assert tuner.last_level_cache_bytes(object()) == tuner.DEFAULT_CACHE_BYTES

@@ -109,6 +109,13 @@ def upload_problem(backend: Backend, spec: Spec, host: dict[str, np.ndarray]) ->
     return problem
 
 
+def problem_bytes(problem: Problem) -> int:
+    """Bytes one launch of ``problem`` reads and writes at least: its inputs and outputs."""
+    inputs = sum(a.nbytes for a in problem.host.values())
+    outputs = sum(int(np.prod(shape)) * np.dtype(dt).itemsize for shape, dt in problem.outputs.values())
+    return inputs + outputs
+
+
 def make_problem(backend: Backend, spec: Spec, rng: np.random.Generator) -> Problem:
     """Fresh random inputs (never zeros) for ``spec``, uploaded in its layout."""
     return upload_problem(backend, spec, make_inputs(spec, rng))

@@ -21,6 +21,7 @@ resumed run skips finished candidates and blacklists the one that was in flight.
 
 from __future__ import annotations
 
+import itertools
 import json
 import multiprocessing as mp
 import os
@@ -79,6 +80,33 @@ class Task:
     fault: str = ""  # test-only: "wrong", "hang", "crash" or "over-limit"
 
 
+#: assumed where a device does not report its last-level cache
+DEFAULT_CACHE_BYTES = 64 << 20
+#: most copies of a timing input the tuner keeps on the device
+MAX_TIMING_COPIES = 8
+
+
+def last_level_cache_bytes(info: Any) -> int:
+    """The device's last-level cache in bytes, as its backend reports it (CUDA's L2,
+    OpenCL's global memory cache), else DEFAULT_CACHE_BYTES."""
+    extras = dict(getattr(info, "extras", ()))
+    for name in ("l2_bytes", "cache_bytes"):
+        try:
+            value = int(extras.get(name, 0))
+        except ValueError:
+            continue
+        if value > 0:
+            return value
+    return DEFAULT_CACHE_BYTES
+
+
+def timing_copies(set_bytes: int, cache_bytes: int) -> int:
+    """Copies of a timing input (and output) that together exceed three times the cache."""
+    if set_bytes <= 0:
+        return 1
+    return max(1, min(MAX_TIMING_COPIES, -(-3 * cache_bytes // set_bytes)))
+
+
 def _checked_problem(
     backend: Any, task: Task, index: int, shape: tuple[int, int, int, int], spec: Any, cache: dict[Any, Any]
 ) -> tuple[Any, dict[str, Any]]:
@@ -132,16 +160,20 @@ def _evaluate(backend: Any, task: Task, oracle_cache: dict[Any, Any]) -> dict[st
             result = evaluate.check(problem, got, want)
             if not result.ok:
                 return {"status": "wrong", "detail": f"shape {check_shape}: {result.detail}"}
-    # the timing input is the same for every candidate of a workload: made (and uploaded) once
+    # the timing inputs are the same for every candidate of a workload: made (and uploaded) once,
+    # as several copies when one would fit in the last-level cache, and the timed calls rotate
+    # among them, so no call finds its input left in the cache by the previous one
     key = ("timing", wl.name, task.dtype, task.layout, shape, task.seed)
     if key not in oracle_cache:
         for old in [k for k in oracle_cache if k[0] == "timing"]:
             del oracle_cache[old]  # one full-size timing input held at a time
         spec = wl.spec_for(shape, task.dtype, task.layout)
-        oracle_cache[key] = evaluate.make_problem(backend, spec, np.random.default_rng(task.seed))
-    problem = oracle_cache[key]
-    launch, _ = evaluate.launcher(backend, problem, task.params)
-    times = backend.time_launches(launch, task.repeats, warmup=2)
+        host = evaluate.make_inputs(spec, np.random.default_rng(task.seed))
+        first = evaluate.upload_problem(backend, spec, host)
+        copies = timing_copies(evaluate.problem_bytes(first), last_level_cache_bytes(backend.info))
+        oracle_cache[key] = [first] + [evaluate.upload_problem(backend, spec, host) for _ in range(copies - 1)]
+    launches = itertools.cycle([evaluate.launcher(backend, p, task.params)[0] for p in oracle_cache[key]])
+    times = backend.time_launches(lambda: next(launches)(), task.repeats, warmup=2)
     return {"status": "ok", "median_ms": statistics.median(times) * 1e3, "times_ms": [t * 1e3 for t in times]}
 
 
