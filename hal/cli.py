@@ -184,7 +184,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
     entries = tuner.table_entries(dev, outcomes, size, args.mode)
     existing = tuner.read_table(out).get("entries", []) if out.exists() else []
     tuner.write_table_atomic(out, tuner.new_table(dev.kind, tuner.merge_entries(existing, entries)))
-    journal.unlink(missing_ok=True)
+    unfinished = [o for o in outcomes if not o.finished]
+    if not unfinished:
+        journal.unlink(missing_ok=True)
     dev.tuner.clear()
     table = Table(title=f"hal tune {args.mode} on {dev.id} ({dev.info.name}), {size} shapes, "
                         f"{time.monotonic() - start:.0f} s")
@@ -207,6 +209,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
         console.print(f"{over} candidates were over a compiled kernel's own launch limit and were replaced by spares "
                       "(not wrong: the limit is known only after the build)")
     console.print(f"{len(entries)} entries written to {out}")
+    if unfinished:
+        console.print(f"[yellow]the budget ran out with {len(unfinished)} of {len(outcomes)} workloads unfinished; "
+                      f"the journal {journal} is kept: the same command again resumes, skipping every candidate "
+                      "already measured[/yellow]")
     return 0
 
 

@@ -95,6 +95,17 @@ def test_killed_run_resumes_without_redoing_and_blacklists_the_one_in_flight(tmp
     assert out.exists()
 
 
+def test_a_run_cut_by_its_budget_keeps_its_journal_and_resumes(tmp_path, capsys):
+    out = tmp_path / "table.json"
+    journal = out.with_name(out.name + ".journal.jsonl")
+    args = [*BASE, "--ops", "pool2d,batch_norm", "--mode", "rapid", "--out", str(out)]
+    assert main([*args, "--budget", "0.5s"]) == 0
+    assert "unfinished" in capsys.readouterr().out
+    assert journal.exists()
+    assert main(args) == 0
+    assert not journal.exists()  # finished: the journal goes
+
+
 def test_resume_from_journal_skips_finished(monkeypatch, tmp_path):
     journal = tmp_path / "j.jsonl"
     calls = []

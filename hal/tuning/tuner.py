@@ -380,6 +380,8 @@ class Outcome:
     #: candidates the compiled kernel could not launch as given (a per-kernel work-group or
     #: local-memory limit, known only after the build); each was replaced by a spare
     over_limit: list[tuple[dict[str, int], str]] = field(default_factory=list)
+    #: False when the budget ran out before every planned candidate was evaluated
+    finished: bool = True
     #: what the tables serve today (shipped or user entry), when it differs from the default,
     #: and its re-timed median: a result must beat both to be kept
     serving_params: dict[str, int] | None = None
@@ -446,6 +448,7 @@ def tune(
                 params = queue[i]
                 i += 1
                 if deadline is not None and time.monotonic() > deadline:
+                    outcome.finished = False
                     break
                 cid = _cid(wl, dtype, layout, size, params)
                 if journal and cid in journal.done:
