@@ -99,7 +99,7 @@ def test_a_run_cut_by_its_budget_keeps_its_journal_and_resumes(tmp_path, capsys)
     out = tmp_path / "table.json"
     journal = out.with_name(out.name + ".journal.jsonl")
     args = [*BASE, "--ops", "pool2d,batch_norm", "--mode", "rapid", "--out", str(out)]
-    assert main([*args, "--budget", "0.5s"]) == 0
+    assert main([*args, "--budget", "0.001s"]) == 0  # cut before its first candidate, however fast the machine
     assert "unfinished" in capsys.readouterr().out
     assert journal.exists()
     assert main(args) == 0
