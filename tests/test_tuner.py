@@ -270,3 +270,25 @@ def test_timing_inputs_are_copied_until_they_exceed_the_cache():
 
     assert tuner.last_level_cache_bytes(Info()) == 50 * mib
     assert tuner.last_level_cache_bytes(object()) == tuner.DEFAULT_CACHE_BYTES
+
+
+def test_timed_calls_rotate_among_the_input_copies(monkeypatch):
+    """Each timed call reads another copy of the input, in turn."""
+    dev = hal.device("cpu")
+    backend = dev.backend
+    (wl, dtype, layout), = _plan()
+    monkeypatch.setattr(tuner, "last_level_cache_bytes", lambda info: 1 << 30)  # every workload "fits"
+    seen = []
+    real = type(backend).pool2d
+
+    def recording(self, spec, x, y, indices, params):
+        seen.append(x.ctypes.data if hasattr(x, "ctypes") else id(x))
+        return real(self, spec, x, y, indices, params)
+
+    monkeypatch.setattr(type(backend), "pool2d", recording)
+    task = tuner.Task(wl, dtype, layout, "tiny", backend.schemas()["pool2d"].defaults(), 16, 3, validate=False)
+    result = tuner._evaluate(backend, task, {})
+    assert result["status"] == "ok"
+    copies = tuner.MAX_TIMING_COPIES
+    assert len(set(seen)) == copies  # 2 warm-up + 16 timed calls over 8 copies
+    assert seen[copies:2 * copies] == seen[:copies]  # in turn, not at random
