@@ -78,7 +78,11 @@ def cmd_conformance(args: argparse.Namespace) -> int:
         console.print("[red]no device available[/red]")
         return 1
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
-    dtypes = args.dtype.split(",") if args.dtype else ["float32", "float16"]
+    dtypes = args.dtype.split(",") if args.dtype else ["float32", "float16", "int8"]
+    unknown = [d for d in dtypes if d not in ("float32", "float16", "int8", "uint8")]
+    if unknown:
+        console.print(f"[red]--dtype: expected float32, float16, int8 or uint8, got {', '.join(unknown)}[/red]")
+        return 2
     layouts = args.layout.split(",") if args.layout else ["NCHW", "NHWC"]
     results = []
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -89,8 +93,10 @@ def cmd_conformance(args: argparse.Namespace) -> int:
                             description=f"{result.device} {result.op} {result.dtype} {result.layout}")
             results.append(result)
     failures = [r for r in results if not r.ok]
+    skipped = [r for r in results if r.skipped]
+    passed = len(results) - len(failures) - len(skipped)
     if args.json:
-        print(json.dumps({"seed": seed, "passed": len(results) - len(failures), "failed": len(failures),
+        print(json.dumps({"seed": seed, "passed": passed, "failed": len(failures), "skipped": len(skipped),
                           "results": [r.__dict__ for r in results]}, indent=2, default=str))
         return 1 if failures else 0
     # one row per device x op x dtype x layout: worst error over its cases
@@ -102,16 +108,21 @@ def cmd_conformance(args: argparse.Namespace) -> int:
         table.add_column(col)
     for (dev, op, dt, lay), group in rows.items():
         bad = [g for g in group if not g.ok]
+        if all(g.skipped for g in group):
+            table.add_row(dev, op, dt, lay, str(len(group)), "-", "[yellow]skip[/yellow]")
+            continue
         table.add_row(dev, op, dt, lay, str(len(group)), f"{max(g.max_error for g in group):.2e}",
                       "[green]pass[/green]" if not bad else f"[red]FAIL {len(bad)}[/red]")
     console.print(table)
+    for why in sorted({r.skipped for r in skipped}):
+        console.print(f"[yellow]skipped[/yellow] {sum(r.skipped == why for r in skipped)} cases: {escape(why)}")
     for r in failures:
         console.print(f"[red]FAIL[/red] {r.device} {r.op} {escape('[' + r.case + ']')} {r.dtype} {r.layout}: "
                       f"{escape(r.detail)}")
     for s in backend_status():
         if not s.available:
             console.print(f"[yellow]skipped {s.name}[/yellow]: {escape(s.reason)}")
-    console.print(f"{len(results) - len(failures)} passed, {len(failures)} failed")
+    console.print(f"{passed} passed, {len(failures)} failed" + (f", {len(skipped)} skipped" if skipped else ""))
     return 1 if failures else 0
 
 
@@ -295,7 +306,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="a smaller case set")
     p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     p.add_argument("--seed", type=int, help="random seed (default: fresh; printed for reproduction)")
-    p.add_argument("--dtype", help="float32,float16 (default both)")
+    p.add_argument("--dtype", help="float32,float16,int8,uint8 (default float32,float16,int8; int8/uint8 run "
+                                   "the quantized cases against the quantized oracle)")
     p.add_argument("--layout", help="NCHW,NHWC (default both)")
     p.set_defaults(func=cmd_conformance)
     p = sub.add_parser("tune", help="measure a tuning table for a device (also: tune show, tune merge A B --out C)")

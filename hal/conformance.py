@@ -259,6 +259,8 @@ class CaseResult:
     max_error: float
     detail: str
     seconds: float
+    #: why the case did not run on this device (a backend without the feature); '' when it ran
+    skipped: str = ""
 
 
 def _inputs(case: Case, rng: np.random.Generator, dtype: np.dtype) -> dict[str, np.ndarray]:
@@ -349,17 +351,129 @@ def _check(case: Case, dt: np.dtype, x: np.ndarray, arrays: dict[str, np.ndarray
     return [compare(case.op, dt, result["y"], ref)]
 
 
+# ----------------------------------------------------------------------------
+# int8 / uint8 (ONNX semantics): integers in, the quantized oracle, exact answers
+# ----------------------------------------------------------------------------
+
+QUANT_DTYPES = ("int8", "uint8")
+
+
+@dataclass(frozen=True)
+class QuantCase:
+    """One quantized op call: pooling keeps the input's zero point; conv is QLinearConv
+    (``linear``: int8/uint8 out, per-output-channel weight scales) or ConvInteger (int32 out)."""
+
+    op: str
+    name: str
+    shape: tuple[int, int, int, int]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    weight_shape: tuple[int, int, int, int] | None = None
+    bias: bool = False
+    linear: bool = False
+    quick: bool = True
+
+
+QUANT_CASES: tuple[QuantCase, ...] = (
+    QuantCase("max_pool2d", "3x3/2 pad1", (2, 5, 17, 23), {"kernel_size": 3, "stride": 2, "padding": 1}),
+    QuantCase("max_pool2d", "2x2/2 ceil", (1, 3, 9, 13), {"kernel_size": 2, "ceil_mode": True}),
+    QuantCase("avg_pool2d", "3x3/2 pad1", (2, 5, 17, 23), {"kernel_size": 3, "stride": 2, "padding": 1}),
+    QuantCase("avg_pool2d", "3x3/2 pad1 ceil exclude-pad", (1, 3, 12, 15),
+              {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True, "count_include_pad": False}),
+    QuantCase("conv2d", "3x3 pad1 QLinearConv per-channel bias", (2, 7, 11, 13), {"padding": 1},
+              weight_shape=(9, 7, 3, 3), bias=True, linear=True),
+    QuantCase("conv2d", "depthwise 3x3 ConvInteger", (2, 12, 10, 11), {"padding": 1, "groups": 12},
+              weight_shape=(12, 1, 3, 3)),
+    QuantCase("conv2d", "3x3/2 grouped QLinearConv", (1, 6, 12, 9), {"stride": 2, "padding": 1, "groups": 3},
+              weight_shape=(6, 2, 3, 3), bias=True, linear=True, quick=False),
+)
+
+#: QLinearConv requantizes in float32 on the devices: at a tie it may land one step from
+#: the float64 oracle; pooling and ConvInteger are exact
+_QLINEAR_STEPS = 1
+
+
+def run_quant_case(case: QuantCase, dev: Device, dtype: str, layout: str, rng: np.random.Generator) -> CaseResult:
+    """Run one quantized case on one device against the quantized oracle."""
+    from dataclasses import replace
+
+    from hal import spec as S
+
+    start = time.perf_counter()
+    flag = "quantized_conv" if case.op == "conv2d" else "quantized_pooling"
+    if not getattr(type(dev.backend), flag):
+        why = f"{dev.kind} backend: {flag.replace('_', ' ')} not implemented"
+        return CaseResult(dev.id, case.op, case.name, dtype, layout, True, 0.0, "", 0.0, skipped=why)
+    dt = np.dtype(dtype)
+    info = np.iinfo(dt)
+    q = rng.integers(info.min, info.max + 1, case.shape).astype(dt)
+    zp = int(rng.integers(info.min, info.max + 1))
+    geom = S.TensorGeometry(*case.shape, "NCHW", dt)  # type: ignore[arg-type]
+    kw = case.kwargs
+    steps = 0
+    try:
+        if case.op == "conv2d":
+            assert case.weight_shape is not None
+            c_out = case.weight_shape[0]
+            w = rng.integers(info.min, info.max + 1, case.weight_shape).astype(dt)
+            w_scale = rng.uniform(0.01, 0.05, c_out)
+            w_zp = rng.integers(info.min // 4, info.max // 4 + 1, c_out)
+            bias = rng.integers(-5000, 5000, c_out).astype(np.int32) if case.bias else None
+            with poison_outputs():
+                xt = asarray(q, device=dev, layout=layout, scale=0.03, zero_point=zp)
+                wt = asarray(w, device=dev, scale=w_scale, zero_point=w_zp)
+                extra = {"output_scale": 0.5, "output_zero_point": 3} if case.linear else {}
+                got = ops.conv2d(xt, wt, bias, **kw, **extra).numpy()
+            conv = S.conv2d_spec(geom, case.weight_shape, case.bias, (c_out,), kw.get("stride", 1),
+                                 kw.get("padding", 0), kw.get("dilation", 1), kw.get("groups", 1))
+            out_dtype = dt if case.linear else np.dtype(np.int32)
+            qspec = S.QConv2dSpec(conv, dt, out_dtype, zp, 3 if case.linear else 0, True)
+            multiplier = 0.03 * w_scale / 0.5 if case.linear else None
+            want = reference.qconv2d_from_spec(qspec, q, w, bias, w_zp, multiplier)
+            steps = _QLINEAR_STEPS if case.linear else 0
+        else:
+            kind = "max" if case.op == "max_pool2d" else "avg"
+            with poison_outputs():
+                xt = asarray(q, device=dev, layout=layout, scale=0.1, zero_point=zp)
+                out = getattr(ops, case.op)(xt, **kw)
+                got = out.numpy()
+            spec = S.pool2d_spec(kind, geom, kw["kernel_size"], kw.get("stride"), kw.get("padding", 0),
+                                 kw.get("dilation", 1), kw.get("ceil_mode", False),
+                                 kw.get("count_include_pad", True), kw.get("divisor_override"), False)
+            if kind == "avg":
+                spec = replace(spec, zero_point=zp)
+            want = reference.quantized_pool2d_from_spec(spec, q)[0]
+            if out.zero_point != zp or out.scale != 0.1:
+                raise AssertionError(f"output scale/zero point {out.scale}/{out.zero_point}, expected 0.1/{zp}")
+        if got.dtype != want.dtype or got.shape != want.shape:
+            raise AssertionError(f"got {got.dtype}{got.shape}, expected {want.dtype}{want.shape}")
+        diff = np.abs(got.astype(np.int64) - want.astype(np.int64))
+        err = float(diff.max()) if diff.size else 0.0
+        check = Comparison(err <= steps, err, "" if err <= steps else
+                           f"{int((diff > steps).sum())} elements off by up to {int(err)} (allowed {steps})")
+    except Exception as exc:  # a crash is a failure of this case, not of the run
+        check = Comparison(False, float("inf"), f"{type(exc).__name__}: {exc}")
+    return CaseResult(dev.id, case.op, case.name, dtype, layout, check.ok, check.max_error, check.detail,
+                      time.perf_counter() - start)
+
+
 def iter_matrix(
     devices: Iterable[Device],
     quick: bool = False,
     seed: int | None = None,
-    dtypes: Iterable[str] = ("float32", "float16"),
+    dtypes: Iterable[str] = ("float32", "float16", "int8"),
     layouts: Iterable[str] = ("NCHW", "NHWC"),
 ) -> Iterator[tuple[int, CaseResult]]:
-    """Yield (total, result) for every device x case x dtype x layout."""
+    """Yield (total, result) for every device x case x dtype x layout (int8/uint8: the quantized cases)."""
     seed = int.from_bytes(os.urandom(4), "little") if seed is None else seed
     rng = np.random.default_rng(seed)
     cases = [c for c in CASES if c.quick or not quick]
-    plan = [(d, c, dt, lay) for d in devices for c in cases for dt in dtypes for lay in layouts]
+    qcases = [c for c in QUANT_CASES if c.quick or not quick]
+    plan: list[tuple[Device, Case | QuantCase, str, str]] = [
+        (d, c, dt, lay) for d in devices for dt in dtypes for c in (qcases if dt in QUANT_DTYPES else cases)
+        for lay in layouts
+    ]
     for dev, case, dt, lay in plan:
-        yield len(plan), run_case(case, dev, dt, lay, rng)
+        if isinstance(case, QuantCase):
+            yield len(plan), run_quant_case(case, dev, dt, lay, rng)
+        else:
+            yield len(plan), run_case(case, dev, dt, lay, rng)
