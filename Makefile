@@ -44,7 +44,7 @@ wheel-test: $(STAMP)
 	$(BIN)/python -m pip wheel -q --no-deps -w dist .
 	$(PYTHON) -m venv $(VENV)-wheel
 	$(VENV)-wheel/bin/python -m pip install -q dist/hal_kernels-*.whl
-	cd "$$(mktemp -d)" && $(CURDIR)/$(VENV)-wheel/bin/hal conformance --device cpu --quick --dtype float32,float16
+	cd "$$(mktemp -d)" && $(CURDIR)/$(VENV)-wheel/bin/hal conformance --device cpu --quick --dtype float32,float16,int8
 
 opencl-profiles: $(STAMP)
 	@for p in $(PROFILES); do \

@@ -43,7 +43,7 @@ from hal.backends.base import Backend, BackendProbe, Buffer, DeviceInfo
 from hal.cache import cache_dir, cache_disabled
 from hal.errors import HalValueError, KernelCompileError, OutOfMemory
 from hal.resources import kernel_dir
-from hal.spec import AdaptivePool2dSpec, BatchNormSpec, Conv2dSpec, EltwiseSpec, Pool2dSpec
+from hal.spec import AdaptivePool2dSpec, BatchNormSpec, Conv2dSpec, EltwiseSpec, Pool2dSpec, QConv2dSpec
 from hal.tuning.schema import KernelSchema, Param
 
 #: instruction-set paths, best first.
@@ -69,6 +69,8 @@ VECTOR_FLOATS: dict[str, int] = {"avx512": 16, "avx2": 8, "generic": 1}
 #: vector registers each path has, for the conv register-tile constraint.
 VECTOR_REGISTERS: dict[str, int] = {"avx512": 32, "avx2": 16, "generic": 16}
 
+#: the quantized dtypes (int8/uint8 kernels in qpool2d.c and qconv2d.c)
+QUANT_DTYPES = (np.dtype(np.int8), np.dtype(np.uint8))
 _P = ctypes.c_void_p
 _L = ctypes.c_long
 #: argument types of every entry point (buffers first, then ``long`` geometry).
@@ -84,6 +86,11 @@ SIGNATURES: dict[str, list[type]] = {
     # that x * scale + shift loses when |mean| >> std (see docs/backend-cpu.md)
     "batch_norm_apply": [_P, _P, _P, _P, _L, _L, _L, _P, _P],
     "eltwise_relu": [_P, _P, _L],
+    # int8/uint8 (qpool2d.c, qconv2d.c): pool2d's arguments + the zero point; conv's + the
+    # weight zero points, multipliers and the input and output zero points
+    "qpool2d_max": [_P, _P, _P] + [_L] * 19,
+    "qpool2d_avg": [_P, _P, _P] + [_L] * 19,
+    "qconv2d": [_P] * 6 + [_L] * 18,
 }
 #: entry points per source file.
 FILE_ENTRIES: dict[str, tuple[str, ...]] = {
@@ -92,6 +99,8 @@ FILE_ENTRIES: dict[str, tuple[str, ...]] = {
     "conv2d.c": ("conv2d",),
     "batch_norm.c": ("batch_norm_stats", "batch_norm_apply"),
     "eltwise.c": ("eltwise_relu",),
+    "qpool2d.c": ("qpool2d_max", "qpool2d_avg"),
+    "qconv2d.c": ("qconv2d",),
 }
 #: the schema parameters each layout's code reads (the others are left out of the build key).
 LAYOUT_PARAMS: dict[tuple[str, str], tuple[str, ...]] = {
@@ -497,6 +506,8 @@ _SCHEMAS: dict[str, KernelSchema] = {
         ),
     ),
     "eltwise": KernelSchema("cpu", "eltwise", (Param("UNROLL", (1, 2, 4, 8), 4, "vectors per step"),)),
+    # portable C, one output element per step: nothing to tune yet
+    "qconv2d": KernelSchema("cpu", "qconv2d", ()),
 }
 
 
@@ -533,6 +544,9 @@ class CpuBackend(Backend):
     #: every output store of pool2d, adaptive_pool2d, conv2d and batch_norm applies
     #: ``spec.relu`` (kernels built with -DFUSE_RELU=1)
     fused_relu = True
+    #: int8/uint8 pooling and QLinearConv / ConvInteger in portable C (qpool2d.c, qconv2d.c)
+    quantized_pooling = True
+    quantized_conv = True
 
     def __init__(self, info: DeviceInfo) -> None:
         super().__init__(info)
@@ -646,11 +660,24 @@ class CpuBackend(Backend):
         lib = self._libs[fast] = load_kernel(file, defines, self.isa)
         return lib
 
+    def _qlib(self, file: str, defines: Mapping[str, int]) -> ctypes.CDLL:
+        """The int8/uint8 kernels (portable C, no tunable parameters)."""
+        key = (file, tuple(sorted(defines.items())))
+        lib = self._libs.get(key)
+        if lib is None:
+            lib = self._libs[key] = load_kernel(file, defines, self.isa)
+        return lib
+
     def pool2d(
         self, spec: Pool2dSpec, x: Buffer, y: Buffer, indices: Buffer | None, params: Mapping[str, int]
     ) -> None:
-        """Max or average pooling (pool2d_max / pool2d_avg)."""
-        lib = self._lib("pool2d", "pool2d.c", spec.dtype, spec.layout, params, spec.relu)
+        """Max or average pooling (pool2d_max / pool2d_avg; int8/uint8 specs: qpool2d_max / qpool2d_avg)."""
+        quant = np.dtype(spec.dtype) in QUANT_DTYPES
+        if quant:
+            lib = self._qlib("qpool2d.c", {"DTYPE_UINT8": int(np.dtype(spec.dtype) == np.uint8),
+                                           "LAYOUT_NHWC": int(spec.layout == "NHWC")})
+        else:
+            lib = self._lib("pool2d", "pool2d.c", spec.dtype, spec.layout, params, spec.relu)
         item = spec.dtype.itemsize
         _need(x, spec.n * spec.c * spec.in_h * spec.in_w * item, "x")
         out_count = spec.n * spec.c * spec.out_h * spec.out_w
@@ -658,11 +685,14 @@ class CpuBackend(Backend):
         idx = indices if spec.kind == "max" else None
         if idx is not None:
             _need(idx, out_count * 8, "indices")
-        fn = lib.pool2d_max if spec.kind == "max" else lib.pool2d_avg
         pt, pb, pl, pr = spec.pads
-        fn(_ptr(x), _ptr(y), _ptr(idx), spec.n, spec.c, spec.in_h, spec.in_w, spec.out_h, spec.out_w,
-           spec.kernel[0], spec.kernel[1], spec.stride[0], spec.stride[1], pt, pb, pl, pr,
-           spec.dilation[0], spec.dilation[1], spec.divisor or 0, int(spec.count_include_pad))
+        args = [_ptr(x), _ptr(y), _ptr(idx), spec.n, spec.c, spec.in_h, spec.in_w, spec.out_h, spec.out_w,
+                spec.kernel[0], spec.kernel[1], spec.stride[0], spec.stride[1], pt, pb, pl, pr,
+                spec.dilation[0], spec.dilation[1], spec.divisor or 0, int(spec.count_include_pad)]
+        if quant:
+            (lib.qpool2d_max if spec.kind == "max" else lib.qpool2d_avg)(*args, spec.zero_point)
+        else:
+            (lib.pool2d_max if spec.kind == "max" else lib.pool2d_avg)(*args)
 
     def adaptive_pool2d(
         self,
@@ -705,6 +735,40 @@ class CpuBackend(Backend):
         lib.conv2d(_ptr(x), _ptr(weight), _ptr(bias), _ptr(y), spec.n, spec.c_in, spec.in_h, spec.in_w,
                    spec.c_out, spec.out_h, spec.out_w, spec.kernel[0], spec.kernel[1], spec.stride[0],
                    spec.stride[1], pt, pl, spec.dilation[0], spec.dilation[1], spec.groups)
+
+    def qconv2d(
+        self,
+        spec: QConv2dSpec,
+        x: Buffer,
+        weight: Buffer,
+        bias: Buffer | None,
+        y: Buffer,
+        w_zero_point: Buffer,
+        multiplier: Buffer | None,
+        params: Mapping[str, int],
+    ) -> None:
+        """Quantized conv (QLinearConv, or ConvInteger when ``multiplier`` is None), direct."""
+        conv = spec.conv
+        out = np.dtype(spec.out_dtype)
+        y_kind = {np.dtype(np.int32): 0, np.dtype(np.int8): 1, np.dtype(np.uint8): 2}[out]
+        if (multiplier is None) != (y_kind == 0):
+            raise HalValueError("multiplier: needed exactly when the output is int8/uint8 (QLinearConv)")
+        lib = self._qlib("qconv2d.c", {"DTYPE_UINT8": int(np.dtype(conv.dtype) == np.uint8),
+                                       "W_UINT8": int(np.dtype(spec.w_dtype) == np.uint8), "Y_KIND": y_kind,
+                                       "LAYOUT_NHWC": int(conv.layout == "NHWC")})
+        _need(x, conv.n * conv.c_in * conv.in_h * conv.in_w, "x")
+        _need(weight, int(np.prod(conv.weight_shape)), "weight")
+        _need(y, conv.n * conv.c_out * conv.out_h * conv.out_w * out.itemsize, "y")
+        _need(w_zero_point, conv.c_out * 4, "w_zero_point")
+        if bias is not None:
+            _need(bias, conv.c_out * 4, "bias")
+        if multiplier is not None:
+            _need(multiplier, conv.c_out * 4, "multiplier")
+        pt, _, pl, _ = conv.pads
+        lib.qconv2d(_ptr(x), _ptr(weight), _ptr(bias), _ptr(y), _ptr(w_zero_point), _ptr(multiplier), conv.n,
+                    conv.c_in, conv.in_h, conv.in_w, conv.c_out, conv.out_h, conv.out_w, conv.kernel[0],
+                    conv.kernel[1], conv.stride[0], conv.stride[1], pt, pl, conv.dilation[0], conv.dilation[1],
+                    conv.groups, spec.x_zero_point, spec.y_zero_point)
 
     def batch_norm(
         self,
