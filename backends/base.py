@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from hal.errors import UnsupportedOperation
+from hal.errors import HalValueError, UnsupportedOperation
 from hal.spec import AdaptivePool2dSpec, BatchNormSpec, Conv2dSpec, EltwiseSpec, Pool2dSpec, QConv2dSpec
 from hal.tuning.schema import KernelSchema
 
@@ -231,6 +231,17 @@ class Backend(ABC):
         """Quantized conv: int8/uint8 x and weight, int32 bias (or None), int32 per-channel
         weight zero points, float32 per-channel multipliers (None: ConvInteger, int32 out)."""
         raise UnsupportedOperation(f"{self.name}: quantized conv2d is not implemented on this backend")
+
+    @staticmethod
+    def qconv_output_kind(spec: QConv2dSpec, multiplier: Buffer | None) -> int:
+        """The kernels' Y_KIND of a quantized conv: 0 int32 (ConvInteger), 1 int8, 2 uint8 (QLinearConv).
+
+        A multiplier comes exactly with an int8/uint8 output; anything else is a caller's error.
+        """
+        kind = {np.dtype(np.int32): 0, np.dtype(np.int8): 1, np.dtype(np.uint8): 2}[np.dtype(spec.out_dtype)]
+        if (multiplier is None) != (kind == 0):
+            raise HalValueError("multiplier: needed exactly when the output is int8/uint8 (QLinearConv)")
+        return kind
 
     @abstractmethod
     def batch_norm(

@@ -750,9 +750,7 @@ class CpuBackend(Backend):
         """Quantized conv (QLinearConv, or ConvInteger when ``multiplier`` is None), direct."""
         conv = spec.conv
         out = np.dtype(spec.out_dtype)
-        y_kind = {np.dtype(np.int32): 0, np.dtype(np.int8): 1, np.dtype(np.uint8): 2}[out]
-        if (multiplier is None) != (y_kind == 0):
-            raise HalValueError("multiplier: needed exactly when the output is int8/uint8 (QLinearConv)")
+        y_kind = self.qconv_output_kind(spec, multiplier)
         lib = self._qlib("qconv2d.c", {"DTYPE_UINT8": int(np.dtype(conv.dtype) == np.uint8),
                                        "W_UINT8": int(np.dtype(spec.w_dtype) == np.uint8), "Y_KIND": y_kind,
                                        "LAYOUT_NHWC": int(conv.layout == "NHWC")})

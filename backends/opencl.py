@@ -1009,10 +1009,7 @@ class OpenCLBackend(Backend):
     ) -> None:
         """Quantized conv (QLinearConv, or ConvInteger when ``multiplier`` is None): direct or GEMM."""
         conv = spec.conv
-        out = np.dtype(spec.out_dtype)
-        y_kind = {np.dtype(np.int32): 0, np.dtype(np.int8): 1, np.dtype(np.uint8): 2}[out]
-        if (multiplier is None) != (y_kind == 0):
-            raise HalError(f"{self.info.id}: qconv2d needs a multiplier exactly when the output is int8/uint8")
+        y_kind = self.qconv_output_kind(spec, multiplier)
         args = [x, weight, bias, y, w_zero_point, multiplier, *_conv_geometry(conv),
                 _i32(spec.x_zero_point), _i32(spec.y_zero_point)]
         base = {

@@ -212,6 +212,8 @@ class Case:
     nan: bool = False
     big_mean: bool = False
     quick: bool = True
+    #: quantized conv only: QLinearConv (int8/uint8 out) rather than ConvInteger (int32 out)
+    linear: bool = False
 
 
 CASES: tuple[Case, ...] = (
@@ -358,33 +360,20 @@ def _check(case: Case, dt: np.dtype, x: np.ndarray, arrays: dict[str, np.ndarray
 QUANT_DTYPES = ("int8", "uint8")
 
 
-@dataclass(frozen=True)
-class QuantCase:
-    """One quantized op call: pooling keeps the input's zero point; conv is QLinearConv
-    (``linear``: int8/uint8 out, per-output-channel weight scales) or ConvInteger (int32 out)."""
-
-    op: str
-    name: str
-    shape: tuple[int, int, int, int]
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    weight_shape: tuple[int, int, int, int] | None = None
-    bias: bool = False
-    linear: bool = False
-    quick: bool = True
-
-
-QUANT_CASES: tuple[QuantCase, ...] = (
-    QuantCase("max_pool2d", "3x3/2 pad1", (2, 5, 17, 23), {"kernel_size": 3, "stride": 2, "padding": 1}),
-    QuantCase("max_pool2d", "2x2/2 ceil", (1, 3, 9, 13), {"kernel_size": 2, "ceil_mode": True}),
-    QuantCase("avg_pool2d", "3x3/2 pad1", (2, 5, 17, 23), {"kernel_size": 3, "stride": 2, "padding": 1}),
-    QuantCase("avg_pool2d", "3x3/2 pad1 ceil exclude-pad", (1, 3, 12, 15),
-              {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True, "count_include_pad": False}),
-    QuantCase("conv2d", "3x3 pad1 QLinearConv per-channel bias", (2, 7, 11, 13), {"padding": 1},
-              weight_shape=(9, 7, 3, 3), bias=True, linear=True),
-    QuantCase("conv2d", "depthwise 3x3 ConvInteger", (2, 12, 10, 11), {"padding": 1, "groups": 12},
-              weight_shape=(12, 1, 3, 3)),
-    QuantCase("conv2d", "3x3/2 grouped QLinearConv", (1, 6, 12, 9), {"stride": 2, "padding": 1, "groups": 3},
-              weight_shape=(6, 2, 3, 3), bias=True, linear=True, quick=False),
+#: the int8/uint8 cases: pooling keeps the input's zero point; conv is QLinearConv
+#: (``linear``: int8/uint8 out, per-output-channel weight scales) or ConvInteger (int32 out)
+QUANT_CASES: tuple[Case, ...] = (
+    Case("max_pool2d", "3x3/2 pad1", (2, 5, 17, 23), {"kernel_size": 3, "stride": 2, "padding": 1}),
+    Case("max_pool2d", "2x2/2 ceil", (1, 3, 9, 13), {"kernel_size": 2, "ceil_mode": True}),
+    Case("avg_pool2d", "3x3/2 pad1", (2, 5, 17, 23), {"kernel_size": 3, "stride": 2, "padding": 1}),
+    Case("avg_pool2d", "3x3/2 pad1 ceil exclude-pad", (1, 3, 12, 15),
+         {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True, "count_include_pad": False}),
+    Case("conv2d", "3x3 pad1 QLinearConv per-channel bias", (2, 7, 11, 13), {"padding": 1},
+         weight_shape=(9, 7, 3, 3), bias=True, linear=True),
+    Case("conv2d", "depthwise 3x3 ConvInteger", (2, 12, 10, 11), {"padding": 1, "groups": 12},
+         weight_shape=(12, 1, 3, 3)),
+    Case("conv2d", "3x3/2 grouped QLinearConv", (1, 6, 12, 9), {"stride": 2, "padding": 1, "groups": 3},
+         weight_shape=(6, 2, 3, 3), bias=True, linear=True, quick=False),
 )
 
 #: QLinearConv requantizes in float32 on the devices: at a tie it may land one step from
@@ -392,7 +381,7 @@ QUANT_CASES: tuple[QuantCase, ...] = (
 _QLINEAR_STEPS = 1
 
 
-def run_quant_case(case: QuantCase, dev: Device, dtype: str, layout: str, rng: np.random.Generator) -> CaseResult:
+def run_quant_case(case: Case, dev: Device, dtype: str, layout: str, rng: np.random.Generator) -> CaseResult:
     """Run one quantized case on one device against the quantized oracle."""
     from dataclasses import replace
 
@@ -468,12 +457,8 @@ def iter_matrix(
     rng = np.random.default_rng(seed)
     cases = [c for c in CASES if c.quick or not quick]
     qcases = [c for c in QUANT_CASES if c.quick or not quick]
-    plan: list[tuple[Device, Case | QuantCase, str, str]] = [
-        (d, c, dt, lay) for d in devices for dt in dtypes for c in (qcases if dt in QUANT_DTYPES else cases)
-        for lay in layouts
-    ]
+    plan = [(d, c, dt, lay) for d in devices for dt in dtypes for c in (qcases if dt in QUANT_DTYPES else cases)
+            for lay in layouts]
     for dev, case, dt, lay in plan:
-        if isinstance(case, QuantCase):
-            yield len(plan), run_quant_case(case, dev, dt, lay, rng)
-        else:
-            yield len(plan), run_case(case, dev, dt, lay, rng)
+        run = run_quant_case if dt in QUANT_DTYPES else run_case
+        yield len(plan), run(case, dev, dt, lay, rng)
