@@ -121,10 +121,20 @@ def make_problem(backend: Backend, spec: Spec, rng: np.random.Generator) -> Prob
     return upload_problem(backend, spec, make_inputs(spec, rng))
 
 
-def launcher(backend: Backend, problem: Problem, params: dict[str, int]) -> tuple[Callable[[], None], dict[str, Any]]:
-    """A no-argument launch of ``problem`` with ``params``, and its poisoned output buffers."""
+def output_buffers(backend: Backend, problem: Problem) -> dict[str, Any]:
+    """Plain output buffers for ``problem`` (timing: nothing reads them back, so no poison)."""
+    return {name: backend.allocate(int(np.prod(shape)) * np.dtype(dt).itemsize)
+            for name, (shape, dt) in problem.outputs.items()}
+
+
+def launcher(
+    backend: Backend, problem: Problem, params: dict[str, int], outs: dict[str, Any] | None = None
+) -> tuple[Callable[[], None], dict[str, Any]]:
+    """A no-argument launch of ``problem`` with ``params`` into ``outs``, or into freshly
+    poisoned output buffers (with their guard regions) when ``outs`` is None."""
     spec = problem.spec
-    outs = {name: backend.upload(_cached_poison(shape, dt)) for name, (shape, dt) in problem.outputs.items()}
+    if outs is None:
+        outs = {name: backend.upload(_cached_poison(shape, dt)) for name, (shape, dt) in problem.outputs.items()}
     b = problem.buffers
     if isinstance(spec, Pool2dSpec):
         def launch() -> None:

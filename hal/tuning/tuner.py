@@ -171,8 +171,10 @@ def _evaluate(backend: Any, task: Task, oracle_cache: dict[Any, Any]) -> dict[st
         host = evaluate.make_inputs(spec, np.random.default_rng(task.seed))
         first = evaluate.upload_problem(backend, spec, host)
         copies = timing_copies(evaluate.problem_bytes(first), last_level_cache_bytes(backend.info))
-        oracle_cache[key] = [first] + [evaluate.upload_problem(backend, spec, host) for _ in range(copies - 1)]
-    launches = itertools.cycle([evaluate.launcher(backend, p, task.params)[0] for p in oracle_cache[key]])
+        problems = [first] + [evaluate.upload_problem(backend, spec, host) for _ in range(copies - 1)]
+        # outputs allocated once with the inputs: every candidate and re-timing round reuses them
+        oracle_cache[key] = [(p, evaluate.output_buffers(backend, p)) for p in problems]
+    launches = itertools.cycle([evaluate.launcher(backend, p, task.params, outs)[0] for p, outs in oracle_cache[key]])
     times = backend.time_launches(lambda: next(launches)(), task.repeats, warmup=2)
     return {"status": "ok", "median_ms": statistics.median(times) * 1e3, "times_ms": [t * 1e3 for t in times]}
 
