@@ -79,6 +79,49 @@
  * counts WG * 16 * 4 bytes */
 #define TILE_ELEMS (WG * 16)
 
+/* One window of the local-memory variants (LOCAL_TILE 1 and 2), the taps read by
+ * READ(ih, iw) from the window at (h0, w0). WINDOW_MAX: the largest value, the first one
+ * on ties, a NaN always wins, and its per-plane index. WINDOW_AVG: the sum of the valid
+ * taps and the divisor (DIVISOR, or the taps inside the padded extent, or the valid ones). */
+#define WINDOW_MAX(READ, best, bidx)                                                       \
+    {                                                                                      \
+        int unseen = 1;                                                                    \
+        for (int kh = 0; kh < WKH; ++kh) {                                                 \
+            const int ih = h0 + kh * WDH;                                                  \
+            if (ih < 0 || ih >= IH) continue;                                              \
+            for (int kw = 0; kw < WKW; ++kw) {                                             \
+                const int iw = w0 + kw * WDW;                                              \
+                if (iw < 0 || iw >= IW) continue;                                          \
+                const float v = READ(ih, iw);                                              \
+                if (unseen || v > best || isnan(v)) {                                      \
+                    best = v;                                                              \
+                    bidx = ih * IW + iw;                                                   \
+                    unseen = 0;                                                            \
+                }                                                                          \
+            }                                                                              \
+        }                                                                                  \
+    }
+#define WINDOW_AVG(READ, sum, count)                                                       \
+    {                                                                                      \
+        int rows_in = 0, rows_pad = 0, cols_in = 0, cols_pad = 0;                          \
+        for (int kw = 0; kw < WKW; ++kw) {                                                 \
+            const int iw = w0 + kw * WDW;                                                  \
+            cols_in += (iw >= 0 && iw < IW);                                               \
+            cols_pad += (iw >= -PL && iw < IW + PR);                                       \
+        }                                                                                  \
+        for (int kh = 0; kh < WKH; ++kh) {                                                 \
+            const int ih = h0 + kh * WDH;                                                  \
+            rows_pad += (ih >= -PT && ih < IH + PB);                                       \
+            if (ih < 0 || ih >= IH) continue;                                              \
+            ++rows_in;                                                                     \
+            for (int kw = 0; kw < WKW; ++kw) {                                             \
+                const int iw = w0 + kw * WDW;                                              \
+                if (iw >= 0 && iw < IW) sum += READ(ih, iw);                               \
+            }                                                                              \
+        }                                                                                  \
+        count = DIVISOR > 0 ? DIVISOR : (COUNT_INCLUDE_PAD ? rows_pad * cols_pad : rows_in * cols_in); \
+    }
+
 #if !LAYOUT_NHWC && !LOCAL_TILE
 /* ------------------------------------------------------------------------------------
  * NCHW, VEC outputs per work-item
@@ -309,21 +352,7 @@ void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y
     TILE_PROLOGUE
     float best = -INFINITY;
     long bidx = 0;
-    int unseen = 1;
-    for (int kh = 0; kh < WKH; ++kh) {
-        const int ih = h0 + kh * WDH;
-        if (ih < 0 || ih >= IH) continue;
-        for (int kw = 0; kw < WKW; ++kw) {
-            const int iw = w0 + kw * WDW;
-            if (iw < 0 || iw >= IW) continue;
-            const float v = TAP(ih, iw);
-            if (unseen || v > best || isnan(v)) {
-                best = v;
-                bidx = ih * IW + iw;
-                unseen = 0;
-            }
-        }
-    }
+    WINDOW_MAX(TAP, best, bidx)
     const int o = (nc * OH + oh) * OW + ow;
     ST(best, y, o);
     if (indices) indices[o] = bidx;
@@ -336,23 +365,8 @@ void pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* restrict y
 {
     TILE_PROLOGUE
     float sum = 0.0f;
-    int rows_in = 0, rows_pad = 0, cols_in = 0, cols_pad = 0;
-    for (int kw = 0; kw < WKW; ++kw) {
-        const int iw = w0 + kw * WDW;
-        cols_in += (iw >= 0 && iw < IW);
-        cols_pad += (iw >= -PL && iw < IW + PR);
-    }
-    for (int kh = 0; kh < WKH; ++kh) {
-        const int ih = h0 + kh * WDH;
-        rows_pad += (ih >= -PT && ih < IH + PB);
-        if (ih < 0 || ih >= IH) continue;
-        ++rows_in;
-        for (int kw = 0; kw < WKW; ++kw) {
-            const int iw = w0 + kw * WDW;
-            if (iw >= 0 && iw < IW) sum += TAP(ih, iw);
-        }
-    }
-    const int count = DIVISOR > 0 ? DIVISOR : (COUNT_INCLUDE_PAD ? rows_pad * cols_pad : rows_in * cols_in);
+    int count;
+    WINDOW_AVG(TAP, sum, count)
     ST(sum / (float)count, y, (nc * OH + oh) * OW + ow);
 }
 
@@ -435,21 +449,7 @@ void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y
     BAND_OUTPUTS_BEGIN
         float best = -INFINITY;
         int bidx = 0;
-        int unseen = 1;
-        for (int kh = 0; kh < WKH; ++kh) {
-            const int ih = h0 + kh * WDH;
-            if (ih < 0 || ih >= IH) continue;
-            for (int kw = 0; kw < WKW; ++kw) {
-                const int iw = w0 + kw * WDW;
-                if (iw < 0 || iw >= IW) continue;
-                const float v = BAND_TAP(ih, iw);
-                if (unseen || v > best || isnan(v)) {
-                    best = v;
-                    bidx = ih * IW + iw;
-                    unseen = 0;
-                }
-            }
-        }
+        WINDOW_MAX(BAND_TAP, best, bidx)
         ST(best, y, obase + o);
         if (indices) indices[obase + o] = bidx;
     } /* BAND_OUTPUTS_BEGIN */
@@ -463,23 +463,8 @@ void pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* restrict y
     BAND_PROLOGUE
     BAND_OUTPUTS_BEGIN
         float sum = 0.0f;
-        int rows_in = 0, rows_pad = 0, cols_in = 0, cols_pad = 0;
-        for (int kw = 0; kw < WKW; ++kw) {
-            const int iw = w0 + kw * WDW;
-            cols_in += (iw >= 0 && iw < IW);
-            cols_pad += (iw >= -PL && iw < IW + PR);
-        }
-        for (int kh = 0; kh < WKH; ++kh) {
-            const int ih = h0 + kh * WDH;
-            rows_pad += (ih >= -PT && ih < IH + PB);
-            if (ih < 0 || ih >= IH) continue;
-            ++rows_in;
-            for (int kw = 0; kw < WKW; ++kw) {
-                const int iw = w0 + kw * WDW;
-                if (iw >= 0 && iw < IW) sum += BAND_TAP(ih, iw);
-            }
-        }
-        const int count = DIVISOR > 0 ? DIVISOR : (COUNT_INCLUDE_PAD ? rows_pad * cols_pad : rows_in * cols_in);
+        int count;
+        WINDOW_AVG(BAND_TAP, sum, count)
         ST(sum / (float)count, y, obase + o);
     } /* BAND_OUTPUTS_BEGIN */
 }
