@@ -280,6 +280,9 @@ _SCHEMAS: dict[str, KernelSchema] = {
                   "float16 max pooling without indices in half2: NHWC strips, NCHW 2x2/2 and 3x3/2 output pairs (-D)"),
             Param("POOL_H2AVG", (0, 1), 1,
                   "float16 NCHW average pooling 2x2/2 and 3x3/2 (even width): output pairs from 32-bit words (-D)"),
+            Param("POOL_ROWS", (0, 2, 4), 0,
+                  "NCHW 2x2/2 and 3x3/2 windows without indices, width a multiple of 16 bytes: output rows per "
+                  "thread of the register row-strip kernels (no shared memory); 0 = the shared-memory tiles"),
         ),
         (_fits_threads("POOL_THREADS"), _fits_smem("POOL_SMEM_KB"), _fits_occupancy("POOL_OCC")),
     ),
@@ -316,6 +319,12 @@ _SCHEMAS: dict[str, KernelSchema] = {
                   "float16 NHWC depthwise 3x3: 4 channels per thread, weights in registers (0: 8, read per use) (-D)"),
             Param("DW_H2", (0, 1), 1,
                   "float16 NCHW depthwise 3x3 stride 1 (even width): output pairs from 32-bit words (-D)"),
+            Param("DW_ROWS", (0, 2, 4), 0,
+                  "NCHW depthwise 3x3 stride 1, width a multiple of 16 bytes: output rows per thread of the "
+                  "register row-strip kernel (no shared memory); 0 = the shared-memory tiles"),
+            Param("DW_COLS", (0, 4, 8), 0,
+                  "NHWC depthwise 3x3 stride 1, C % 4 == 0: output pixels per thread of the register kernel "
+                  "that walks a row with its 3x3 window in registers; 0 = the shared-memory tiles"),
         ),
         (_fits_threads("CONV_THREADS"), _fits_smem("DW_SMEM_KB"), _fits_occupancy("CONV_OCC")),
     ),
@@ -1028,6 +1037,9 @@ class CudaBackend(Backend):
             variant = "k2s2"
         else:
             variant = "g"
+        rows = self._plan_pool_rows(spec, p, variant, with_indices, aligned, defines, threads)
+        if rows is not None:
+            return rows
         tile = None
         if not self.force_generic and (aligned or not nhwc):
             tile = self._window_plan(
@@ -1062,6 +1074,63 @@ class CudaBackend(Backend):
         return (
             Launch("pool2d.cu", defines, f"pool2d_{spec.kind}", "PPP" + "i" * 18, self._grid_1d(total, threads),
                    (threads, 1, 1), 0, args),
+        )
+
+    def _plan_pool_rows(
+        self, spec: Pool2dSpec, p: Mapping[str, int], variant: str, with_indices: bool, aligned: bool,
+        defines: tuple[tuple[str, int], ...], threads: int,
+    ) -> tuple[Launch, ...] | None:
+        """The register row-strip kernels (pool2d.cu, POOL_ROWS), or None where they do not apply."""
+        rows = int(p["POOL_ROWS"])
+        vec = 16 // spec.dtype.itemsize
+        pt, pb, pl, pr = spec.pads
+        if (rows == 0 or self.force_generic or not aligned or spec.layout != "NCHW" or with_indices
+                or variant == "g" or spec.in_w % vec or pl > 1 or pt > 1):
+            return None
+        planes = spec.n * spec.c
+        strips = _cdiv(spec.out_h, rows)
+        nvr = _cdiv(2 * spec.out_w, vec)  # vector columns per row: every output column's first one
+        items = planes * strips * nvr
+        if items >= 2**31 or planes * spec.in_h * spec.in_w >= 2**62:
+            return None
+        blob = struct.pack(
+            "<10iI6I", spec.in_h, spec.in_w, spec.out_h, spec.out_w, pt, pb, pl, pr, spec.divisor or 0,
+            int(spec.count_include_pad), items, *fastdiv(nvr), *fastdiv(strips),
+        )
+        return (
+            Launch("pool2d.cu", defines, f"pool2d_{spec.kind}_rows{rows}_{variant}", f"PP{len(blob)}s",
+                   (_cdiv(items, threads), 1, 1), (threads, 1, 1), 0, ("x", "y", blob)),
+        )
+
+    def _plan_dw_registers(
+        self, spec: Conv2dSpec, p: Mapping[str, int], aligned: bool, defines: tuple[tuple[str, int], ...],
+        threads: int,
+    ) -> tuple[Launch, ...] | None:
+        """The register depthwise kernels (conv2d.cu: DW_ROWS in NCHW, DW_COLS in NHWC), or None."""
+        if (spec.kernel, spec.stride, spec.dilation) != ((3, 3), (1, 1), (1, 1)) or not aligned:
+            return None
+        pt, _, pl, _ = spec.pads
+        n, c, ih, iw, oh, ow = spec.n, spec.c_in, spec.in_h, spec.in_w, spec.out_h, spec.out_w
+        if spec.layout == "NCHW":
+            rows, vec = int(p["DW_ROWS"]), 16 // spec.dtype.itemsize
+            if rows == 0 or iw % vec or pl > 1 or pt > 2:
+                return None
+            a, b, cc = _cdiv(ow, vec), _cdiv(oh, rows), c
+            kernel = f"conv2d_dw_rows{rows}_k3s1"
+            items = n * c * b * a
+        else:
+            cols = int(p["DW_COLS"])
+            if cols == 0 or c % 4:
+                return None
+            a, b, cc = c // 4, _cdiv(ow, cols), oh
+            kernel = f"conv2d_dw_cols{cols}_k3s1"
+            items = n * oh * b * a
+        if items >= 2**31 or n * c * ih * iw >= 2**62:
+            return None
+        blob = struct.pack("<7iI9I", c, ih, iw, oh, ow, pt, pl, items, *fastdiv(a), *fastdiv(b), *fastdiv(cc))
+        return (
+            Launch("conv2d.cu", defines, kernel, f"PPPP{len(blob)}s", (_cdiv(items, threads), 1, 1),
+                   (threads, 1, 1), 0, ("x", "w", "b", "y", blob)),
         )
 
     # -- adaptive_pool2d -------------------------------------------------------------------------
@@ -1230,6 +1299,10 @@ class CudaBackend(Backend):
                         Launch("conv2d.cu", defines, "conv2d_k3_simt", "PPPP" + "i" * 12, (grid, 1, 1), (256, 1, 1),
                                simt_smem, args),
                     )
+            if spec.groups == ci == co and ci > 1:
+                reg = self._plan_dw_registers(spec, p, aligned, defines, threads)
+                if reg is not None:
+                    return reg
             if spec.groups == ci == co and ci > 1 and (aligned or spec.layout == "NCHW"):
                 variant = "k3s1" if (kh, kw, sh, sw, dh, dw) == (3, 3, 1, 1, 1, 1) else "g"
                 tile = self._window_plan(

@@ -150,3 +150,155 @@ POOL_TILE_KERNEL(pool2d_maxi_tile_k2s2, WIN_MAX, true, 2, 2, 2, 2, POOL_MINB)
 POOL_TILE_KERNEL(pool2d_avg_tile_g, WIN_AVG, false, 0, 0, 0, 0, POOL_MINB)
 POOL_TILE_KERNEL(pool2d_avg_tile_k3s2, WIN_AVG, false, 3, 3, 2, 2, POOL_MINB_H2AVG)
 POOL_TILE_KERNEL(pool2d_avg_tile_k2s2, WIN_AVG, false, 2, 2, 2, 2, POOL_MINB)
+
+// ---------------------------------------------------------------------------------
+// NCHW row strips from registers (POOL_ROWS > 0 in the schema; the launcher picks them):
+// 2x2/2 and 3x3/2 windows, no dilation, no indices, IW % HAL_VEC == 0, 16-byte aligned x.
+//
+// A thread owns one aligned 16-byte input vector column j of a plane (input columns
+// [j*V, j*V + V), V = HAL_VEC) and a strip of R output rows; its outputs are the V/2
+// columns ow with 2*ow in that range. For each of the 2R+K-2 input rows the strip reads it
+// issues one 16-byte load, plus the column left of the vector when PL = 1 and the one right
+// of it when K - 2 - PL > 0 (both usually L1 hits: the neighbour thread loads them). No
+// shared memory and no barrier: every load of a thread is in flight at once, and the few
+// rows two strips share come from L2. Taps outside the input are skipped (max: -inf; avg:
+// add nothing); rows are reduced horizontally first, then summed (max-ed) vertically, the
+// order the tile kernels use. Threads are numbered j fastest, then strip, then plane, so
+// a warp's loads of one row are contiguous.
+// ---------------------------------------------------------------------------------
+struct RowParams {
+    int IH, IW, OH, OW, PT, PB, PL, PR, divisor, count_include_pad;
+    unsigned items;           // planes * strips * vector columns (< 2^31)
+    FastDiv fd_nvr, fd_strips;  // vector columns per row (ceil(2 * OW / V)), strips per plane
+};
+
+template <bool MAXP, int K, int R, int PL>
+__device__ __forceinline__ void pool_rows(const act_t* __restrict__ x, act_t* __restrict__ y, const RowParams& p) {
+    constexpr int V = HAL_VEC, H = V / 2, NR = 2 * R + K - 2;
+    constexpr bool LEFT = PL > 0, RIGHT = K - 2 - PL > 0;
+    const unsigned it = blockIdx.x * blockDim.x + threadIdx.x;
+    if (it >= p.items) return;
+    const unsigned q = fdiv(it, p.fd_nvr);
+    const int j = (int)(it - q * p.fd_nvr.d);
+    const unsigned plane = fdiv(q, p.fd_strips);
+    const int oh0 = (int)(q - plane * p.fd_strips.d) * R;
+    const int IH = p.IH, IW = p.IW;
+    const int ih0 = 2 * oh0 - p.PT, c0 = j * V;
+    const bool vin = c0 < IW;  // ceil_mode: the last output may start at column IW
+    const bool lin = LEFT && c0 > 0 && c0 - 1 < IW;
+    const bool rin = RIGHT && c0 + V < IW;
+    const act_t* __restrict__ xp = x + (size_t)plane * IH * IW + c0;
+
+    // every load first (all in flight), then the arithmetic
+    uint4 raw[NR];
+    act_t lh[NR], rh[NR];
+#pragma unroll
+    for (int r = 0; r < NR; ++r) {
+        const int ih = ih0 + r;
+        raw[r] = make_uint4(0u, 0u, 0u, 0u);
+        lh[r] = rh[r] = from_f<act_t>(0.0f);
+        if ((unsigned)ih < (unsigned)IH) {
+            const act_t* rp = xp + (size_t)ih * IW;
+            if (vin) raw[r] = __ldg(reinterpret_cast<const uint4*>(rp));
+            if (lin) lh[r] = rp[-1];
+            if (rin) rh[r] = rp[V];
+        }
+    }
+    constexpr float NEUTRAL = MAXP ? -__builtin_huge_valf() : 0.0f;
+    float acc[R][H];
+#pragma unroll
+    for (int s = 0; s < R; ++s)
+#pragma unroll
+        for (int i = 0; i < H; ++i) acc[s][i] = NEUTRAL;
+#pragma unroll
+    for (int r = 0; r < NR; ++r) {
+        if ((unsigned)(ih0 + r) >= (unsigned)IH) continue;  // padding rows: skipped taps
+        // f[0]: column c0 - 1, f[1 .. V]: the vector, f[V + 1]: column c0 + V
+        float f[V + 2];
+        f[0] = lin ? to_f(lh[r]) : NEUTRAL;
+        f[V + 1] = rin ? to_f(rh[r]) : NEUTRAL;
+        if (vin) {
+            float v[V];
+            unpack_vec(raw[r], v);
+#pragma unroll
+            for (int e = 0; e < V; ++e) f[1 + e] = v[e];
+        } else {
+#pragma unroll
+            for (int e = 0; e < V; ++e) f[1 + e] = NEUTRAL;
+        }
+        // output i reads columns c0 + 2i - PL + k, k < K: f[1 + 2i - PL + k]
+        float h[H];
+#pragma unroll
+        for (int i = 0; i < H; ++i) {
+            float a = f[1 + 2 * i - PL];
+#pragma unroll
+            for (int k = 1; k < K; ++k) a = MAXP ? max_nan(a, f[1 + 2 * i - PL + k]) : a + f[1 + 2 * i - PL + k];
+            h[i] = a;
+        }
+        // input row r feeds strip rows s with 2s <= r <= 2s + K - 1
+#pragma unroll
+        for (int s = 0; s < R; ++s) {
+            if (r < 2 * s || r > 2 * s + K - 1) continue;
+#pragma unroll
+            for (int i = 0; i < H; ++i) acc[s][i] = MAXP ? max_nan(acc[s][i], h[i]) : acc[s][i] + h[i];
+        }
+    }
+    const int OH = p.OH, OW = p.OW, ow0 = c0 / 2;
+    act_t* __restrict__ yp = y + ((size_t)plane * OH + oh0) * OW + ow0;
+    float cw[H];  // average: taps per output column (the divisor's column factor)
+    if (!MAXP) {
+        const bool cip = p.count_include_pad != 0;
+#pragma unroll
+        for (int i = 0; i < H; ++i)
+            cw[i] = (float)count_taps(2 * (ow0 + i) - PL, K, 1, cip ? -PL : 0, cip ? IW + p.PR : IW);
+    }
+#pragma unroll
+    for (int s = 0; s < R; ++s) {
+        if (oh0 + s >= OH) break;
+        float o[H];
+        if (MAXP) {
+#pragma unroll
+            for (int i = 0; i < H; ++i) o[i] = acc[s][i];
+        } else {
+            const bool cip = p.count_include_pad != 0;
+            const float ch = (float)count_taps(2 * (oh0 + s) - p.PT, K, 1, cip ? -p.PT : 0, cip ? IH + p.PB : IH);
+#pragma unroll
+            for (int i = 0; i < H; ++i)
+                o[i] = __fdividef(acc[s][i], p.divisor > 0 ? (float)p.divisor : ch * cw[i]);
+        }
+        act_t* op = yp + (size_t)s * OW;
+        // the strip's H outputs as one 8-byte store where they are all inside the row and aligned
+        if (ow0 + H <= OW && (reinterpret_cast<uintptr_t>(op) & 7u) == 0) {
+#if DTYPE_HALF
+            uint2 u;
+            *reinterpret_cast<__half2*>(&u.x) = __floats2half2_rn(out_act(o[0]), out_act(o[1]));
+            *reinterpret_cast<__half2*>(&u.y) = __floats2half2_rn(out_act(o[2]), out_act(o[3]));
+            *reinterpret_cast<uint2*>(op) = u;
+#else
+            *reinterpret_cast<float2*>(op) = make_float2(out_act(o[0]), out_act(o[1]));
+#endif
+        } else {
+#pragma unroll
+            for (int i = 0; i < H; ++i)
+                if (ow0 + i < OW) st_act(op + i, o[i]);
+        }
+    }
+}
+
+#define POOL_ROWS_KERNEL(NAME, MAXP, K, R)                                                                      \
+    extern "C" __global__ void __launch_bounds__(POOL_THREADS) NAME(const act_t* __restrict__ x,              \
+                                                                   act_t* __restrict__ y, RowParams p) { \
+        if (p.PL > 0)                                                                                         \
+            pool_rows<MAXP, K, R, 1>(x, y, p);                                                                \
+        else                                                                                                  \
+            pool_rows<MAXP, K, R, 0>(x, y, p);                                                                \
+    }
+
+POOL_ROWS_KERNEL(pool2d_max_rows2_k3s2, true, 3, 2)
+POOL_ROWS_KERNEL(pool2d_max_rows4_k3s2, true, 3, 4)
+POOL_ROWS_KERNEL(pool2d_avg_rows2_k3s2, false, 3, 2)
+POOL_ROWS_KERNEL(pool2d_avg_rows4_k3s2, false, 3, 4)
+POOL_ROWS_KERNEL(pool2d_max_rows2_k2s2, true, 2, 2)
+POOL_ROWS_KERNEL(pool2d_max_rows4_k2s2, true, 2, 4)
+POOL_ROWS_KERNEL(pool2d_avg_rows2_k2s2, false, 2, 2)
+POOL_ROWS_KERNEL(pool2d_avg_rows4_k2s2, false, 2, 4)

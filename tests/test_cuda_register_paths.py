@@ -1,0 +1,126 @@
+"""The CUDA kernels that work from registers without shared memory, forced and checked
+against the float64 oracle:
+
+* pooling row strips (pool2d.cu, POOL_ROWS): 2x2/2 and 3x3/2 windows in NCHW at widths
+  that are multiples of 16 bytes (where they apply) and at widths that are not (where the
+  launcher must fall back), every padding the windows allow, ceil_mode, the divisor rules,
+  NaN inputs, fused ReLU;
+* depthwise 3x3 stride 1 (conv2d.cu): NCHW row strips (DW_ROWS) and NHWC column walks
+  (DW_COLS), with and without bias, every padding up to 1 per side and asymmetric ones,
+  channel counts that are and are not multiples of 4, fused ReLU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+from test_forced_params import forced
+
+import hal
+from hal import reference
+from hal.conformance import compare, conv_scale
+from hal.errors import HalValueError
+from hal.tensor import poison_outputs
+from strategies import SETTINGS, dtypes, random_input, seeds
+
+
+def _cuda(device: hal.Device) -> None:
+    if device.kind != "cuda":
+        pytest.skip("CUDA register kernels (pool2d POOL_ROWS, conv2d DW_ROWS, DW_COLS)")
+
+
+@pytest.mark.parametrize("rows", [2, 4])
+@SETTINGS
+@given(dtype=dtypes, seed=seeds, data=st.data())
+def test_cuda_pool_rows(device, rows, dtype, seed, data):
+    _cuda(device)
+    vec = 4 if dtype == "float32" else 8
+    kind = data.draw(st.sampled_from(["max", "avg"]))
+    k = data.draw(st.sampled_from([2, 3]))
+    n, c = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 9))
+    h = data.draw(st.integers(1, 41))
+    # mostly widths the kernels take (multiples of the vector), sometimes one they must refuse
+    w = data.draw(st.one_of(st.integers(1, 12).map(lambda m: m * vec), st.integers(1, 50)))
+    pads = data.draw(st.one_of(st.integers(0, 1), st.tuples(st.integers(0, 1), st.integers(0, 1))))
+    cfg = {"kernel_size": k, "stride": 2, "padding": pads, "ceil_mode": data.draw(st.booleans())}
+    if kind == "avg":
+        cfg["count_include_pad"] = data.draw(st.booleans())
+        cfg["divisor_override"] = data.draw(st.sampled_from([None, None, 5]))
+    relu = data.draw(st.booleans())
+    x = random_input(seed, (n, c, h, w), dtype, nan_fraction=0.05 if kind == "max" else 0.0)
+    ref_fn = reference.max_pool2d if kind == "max" else reference.avg_pool2d
+    try:
+        ref = ref_fn(x.astype(np.float64), **cfg)
+    except HalValueError:
+        assume(False)
+    if relu:
+        ref = np.where(ref < 0, 0.0, ref)
+    op = hal.max_pool2d if kind == "max" else hal.avg_pool2d
+    with forced(device, "pool2d", {"POOL_ROWS": rows}), poison_outputs():
+        out = op(hal.asarray(x, device=device), **cfg, relu=relu)
+    r = compare(f"{kind}_pool2d", dtype, out.numpy(), ref)
+    assert r.ok, r.detail
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("kind", ["max", "avg"])
+def test_cuda_pool_rows_baseline_shape(device, dtype, kind):
+    """The benchmark's shape family (3x3/2 pad 1, even width), small batch: exact for max."""
+    _cuda(device)
+    x = random_input(3, (2, 5, 56, 112), dtype, nan_fraction=0.01 if kind == "max" else 0.0)
+    cfg = {"kernel_size": 3, "stride": 2, "padding": 1}
+    ref = (reference.max_pool2d if kind == "max" else reference.avg_pool2d)(x.astype(np.float64), **cfg)
+    op = hal.max_pool2d if kind == "max" else hal.avg_pool2d
+    with forced(device, "pool2d", {"POOL_ROWS": 4}), poison_outputs():
+        out = op(hal.asarray(x, device=device), **cfg)
+    r = compare(f"{kind}_pool2d", dtype, out.numpy(), ref)
+    assert r.ok, r.detail
+
+
+def test_cuda_pool_rows_indices_fall_back(device):
+    """Indices requested: the tile kernels serve, with the oracle's indices."""
+    _cuda(device)
+    x = random_input(4, (1, 3, 17, 32), "float32")
+    with forced(device, "pool2d", {"POOL_ROWS": 2}), poison_outputs():
+        out, idx = hal.max_pool2d(hal.asarray(x, device=device), 3, 2, 1, return_indices=True)
+    ref, ref_idx = reference.max_pool2d(x.astype(np.float64), 3, 2, 1, return_indices=True)
+    assert compare("max_pool2d", "float32", out.numpy(), ref).ok
+    np.testing.assert_array_equal(idx.numpy(), ref_idx)
+
+
+@pytest.mark.parametrize("path", [("NCHW", "DW_ROWS", 2), ("NCHW", "DW_ROWS", 4), ("NHWC", "DW_COLS", 4),
+                                  ("NHWC", "DW_COLS", 8)], ids=lambda p: f"{p[1]}{p[2]}")
+@SETTINGS
+@given(dtype=dtypes, seed=seeds, data=st.data())
+def test_cuda_depthwise_registers(device, path, dtype, seed, data):
+    _cuda(device)
+    layout, name, value = path
+    vec = 4 if dtype == "float32" else 8
+    n, h = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 37))
+    if layout == "NCHW":
+        c = data.draw(st.integers(2, 9))
+        w = data.draw(st.one_of(st.integers(1, 10).map(lambda m: m * vec), st.integers(1, 45)))
+    else:
+        c = data.draw(st.one_of(st.integers(1, 6).map(lambda m: 4 * m), st.integers(2, 13)))
+        w = data.draw(st.integers(1, 45))
+    pads = data.draw(st.one_of(st.integers(0, 1), st.tuples(*[st.integers(0, 1)] * 4)))
+    x = random_input(seed, (n, c, h, w), dtype)
+    wt = random_input(seed + 1, (c, 1, 3, 3), dtype)
+    b = random_input(seed + 2, (c,), "float32") if data.draw(st.booleans()) else None
+    relu = data.draw(st.booleans())
+    x64, w64 = x.astype(np.float64), wt.astype(np.float64)
+    b64 = None if b is None else b.astype(np.float64)
+    kw = {"padding": pads, "groups": c}
+    try:
+        ref = reference.conv2d(x64, w64, b64, **kw)
+    except HalValueError:
+        assume(False)
+    if relu:
+        ref = np.where(ref < 0, 0.0, ref)
+    with forced(device, "conv2d", {name: value}), poison_outputs():
+        y = hal.conv2d(hal.asarray(x, device=device, layout=layout), hal.asarray(wt, device=device), b, **kw,
+                       relu=relu)
+    assert y.layout == layout and y.shape == ref.shape
+    r = compare("conv2d", dtype, y.numpy(), ref, conv_scale(x64, w64, b64, **kw))
+    assert r.ok, r.detail
