@@ -522,3 +522,221 @@ extern "C" __global__ void __launch_bounds__(256, 2)
     }
 }
 #endif
+
+// ---------------------------------------------------------------------------------
+// depthwise 3x3, stride 1, no dilation, from registers (DW_ROWS / DW_COLS in the schema;
+// the launcher picks them): no shared memory, no barrier, every load of a thread in
+// flight at once; neighbouring threads' overlapping reads are L1/L2 hits. Per output the
+// float FMAs run in the order of the tile kernels (bias, then taps row-major).
+// ---------------------------------------------------------------------------------
+struct DwRegParams {
+    int C, IH, IW, OH, OW, PT, PL;
+    unsigned items;  // threads with work (< 2^31)
+    // NCHW rows: vector columns per row (ceil(OW / HAL_VEC)), strips per plane, C
+    // NHWC cols: channel groups of 4 (C / 4), column strips per output row, OH
+    FastDiv fd_a, fd_b, fd_c;
+};
+
+__device__ __forceinline__ void dw_weights(const act_t* __restrict__ w, int c, float (&wt)[9]) {
+#pragma unroll
+    for (int k = 0; k < 9; ++k) wt[k] = to_f(w[c * 9 + k]);
+}
+
+// NCHW: a thread owns one aligned 16-byte vector column of a plane (input columns
+// [c0, c0 + V), IW % V == 0) and a strip of R output rows; its outputs are the V columns
+// ow in [c0, c0 + V), which read columns c0 - PL .. c0 + V + 1 - PL: the vector and two
+// halo columns (one each side for PL = 1, two right for PL = 0).
+template <int R, int PL>
+__device__ __forceinline__ void dw_rows(const act_t* __restrict__ x, const act_t* __restrict__ w,
+                                        const float* __restrict__ bias, act_t* __restrict__ y,
+                                        const DwRegParams& p) {
+    constexpr int V = HAL_VEC, NR = R + 2;
+    const unsigned it = blockIdx.x * blockDim.x + threadIdx.x;
+    if (it >= p.items) return;
+    const unsigned q = fdiv(it, p.fd_a);
+    const int j = (int)(it - q * p.fd_a.d);
+    const unsigned plane = fdiv(q, p.fd_b);
+    const int oh0 = (int)(q - plane * p.fd_b.d) * R;
+    const int c = (int)(plane - fdiv(plane, p.fd_c) * p.fd_c.d);
+    const int IH = p.IH, IW = p.IW;
+    const int ih0 = oh0 - p.PT, c0 = j * V;
+    // halo columns: e = 0 .. 1 are f[0] and f[V + 1] for PL = 1, f[V] and f[V + 1] for PL = 0
+    const int hc0 = PL ? c0 - 1 : c0 + V, hc1 = c0 + V + 1 - PL;
+    const bool vin = c0 < IW, h0in = (unsigned)hc0 < (unsigned)IW, h1in = (unsigned)hc1 < (unsigned)IW;
+    const act_t* __restrict__ xp = x + (size_t)plane * IH * IW;
+    uint4 raw[NR];
+    act_t h0[NR], h1[NR];
+#pragma unroll
+    for (int r = 0; r < NR; ++r) {
+        const int ih = ih0 + r;
+        raw[r] = make_uint4(0u, 0u, 0u, 0u);
+        h0[r] = h1[r] = from_f<act_t>(0.0f);
+        if ((unsigned)ih < (unsigned)IH) {
+            const act_t* rp = xp + (size_t)ih * IW;
+            if (vin) raw[r] = __ldg(reinterpret_cast<const uint4*>(rp + c0));
+            if (h0in) h0[r] = rp[hc0];
+            if (h1in) h1[r] = rp[hc1];
+        }
+    }
+    float wt[9];
+    dw_weights(w, c, wt);
+    const float b0 = bias ? bias[c] : 0.0f;
+    float acc[R][V];
+#pragma unroll
+    for (int s = 0; s < R; ++s)
+#pragma unroll
+        for (int i = 0; i < V; ++i) acc[s][i] = b0;
+#pragma unroll
+    for (int r = 0; r < NR; ++r) {
+        if ((unsigned)(ih0 + r) >= (unsigned)IH) continue;  // zero padding rows
+        float f[V + 2];  // f[e]: column c0 - PL + e (zero outside the input)
+        float v[V];
+        unpack_vec(raw[r], v);
+        const int vo = PL;  // index of column c0 in f
+#pragma unroll
+        for (int e = 0; e < V; ++e) f[vo + e] = vin ? v[e] : 0.0f;
+        const float a0 = h0in ? to_f(h0[r]) : 0.0f, a1 = h1in ? to_f(h1[r]) : 0.0f;
+        if (PL) {
+            f[0] = a0;
+            f[V + 1] = a1;
+        } else {
+            f[V] = a0;
+            f[V + 1] = a1;
+        }
+#pragma unroll
+        for (int s = 0; s < R; ++s) {
+            const int kh = r - s;  // compile-time after unrolling
+            if (kh < 0 || kh > 2) continue;
+#pragma unroll
+            for (int i = 0; i < V; ++i)
+#pragma unroll
+                for (int k = 0; k < 3; ++k) acc[s][i] = fmaf(f[i + k], wt[kh * 3 + k], acc[s][i]);
+        }
+    }
+    const int OH = p.OH, OW = p.OW;
+    act_t* __restrict__ yp = y + ((size_t)plane * OH + oh0) * OW + c0;
+#pragma unroll
+    for (int s = 0; s < R; ++s) {
+        if (oh0 + s >= OH) break;
+        act_t* op = yp + (size_t)s * OW;
+        if (c0 + V <= OW && aligned16(op)) {
+            st_vec(op, acc[s]);
+        } else {
+#pragma unroll
+            for (int i = 0; i < V; ++i)
+                if (c0 + i < OW) st_act(op + i, acc[s][i]);
+        }
+    }
+}
+
+#define DW_ROWS_KERNEL(NAME, R)                                                                                  \
+    extern "C" __global__ void __launch_bounds__(CONV_THREADS)                                                   \
+        NAME(const act_t* __restrict__ x, const act_t* __restrict__ w, const float* __restrict__ bias,          \
+             act_t* __restrict__ y, DwRegParams p) {                                                             \
+        if (p.PL > 0)                                                                                            \
+            dw_rows<R, 1>(x, w, bias, y, p);                                                                     \
+        else                                                                                                     \
+            dw_rows<R, 0>(x, w, bias, y, p);                                                                     \
+    }
+DW_ROWS_KERNEL(conv2d_dw_rows2_k3s1, 2)
+DW_ROWS_KERNEL(conv2d_dw_rows4_k3s1, 4)
+
+// NHWC: a thread owns 4 channels (C % 4 == 0: 16 bytes in float32, 8 in float16) of M
+// consecutive output pixels of one output row; it walks the row left to right keeping the
+// 3 x 3 window of 4-channel input vectors in registers (each input column is loaded once
+// per thread, 3 x (M + 2) loads for M outputs), with the 36 weights in registers as floats.
+// Threads are numbered channel group fastest, then column strip, then row.
+__device__ __forceinline__ void dw_ld4(const act_t* p, float (&f)[4]) {
+#if DTYPE_HALF
+    const uint2 u = __ldg(reinterpret_cast<const uint2*>(p));
+    const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&u.x));
+    const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&u.y));
+    f[0] = a.x;
+    f[1] = a.y;
+    f[2] = b.x;
+    f[3] = b.y;
+#else
+    const float4 v = __ldg(reinterpret_cast<const float4*>(p));
+    f[0] = v.x;
+    f[1] = v.y;
+    f[2] = v.z;
+    f[3] = v.w;
+#endif
+}
+__device__ __forceinline__ void dw_st4(act_t* p, const float (&f)[4]) {
+#if DTYPE_HALF
+    uint2 u;
+    *reinterpret_cast<__half2*>(&u.x) = __floats2half2_rn(out_act(f[0]), out_act(f[1]));
+    *reinterpret_cast<__half2*>(&u.y) = __floats2half2_rn(out_act(f[2]), out_act(f[3]));
+    *reinterpret_cast<uint2*>(p) = u;
+#else
+    *reinterpret_cast<float4*>(p) = make_float4(out_act(f[0]), out_act(f[1]), out_act(f[2]), out_act(f[3]));
+#endif
+}
+
+template <int M>
+__device__ __forceinline__ void dw_cols(const act_t* __restrict__ x, const act_t* __restrict__ w,
+                                        const float* __restrict__ bias, act_t* __restrict__ y,
+                                        const DwRegParams& p) {
+    const unsigned it = blockIdx.x * blockDim.x + threadIdx.x;
+    if (it >= p.items) return;
+    const unsigned q = fdiv(it, p.fd_a);
+    const int cg = (int)(it - q * p.fd_a.d);
+    const unsigned q2 = fdiv(q, p.fd_b);
+    const int ow0 = (int)(q - q2 * p.fd_b.d) * M;
+    const unsigned n = fdiv(q2, p.fd_c);
+    const int oh = (int)(q2 - n * p.fd_c.d);
+    const int C = p.C, IH = p.IH, IW = p.IW, OW = p.OW, c = cg * 4;
+    float wt[4][9];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) dw_weights(w, c + i, wt[i]);
+    float b[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) b[i] = bias ? bias[c + i] : 0.0f;
+    const int ih0 = oh - p.PT, iw0 = ow0 - p.PL;
+    const act_t* __restrict__ xn = x + (size_t)n * IH * IW * C + c;
+    bool rin[3];
+#pragma unroll
+    for (int kh = 0; kh < 3; ++kh) rin[kh] = (unsigned)(ih0 + kh) < (unsigned)IH;
+    // win[kh][col % 3][channel]: the last three input columns
+    float win[3][3][4];
+#pragma unroll
+    for (int col = 0; col < M + 2; ++col) {
+        const int iw = iw0 + col;
+        const bool cin = (unsigned)iw < (unsigned)IW;
+#pragma unroll
+        for (int kh = 0; kh < 3; ++kh) {
+            float* f = win[kh][col % 3];
+            if (rin[kh] && cin) {
+                dw_ld4(xn + ((size_t)(ih0 + kh) * IW + iw) * C, win[kh][col % 3]);
+            } else {
+#pragma unroll
+                for (int i = 0; i < 4; ++i) f[i] = 0.0f;
+            }
+        }
+        if (col < 2) continue;
+        const int ow = ow0 + col - 2;  // its window: columns col - 2 .. col
+        float acc[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            float a = b[i];
+#pragma unroll
+            for (int kh = 0; kh < 3; ++kh) {
+                if (!rin[kh]) continue;  // zero padding rows: skipped taps, as in the tiles
+#pragma unroll
+                for (int kw = 0; kw < 3; ++kw) a = fmaf(win[kh][(col - 2 + kw) % 3][i], wt[i][kh * 3 + kw], a);
+            }
+            acc[i] = a;
+        }
+        if (ow < OW) dw_st4(y + (((size_t)n * p.OH + oh) * OW + ow) * C + c, acc);
+    }
+}
+
+#define DW_COLS_KERNEL(NAME, M)                                                                                  \
+    extern "C" __global__ void __launch_bounds__(CONV_THREADS)                                                   \
+        NAME(const act_t* __restrict__ x, const act_t* __restrict__ w, const float* __restrict__ bias,          \
+             act_t* __restrict__ y, DwRegParams p) {                                                             \
+        dw_cols<M>(x, w, bias, y, p);                                                                            \
+    }
+DW_COLS_KERNEL(conv2d_dw_cols4_k3s1, 4)
+DW_COLS_KERNEL(conv2d_dw_cols8_k3s1, 8)
