@@ -292,3 +292,34 @@ def test_timed_calls_rotate_among_the_input_copies(monkeypatch):
     copies = tuner.MAX_TIMING_COPIES
     assert len(set(seen)) == copies  # 2 warm-up + 16 timed calls over 8 copies
     assert seen[copies:2 * copies] == seen[:copies]  # in turn, not at random
+
+
+def test_stale_device_entries_become_contenders(tmp_path, monkeypatch):
+    """An entry whose kernel sources changed serves nothing, but its parameters (the last
+    winner) are re-measured by the next tuning run of that device and workload."""
+    from hal.resources import family_hash
+    from hal.tuning.tuner import _stale_params
+    from hal.tuning.workloads import WORKLOADS
+
+    dev = hal.device("cpu")
+    wl = next(w for w in WORKLOADS if w.name == "maxpool3x3s2p1")
+
+    def entry(source_hash, params, match=dev.info.name):
+        return {"level": "device", "match": match, "kernel": "pool2d", "key": {}, "params": params,
+                "provenance": "p", "source_hash": source_hash}
+
+    stale_hash = family_hash("kernels_c", "conv2d")
+    path = tmp_path / "user.json"
+    tuner.write_table_atomic(path, tuner.new_table("cpu", [
+        entry(stale_hash, {"W_BLOCK": 4, "C_BLOCK": 1}),
+        entry(family_hash("kernels_c", "pool2d"), {"W_BLOCK": 1, "C_BLOCK": 4}),  # fresh: serves, not stale
+        entry(stale_hash, {"W_BLOCK": 1, "C_BLOCK": 1}, match="another device"),
+        entry(stale_hash, {"W_BLOCK": 3, "C_BLOCK": 1}),  # not allowed by today's schema
+    ]))
+    monkeypatch.setenv("HAL_TUNING_PATH", str(path))
+    dev.tuner.clear()
+    try:
+        schema = dev.backend.schemas()["pool2d"]
+        assert _stale_params(dev, wl, "tiny", "float32", "NCHW", schema) == [{"W_BLOCK": 4, "C_BLOCK": 1}]
+    finally:
+        dev.tuner.clear()

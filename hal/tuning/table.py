@@ -18,6 +18,7 @@ table files (``os.pathsep``-separated) in addition to the user cache dir's.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import warnings
@@ -240,6 +241,41 @@ def shipped_entries(backend: str) -> tuple[Entry, ...]:
     if not path.is_file():
         return ()
     return tuple(parse_table(path.read_text(encoding="utf-8"), backend, f"shipped:{backend}.json"))
+
+
+def stale_device_params(device: DeviceInfo, kernel: str, key: Mapping[str, object]) -> list[dict[str, int]]:
+    """Parameters of the shipped and user device-level entries for this device and key that
+    are stale (their kernel sources changed since they were measured). They serve nothing;
+    the tuner re-measures them as contenders, since the last winner is a likely one again."""
+    texts: list[tuple[str, str]] = []
+    path = resources.files("hal.tuning") / "tables" / f"{device.backend}.json"
+    if path.is_file():
+        texts.append((path.read_text(encoding="utf-8"), "shipped"))
+    for user in user_table_paths():
+        with contextlib.suppress(OSError):
+            if user.is_file():
+                texts.append((user.read_text(encoding="utf-8"), str(user)))
+    found: list[dict[str, int]] = []
+    for text, _ in texts:
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(doc, dict) or doc.get("backend") != device.backend:
+            continue
+        for raw in doc.get("entries", []):
+            if not isinstance(raw, dict) or raw.get("level") != "device" or not _staleness(raw, device.backend):
+                continue
+            fresh = {k: v for k, v in raw.items() if k not in ("source_hash", "kernel_hash", "hal_version")}
+            try:
+                entry = _parse_entry(fresh, device.backend, "stale")
+            except ValueError:
+                continue
+            if entry.match == device.name and entry.applies(kernel, key) and entry.arch in (None, device.arch):
+                params = dict(entry.params)
+                if params not in found:
+                    found.append(params)
+    return found
 
 
 def user_table_paths() -> list[Path]:

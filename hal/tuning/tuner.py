@@ -437,6 +437,10 @@ def tune(
             serving = _serving_params(device, wl, size, dtype, layout, schema)
             if serving is not None and serving != default and serving not in chosen:
                 chosen.insert(1, serving)
+            # the winners of earlier runs whose kernel sources changed since: likely winners again
+            for previous in _stale_params(device, wl, size, dtype, layout, schema):
+                if previous not in chosen:
+                    chosen.insert(1, previous)
             if deadline is None or time.monotonic() < deadline:
                 _prebuild(device, wl, size, dtype, layout, chosen)
             results: list[tuple[dict[str, int], dict[str, Any]]] = []
@@ -529,6 +533,25 @@ def _serving_params(
         return None
     params = {**schema.defaults(), **resolved.params}
     return params if schema.validate(params, device.info) is None else None
+
+
+def _stale_params(
+    device: Any, wl: Workload, size: str, dtype: str, layout: str, schema: Any
+) -> list[dict[str, int]]:
+    """Parameters of this device's stale table entries for the workload, valid under today's schema."""
+    from hal.tuning.table import kernel_key, stale_device_params
+
+    try:
+        kernel, key = kernel_key(wl.spec_for(wl.shape(size), dtype, layout))
+        stale = stale_device_params(device.info, kernel, key)
+    except Exception:  # informative only, as _serving_params
+        return []
+    out = []
+    for params in stale:
+        full = {**schema.defaults(), **params}
+        if schema.validate(full, device.info) is None:
+            out.append(full)
+    return out
 
 
 def _prebuild(device: Any, wl: Workload, size: str, dtype: str, layout: str, chosen: list[dict[str, int]]) -> None:
