@@ -276,6 +276,21 @@ def copy_bandwidth(torch: Any, dtype: str) -> tuple[float, float]:
     return ms, nbytes / ms / 1e6
 
 
+def same_size_copy_ms(torch: Any, nbytes: float) -> float:
+    """b2b ms of a PyTorch device-to-device copy moving ``nbytes`` (half read, half written),
+    inputs rotated past the L2 as the cases' are: the ceiling a kernel of that size meets,
+    launch gaps and ramp-up included (informative; the targets use the 2**28 copy)."""
+    n = max(1, int(nbytes / 2) // 4)
+    sets = nsets_for(nbytes)
+    src = [torch.randn(n, device="cuda") for _ in range(sets)]
+    dst = [torch.empty_like(t) for t in src]
+    ms = time_b2b(torch, lambda i: dst[i % sets].copy_(src[i % sets]))
+    src.clear()
+    dst.clear()
+    torch.cuda.empty_cache()
+    return ms
+
+
 # ----------------------------------------------------------------------------------
 # cases
 # ----------------------------------------------------------------------------------
@@ -291,6 +306,9 @@ def build_cases(quick: bool) -> list[Case]:
                   {"POOL_TILE_H": 32, "POOL_SMEM_KB": 24}, {"POOL_OCC": 2048, "POOL_TILE_H": 32, "POOL_SMEM_KB": 24}]
         # float16 max pooling: the half2 paths (POOL_H2, default 1) against the float ones
         h2_c = [{"POOL_H2": 0}] if dtype == "float16" else []
+        # NCHW fixed windows: the register row-strip kernels (POOL_ROWS) against the tiles
+        rows_c = [{"POOL_ROWS": 2}, {"POOL_ROWS": 4}, {"POOL_ROWS": 2, "POOL_THREADS": 128},
+                  {"POOL_ROWS": 4, "POOL_THREADS": 128}, {"POOL_ROWS": 2, "POOL_THREADS": 512}]
         for layout in ("NCHW", "NHWC"):
             cand = pool_c if layout == "NCHW" else [
                 {}, {"POOL_OCC": 0}, {"POOL_OCC": 1536}, {"POOL_TILE_W": 4, "POOL_TILE_H": 4},
@@ -304,12 +322,13 @@ def build_cases(quick: bool) -> list[Case]:
                        if dtype == "float16" and layout == "NCHW" and kind == "avg" else [])
                 cases.append(Case(f"{kind}pool3x3s2p1 64x64x112x112 {layout.lower()}", "pool2d", dtype, layout, nb, 0,
                                   {"shape": shape, "kind": kind, "k": 3, "s": 2, "p": 1},
-                                  cand + (h2_c if kind == "max" else h2a)))
+                                  cand + (h2_c if kind == "max" else h2a)
+                                  + (rows_c if layout == "NCHW" else [])))
         for h in (1024, 4096):
             cases.append(Case(f"maxpool2x2s2 1x1x{h}x{h}", "pool2d", dtype, "NCHW", h * h * es * 1.25, 0,
                               {"shape": (1, 1, h, h), "kind": "max", "k": 2, "s": 2, "p": 0},
                               [{}, {"POOL_SPLIT": 1}, {"POOL_SMEM_KB": 24}, {"POOL_OCC": 2048},
-                               {"POOL_SMEM_KB": 16}, {"POOL_OCC": 2048, "POOL_SMEM_KB": 24}, *h2_c]))
+                               {"POOL_SMEM_KB": 16}, {"POOL_OCC": 2048, "POOL_SMEM_KB": 24}, *h2_c, *rows_c]))
         for layout in ("NCHW", "NHWC"):
             cases.append(Case(f"globalavgpool 256x2048x7x7 {layout.lower()}", "adaptive_pool2d", dtype, layout,
                               256 * 2048 * 49 * es, 0, {"shape": (256, 2048, 7, 7)},
@@ -343,6 +362,11 @@ def build_cases(quick: bool) -> list[Case]:
                 if dtype == "float16":  # 4 channels per thread, weights in registers (DW_HALF4, default 1) or 8
                     dwc += [{"DW_HALF4": 0}, {"DW_HALF4": 0, "CONV_OCC": 0},
                             {"CONV_OCC": 0, "DW_TILE_W": 16, "DW_TILE_H": 8, "DW_SMEM_KB": 48}]
+            # the register kernels (no shared memory) against the tiles
+            dwc += ([{"DW_ROWS": 2}, {"DW_ROWS": 4}, {"DW_ROWS": 2, "CONV_THREADS": 128},
+                     {"DW_ROWS": 4, "CONV_THREADS": 128}] if layout == "NCHW" else
+                    [{"DW_COLS": 4}, {"DW_COLS": 8}, {"DW_COLS": 4, "CONV_THREADS": 128},
+                     {"DW_COLS": 8, "CONV_THREADS": 128}])
             cases.append(Case(f"dwconv3x3 256x64x32x32 {layout.lower()}", "conv2d", dtype, layout, 2 * x * es,
                               2 * 256 * 64 * 9 * 32 * 32, {"shape": (256, 64, 32, 32), "cout": 64, "groups": 64},
                               dwc))
@@ -404,10 +428,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sweep", action="store_true", help="time every tuning candidate of each case")
     ap.add_argument("--quick", action="store_true", help="default parameters only")
     ap.add_argument("--only", default="", help="run cases whose name contains this text")
+    ap.add_argument("--dtype", default="", help="run only this dtype's cases (float32 or float16)")
     ap.add_argument("--out", default="", help="folder for cuda_ops.json and tuning_sm.json")
     ap.add_argument("--no-torch-call", action="store_true", help="skip the per-call (baseline method) timings")
     ap.add_argument("--profile", action="store_true",
-                    help="only run each case's hal call 3 times (default parameters), for ncu")
+                    help="only run each case's hal call 3 times (the parameters the tables serve), for ncu")
+    ap.add_argument("--params", default="",
+                    help="with --profile: JSON parameters over the served ones, e.g. '{\"DW_ROWS\": 4}'")
     args = ap.parse_args(argv)
 
     import torch
@@ -423,22 +450,24 @@ def main(argv: list[str] | None = None) -> int:
     info = probe.devices[0]
     be = CudaBackend(info)
     served_dev = hal_device("cuda:0")  # its tuning tables say which parameters the ops serve
-    cases = [c for c in build_cases(args.quick) if args.only in c.name]
+    cases = [c for c in build_cases(args.quick) if args.only in c.name and args.dtype in ("", c.dtype)]
     t0 = time.time()
     loaded = be.build_all(compile_keys(cases, args.sweep))
     print(f"built {loaded} modules in {time.time() - t0:.1f} s", flush=True)
 
     if args.profile:
         for case in cases:
-            hal, _, _, _ = SETUPS[case.family](torch, F, be, case)
+            hal, _, _, spec = SETUPS[case.family](torch, F, be, case)
+            params = {**served_dev.tuner.resolve_spec(spec).params, **json.loads(args.params or "{}")}
             for i in range(3):
-                hal(i, case.candidates[0])
+                hal(i, params)
             be.synchronize()
             print(f"profiled {case.name} {case.dtype}", flush=True)
         return 0
     copy = {dt: copy_bandwidth(torch, dt) for dt in ("float32", "float16")}
     print(f"copy bandwidth: float32 {copy['float32'][1]:.0f} GB/s, float16 {copy['float16'][1]:.0f} GB/s", flush=True)
     rows: list[dict[str, Any]] = []
+    size_copy: dict[float, float] = {}
     for case in cases:
         try:
             hal, ref, check, spec = SETUPS[case.family](torch, F, be, case)
@@ -464,10 +493,13 @@ def main(argv: list[str] | None = None) -> int:
         best = (min(good, key=lambda t: t["b2b_ms"]) if args.sweep else
                 (timings[0] if timings[0] in good else None)) if good else None
         torch_b2b = time_b2b(torch, ref)
+        if case.nbytes not in size_copy:
+            size_copy[case.nbytes] = same_size_copy_ms(torch, case.nbytes)
         row: dict[str, Any] = {
             "case": case.name, "dtype": case.dtype, "family": case.family, "layout": case.layout,
             "bytes": case.nbytes, "flops": case.flops, "candidates": timings, "torch_b2b_ms": torch_b2b,
             "copy_GBps": copy[case.dtype][1], "key": table_key(case), "level": resolved.level,
+            "same_size_copy_ms": size_copy[case.nbytes],
             "default_b2b_ms": timings[1]["b2b_ms"] if served and len(timings) > 1 else timings[0]["b2b_ms"],
         }
         if best is not None:
@@ -499,9 +531,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"device {info.name} ({info.arch}); copy float32 {copy['float32'][1]:.0f} GB/s, "
           f"float16 {copy['float16'][1]:.0f} GB/s; b2b = median of 15 x 20 back-to-back calls")
     what = "fastest swept" if args.sweep else "served by the tables (level)"
-    print(f"hal ms: parameters {what}; dflt ms: the schema default")
+    print(f"hal ms: parameters {what}; dflt ms: the schema default; %szcp: a copy of the case's bytes over hal's "
+          "time (same method: the ceiling at that size, launch gaps included)")
     hdr = (f"{'case':42s} {'dtype':7s} {'hal ms':>8s} {'GB/s':>7s} {'TF/s':>6s} {'%copy':>6s} {'torch ms':>8s} "
-           f"{'x torch':>7s} {'hal call':>8s} {'tch call':>8s} {'dflt ms':>8s} level")
+           f"{'x torch':>7s} {'hal call':>8s} {'tch call':>8s} {'dflt ms':>8s} {'%szcp':>6s} level")
     print(hdr)
     for r in rows:
         ms = r.get("hal_b2b_ms", float("nan"))
@@ -509,7 +542,8 @@ def main(argv: list[str] | None = None) -> int:
         tfs = r["flops"] / ms / 1e9 if ms == ms else float("nan")
         print(f"{r['case']:42s} {r['dtype']:7s} {ms:8.4f} {gbs:7.0f} {tfs:6.1f} {100 * gbs / r['copy_GBps']:6.1f} "
               f"{r['torch_b2b_ms']:8.4f} {r['torch_b2b_ms'] / ms:7.2f} {r.get('hal_call_ms', float('nan')):8.4f} "
-              f"{r.get('torch_call_ms', float('nan')):8.4f} {r['default_b2b_ms']:8.4f} {r['level']}")
+              f"{r.get('torch_call_ms', float('nan')):8.4f} {r['default_b2b_ms']:8.4f} "
+              f"{100 * r['same_size_copy_ms'] / ms:6.1f} {r['level']}")
     return 0
 
 

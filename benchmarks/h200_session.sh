@@ -24,7 +24,7 @@ tune() { local dev=$1 mode=$2 budget=$3 out=$4
 for s in "$@"; do
   case "$s" in
     tests) step pytest ${T_TEST:-150} env HAL_TEST_DEVICES=${TEST_DEVICES:-cuda:0} HAL_TEST_EXAMPLES=8 \
-        python3 -m pytest -q -p no:cacheprovider tests -k "not test_tuner and not test_cli"
+        python3 -m pytest -q -p no:cacheprovider ${TESTS:-tests} -k "not test_tuner and not test_cli"
       grep -E "^FAILED|passed|failed" "$R/pytest.txt" | tail -12 ;;
     nn) step pytest-nn 120 env HAL_TEST_DEVICES=cuda:0 python3 -m pytest -q -p no:cacheprovider tests/test_nn.py
       grep -E "^FAILED|passed|failed" "$R/pytest-nn.txt" | tail -8 ;;
@@ -58,6 +58,13 @@ for s in "$@"; do
     ocl-tests) step pytest-ocl ${T_OCLTEST:-150} env HAL_TEST_DEVICES=opencl:nvidia HAL_TEST_EXAMPLES=8 \
         python3 -m pytest -q -p no:cacheprovider ${OCL_TESTS:-tests/test_forced_params.py tests/test_pooling.py}
       grep -E "^FAILED|passed|failed" "$R/pytest-ocl.txt" | tail -12 ;;
+    ncu) # NCU_CASES: "case substring|dtype|JSON params|kernel regex;..." (one kernel launch each)
+      step ncu ${T_NCU:-240} bash -c 'IFS=";"; for c in $NCU_CASES; do IFS="|" read -r only dt params kre <<<"$c";
+        echo "=== $only $dt $params"; ncu --section SpeedOfLight --section Occupancy --section WarpStateStats \
+          --section LaunchStats --section MemoryWorkloadAnalysis -k "regex:$kre" --launch-skip 2 --launch-count 1 \
+          python3 benchmarks/cuda_ops.py --profile --only "$only" --dtype "$dt" --params "$params" 2>&1 \
+          | grep -v "^==PROF==" | tail -120; done'
+      grep -E "^===|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per" "$R/ncu.txt" | head -60 ;;
     *) echo "unknown step $s" ;;
   esac
 done
