@@ -372,13 +372,39 @@ def _pool_local_bytes(params: Mapping[str, int]) -> int:
 
 
 def _pool_canonical(params: dict[str, int]) -> dict[str, int]:
-    """BAND_KB matters only to LOCAL_TILE=2, INTERIOR only to LOCAL_TILE=0."""
+    """BAND_KB matters only to LOCAL_TILE=2, INTERIOR only to LOCAL_TILE=0, STRIP_ROWS only
+    to LOCAL_TILE=3; LOCAL_TILE=3 always builds its window fixed, so FIXED_WINDOW does not
+    matter to it (where the strips do not apply, the fallback then runs with the default)."""
     out = dict(params)
     if out["LOCAL_TILE"] != 2:
         out["BAND_KB"] = _BAND_KB.default
     if out["LOCAL_TILE"] != 0:
         out["INTERIOR"] = 0
+    if out["LOCAL_TILE"] != 3:
+        out["STRIP_ROWS"] = _STRIP_ROWS.default
+    else:
+        out["FIXED_WINDOW"] = _FIXED_WINDOW.default
     return out
+
+
+def _strip_vec(params: Mapping[str, int], device: DeviceInfo) -> str | None:
+    if params["LOCAL_TILE"] == 3 and params["VEC"] == 1:
+        return "LOCAL_TILE=3 (row strips) needs VEC 4 or 8"
+    return None
+
+
+def _strip_applies(spec: Pool2dSpec, vec: int) -> bool:
+    """Whether pool2d's LOCAL_TILE=3 path (aligned row strips) serves ``spec``: NCHW float,
+    a 2x2 or 3x3 window of stride 2 and dilation 1, left pad 0 or 1, no indices, every input
+    row starting VEC-aligned (IW % VEC == 0) and every index within int32."""
+    k = spec.kernel[0]
+    if (spec.layout != "NCHW" or np.dtype(spec.dtype) in QUANT_DTYPES or spec.return_indices
+            or spec.kernel != (k, k) or k not in (2, 3) or spec.stride != (2, 2) or spec.dilation != (1, 1)
+            or spec.pads[2] not in (0, 1) or vec not in (4, 8) or spec.in_w % vec):
+        return False
+    planes = spec.n * spec.c
+    items = planes * -(-spec.out_h // 2) * -(-2 * spec.out_w // vec)  # STRIP_ROWS 2 at most items
+    return max(planes * spec.in_h * spec.in_w, planes * spec.out_h * spec.out_w, items) < 2**31
 
 
 def _common_window(spec: Pool2dSpec) -> bool:
@@ -429,6 +455,9 @@ def _adaptive_local(params: Mapping[str, int]) -> int:
 
 _WG = Param("WG", WG_VALUES, 64, "work-group size (1-D)")
 _BAND_KB = Param("BAND_KB", (4, 8, 16, 32), 16, "pool2d LOCAL_TILE=2: local memory per group for the staged rows")
+_STRIP_ROWS = Param("STRIP_ROWS", (2, 4), 4, "pool2d LOCAL_TILE=3: output rows per work-item")
+_FIXED_WINDOW = Param("FIXED_WINDOW", (0, 1), 1,
+                      "build windows up to 3x3, stride up to 2, with the window as compile-time constants")
 _VEC = Param("VEC", (1, 4, 8), 4, "vector width: along W in NCHW, along C in NHWC")
 _HALF = Param("HALF_ARITH", (0, 1), 0, "native half compares in max pooling (needs cl_khr_fp16; exact)")
 
@@ -439,19 +468,23 @@ SCHEMAS: dict[str, KernelSchema] = {
         (
             _WG,
             _VEC,
-            Param("LOCAL_TILE", (0, 1, 2), 0,
+            Param("LOCAL_TILE", (0, 1, 2, 3), 0,
                   "NCHW: 1 stages each group's 16-wide 2-D input window in local memory; 2 stages "
-                  "row bands (contiguous, aligned 16-byte loads; float only)"),
+                  "row bands (contiguous, aligned 16-byte loads; float only); 3 = aligned row strips "
+                  "without local memory (STRIP_ROWS x VEC/2 outputs per work-item, one aligned VEC "
+                  "load per input row) for 2x2 and 3x3 windows of stride 2 without indices when "
+                  "IW % VEC == 0, else the row bands (or the vector path)"),
             Param("INTERIOR", (0, 1), 0, "NCHW: a mask-free path for windows wholly inside the input"),
             _BAND_KB,
-            Param("FIXED_WINDOW", (0, 1), 1,
-                  "build windows up to 3x3, stride up to 2, with the window as compile-time constants"),
+            _FIXED_WINDOW,
             _HALF,
+            _STRIP_ROWS,
         ),
         (
             _wg_limit("WG"),
             _local_limit("LOCAL_TILE", _pool_local_bytes),
             _needs_fp16,
+            _strip_vec,
         ),
         canonical=_pool_canonical,
     ),
@@ -851,6 +884,9 @@ class OpenCLBackend(Backend):
         if quant:
             args.append(_i32(spec.zero_point))
         mode = 0 if nhwc else p["LOCAL_TILE"]
+        if mode == 3 and not _strip_applies(spec, p["VEC"]):
+            # the row bands: the other aligned-load path, for the devices a strip entry is for
+            mode = 2
         band = 0
         if mode == 2:
             elems = p["BAND_KB"] * 256
@@ -860,18 +896,21 @@ class OpenCLBackend(Backend):
             else:
                 args.append(_i32(band))
         while True:
-            tile = mode != 0
+            tile = mode in (1, 2)  # local-memory paths: one output per work-item, VEC=1
             defines = {
                 **self._base_defines(spec),
                 "WG": p["WG"],
                 "VEC": 1 if tile else p["VEC"],
                 "LOCAL_TILE": mode,
-                "POOL_INTERIOR": p["INTERIOR"] if not (tile or nhwc) else 0,
-                "HALF_ARITH": p["HALF_ARITH"] if half and not tile else 0,
+                "POOL_INTERIOR": p["INTERIOR"] if mode == 0 and not nhwc else 0,
+                # the strips compute in float (their max is exact anyway)
+                "HALF_ARITH": p["HALF_ARITH"] if half and mode == 0 else 0,
             }
             if mode == 2:
                 defines["BAND_ELEMS"] = elems
-            if p["FIXED_WINDOW"] and not quant and _common_window(spec):
+            if mode == 3:  # built for its window only; the left pad picks the taps
+                defines.update(STRIP_ROWS=p["STRIP_ROWS"], POOL_PL=spec.pads[2])
+            if (p["FIXED_WINDOW"] or mode == 3) and not quant and _common_window(spec):
                 defines.update(POOL_FIXED=1, POOL_KH=spec.kernel[0], POOL_KW=spec.kernel[1],
                                POOL_SH=spec.stride[0], POOL_SW=spec.stride[1],
                                POOL_DH=spec.dilation[0], POOL_DW=spec.dilation[1])
@@ -881,7 +920,9 @@ class OpenCLBackend(Backend):
             except _TooLarge as exc:
                 p = self._shrink(p, "WG", WG_VALUES, str(exc))
         wg = p["WG"]
-        if mode == 2:
+        if mode == 3:
+            items = spec.n * spec.c * -(-spec.out_h // p["STRIP_ROWS"]) * -(-2 * spec.out_w // p["VEC"])
+        elif mode == 2:
             items = spec.n * spec.c * -(-spec.out_h // band) * wg
         elif tile:
             tiles = -(-spec.out_w // 16) * -(-spec.out_h // (wg // 16))

@@ -17,6 +17,15 @@
  *         vloada_half4), then each work-item computes outputs from local memory and the
  *         group's stores are consecutive. For GPUs without fast unaligned vector loads
  *         (NVIDIA: vload4 at an element offset issues four scalar loads).
+ *   NCHW with LOCAL_TILE=3 (aligned row strips; fixed 2x2 or 3x3 windows of stride 2,
+ *         dilation 1, left pad 0 or 1, no indices, IW % VEC == 0, which the launcher
+ *         checks): one work-item = STRIP_ROWS consecutive output rows of one plane times
+ *         the VEC/2 output columns ow with 2 * ow in [c0, c0 + VEC), c0 = j * VEC. For each
+ *         of the 2 * STRIP_ROWS + K - 2 input rows it needs it issues one aligned vector
+ *         load (input columns [c0, c0 + VEC)) and the 0-2 scalar halo loads the window
+ *         needs, reduces each row horizontally, then the rows vertically; no local memory,
+ *         no barrier. The range is j fastest, then strip, then plane, so a work-group's
+ *         loads of one input row are consecutive aligned vectors.
  *   NHWC: one work-item = VEC consecutive channels of one output pixel; when C % VEC == 0
  *         every vector is VEC-aligned and loads/stores go through the aligned forms.
  * Max: start at -inf, take a tap when v > best || isnan(v) in row-major tap order, the
@@ -467,6 +476,195 @@ void pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* restrict y
         WINDOW_AVG(BAND_TAP, sum, count)
         ST(sum / (float)count, y, obase + o);
     } /* BAND_OUTPUTS_BEGIN */
+}
+
+#elif !LAYOUT_NHWC && LOCAL_TILE == 3
+/* ------------------------------------------------------------------------------------
+ * NCHW, aligned row strips: STRIP_ROWS output rows x VEC/2 output columns per work-item
+ * (fixed KxK windows, K 2 or 3, stride 2, dilation 1, no indices, IW % VEC == 0)
+ * ---------------------------------------------------------------------------------- */
+
+#if !POOL_FIXED || VEC == 1 || POOL_SH != 2 || POOL_SW != 2 || POOL_KH != POOL_KW || (POOL_KW != 2 && POOL_KW != 3) || POOL_DH != 1 || POOL_DW != 1
+#error "pool2d.cl: LOCAL_TILE=3 is built for a fixed 2x2 or 3x3 window, stride 2, dilation 1, VEC 4 or 8"
+#endif
+#ifndef STRIP_ROWS
+#define STRIP_ROWS 4
+#endif
+#ifndef POOL_PL
+#define POOL_PL 0 /* the left pad (0 or 1), fixed at build time: it picks the taps below */
+#endif
+#define SK POOL_KW
+/* input rows of one strip: 2 per output row, plus the window's overhang */
+#define STRIP_IN (2 * STRIP_ROWS + SK - 2)
+/* the scalar halo columns next to the vector: the left one (c0 - 1) when each window starts
+ * one column left of its even column (PL = 1), the right one (c0 + VEC) when the last
+ * lane's window reaches past the vector (K - 2 - PL > 0: a 3-wide window with PL = 0) */
+#define HALO_L (POOL_PL > 0)
+#define HALO_R (SK - 2 - POOL_PL > 0)
+
+/* VEC/2 outputs per row: floatH lanes h = outputs ow0 + h, whose windows start at input
+ * column c0 + 2h - PL. EVEN/ODD are the vector's even/odd columns; PREV_ODD shifts the
+ * odd ones right by one lane with the left halo in lane 0, NEXT_EVEN shifts the even
+ * ones left with the right halo in the last lane. */
+#if VEC == 4
+#define HV 2
+typedef float2 floatH;
+typedef int2 intH;
+#define HLANES ((int2)(0, 1))
+#define PREV_ODD(v, l) ((float2)((l), (v).s1))
+#define NEXT_EVEN(v, r) ((float2)((v).s2, (r)))
+#else
+#define HV 4
+typedef float4 floatH;
+typedef int4 intH;
+#define HLANES ((int4)(0, 1, 2, 3))
+#define PREV_ODD(v, l) ((float4)((l), (v).s135))
+#define NEXT_EVEN(v, r) ((float4)((v).s246, (r)))
+#endif
+/* the window's taps left to right, per (K, PL) */
+#if SK == 3 && POOL_PL == 1
+#define STRIP_TAPS(v, l, r, T0, T1, T2) T0 = PREV_ODD(v, l); T1 = (v).even; T2 = (v).odd;
+#elif SK == 3
+#define STRIP_TAPS(v, l, r, T0, T1, T2) T0 = (v).even; T1 = (v).odd; T2 = NEXT_EVEN(v, r);
+#elif POOL_PL == 1
+#define STRIP_TAPS(v, l, r, T0, T1, T2) T0 = PREV_ODD(v, l); T1 = (v).even;
+#else
+#define STRIP_TAPS(v, l, r, T0, T1, T2) T0 = (v).even; T1 = (v).odd;
+#endif
+
+#if FUSE_RELU
+#define ACTH(v) select((v), (floatH)0.0f, (v) < (floatH)0.0f)
+#else
+#define ACTH(v) (v)
+#endif
+
+/* max of the taps so far (best) and a later one: the later one wins only when larger or
+ * NaN. This "first maximum, NaN wins" merge is associative, so reducing each row and then
+ * the rows gives the row-major scan's value (indices are not asked for on this path). */
+inline floatH strip_max(floatH best, floatH v)
+{
+    return select(best, v, (v > best) | isnan(v));
+}
+
+#define STRIP_PROLOGUE                                                                     \
+    const int JV = CEIL_DIV(2 * OW, VEC); /* vector columns per row (ceil_mode: up to IW) */ \
+    const int S = CEIL_DIV(OH, STRIP_ROWS);                                                \
+    const int gid = get_global_id(0);                                                      \
+    if (gid >= N * C * S * JV) return;                                                     \
+    /* j fastest: a group's loads of one input row are consecutive vectors */              \
+    const int j = gid % JV;                                                                \
+    const int t = gid / JV;                                                                \
+    const int oh0 = (t % S) * STRIP_ROWS;                                                  \
+    const int nc = t / S;                                                                  \
+    const int c0 = j * VEC;                                                                \
+    const int ow0 = j * HV;                                                                \
+    const int h0 = oh0 * 2 - PT;                                                           \
+    /* rows the stored outputs read: a partial last strip loads no rows past them */       \
+    const int ih_end = min(IH, (min(oh0 + STRIP_ROWS, OH) - 1) * 2 - PT + SK);             \
+    /* IW % VEC == 0: the vector is wholly inside the row or (ceil_mode, c0 == IW) outside */ \
+    const int vin = c0 < IW;                                                               \
+    const int lin = HALO_L && c0 > 0;                                                      \
+    const int rin = HALO_R && c0 + VEC < IW;                                               \
+    __global const dtype_t* xp = x + nc * IH * IW;                                         \
+    const int obase = nc * OH * OW + ow0;                                                  \
+    const int nv = OW - ow0; /* outputs of this column that exist (>= 1) */                \
+    /* whole aligned vector stores: every row then starts at a multiple of HV */           \
+    const int vstore_ok = nv >= HV && OW % HV == 0;
+
+/* One horizontal reduction per input row of the strip: hrow[i] = the reduced taps of input
+ * row h0 + i for each lane (NEUTRAL for rows, vectors and halo columns outside the input). */
+#define STRIP_ROWS_LOAD(NEUTRAL, REDUCE)                                                   \
+    floatH hrow[STRIP_IN];                                                                 \
+    _Pragma("unroll") for (int i = 0; i < STRIP_IN; ++i) {                                 \
+        const int ih = h0 + i;                                                             \
+        floatH acc = (floatH)(NEUTRAL);                                                    \
+        if (ih >= 0 && ih < ih_end) {                                                      \
+            __global const dtype_t* row = xp + ih * IW;                                    \
+            /* one aligned vector (never vloadN at an element offset: scalar on NVIDIA) */ \
+            const floatV v = vin ? ALDV(row, c0) : (floatV)(NEUTRAL);                      \
+            const float l = lin ? LD(row, c0 - 1) : (NEUTRAL);                             \
+            const float r = rin ? LD(row, c0 + VEC) : (NEUTRAL);                           \
+            floatH T0, T1, T2;                                                             \
+            STRIP_TAPS(v, l, r, T0, T1, T2)                                                \
+            acc = REDUCE;                                                                  \
+        }                                                                                  \
+        hrow[i] = acc;                                                                     \
+    }
+
+inline void strip_store(__global dtype_t* y, int o, int nv, int vstore_ok, floatH v)
+{
+    if (vstore_ok) {
+#if DTYPE_HALF
+        HAL_CAT(vstorea_half, HV)(ACTH(v), 0, y + o);
+#else
+        *(__global floatH*)(y + o) = ACTH(v);
+#endif
+    } else {
+        float t[HV];
+        HAL_CAT(vstore, HV)(v, 0, t);
+        for (int h = 0; h < min(nv, HV); ++h) ST(t[h], y, o + h);
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y, __global long* restrict indices,
+                int N, int C, int IH, int IW, int OH, int OW, int KH, int KW, int SH, int SW,
+                int PT, int PB, int PL, int PR, int DH, int DW, int DIVISOR, int COUNT_INCLUDE_PAD)
+{
+    STRIP_PROLOGUE
+#if SK == 3
+    STRIP_ROWS_LOAD(-INFINITY, strip_max(strip_max(T0, T1), T2))
+#else
+    STRIP_ROWS_LOAD(-INFINITY, strip_max(T0, T1))
+#endif
+#pragma unroll
+    for (int r = 0; r < STRIP_ROWS; ++r) {
+        if (oh0 + r >= OH) break;
+        floatH m = hrow[2 * r];
+        for (int kh = 1; kh < SK; ++kh) m = strip_max(m, hrow[2 * r + kh]);
+        strip_store(y, obase + (oh0 + r) * OW, nv, vstore_ok, m);
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* restrict y, __global long* restrict indices,
+                int N, int C, int IH, int IW, int OH, int OW, int KH, int KW, int SH, int SW,
+                int PT, int PB, int PL, int PR, int DH, int DW, int DIVISOR, int COUNT_INCLUDE_PAD)
+{
+    STRIP_PROLOGUE
+#if SK == 3
+    STRIP_ROWS_LOAD(0.0f, T0 + T1 + T2)
+#else
+    STRIP_ROWS_LOAD(0.0f, T0 + T1)
+#endif
+    /* the divisor rule's column counts, per lane (the same for every row of the strip) */
+    intH cols_in = (intH)0, cols_pad = (intH)0;
+    for (int kw = 0; kw < SK; ++kw) {
+        const intH iw = c0 + 2 * HLANES - POOL_PL + kw;
+        cols_in -= (iw >= 0) & (iw < IW); /* a true vector compare is -1 */
+        cols_pad -= (iw >= -POOL_PL) & (iw < IW + PR);
+    }
+#pragma unroll
+    for (int r = 0; r < STRIP_ROWS; ++r) {
+        if (oh0 + r >= OH) break;
+        floatH sum = hrow[2 * r];
+        int rows_in = 0, rows_pad = 0;
+        for (int kh = 0; kh < SK; ++kh) {
+            const int ih = h0 + 2 * r + kh;
+            if (kh) sum += hrow[2 * r + kh];
+            rows_in += (ih >= 0 && ih < IH);
+            rows_pad += (ih >= -PT && ih < IH + PB);
+        }
+        floatH out;
+        if (DIVISOR > 0) {
+            out = sum / (float)DIVISOR;
+        } else {
+            const intH count = COUNT_INCLUDE_PAD ? rows_pad * cols_pad : rows_in * cols_in;
+            /* lanes past OW may count 0 taps; they are never stored */
+            out = sum / HAL_CAT(convert_float, HV)(max(count, (intH)1));
+        }
+        strip_store(y, obase + (oh0 + r) * OW, nv, vstore_ok, out);
+    }
 }
 
 #else

@@ -49,9 +49,10 @@ def _opencl(device: hal.Device) -> None:
         pytest.skip("OpenCL pool2d parameters")
 
 
-#: pool2d paths of the OpenCL backend: (LOCAL_TILE, BAND_KB); 4 KB bands split the planes
-#: of the shapes below into several bands, the last one partial
-OPENCL_POOL_PATHS = [(0, 16, 1), (0, 16, 0), (1, 16, 1), (2, 4, 1), (2, 4, 0), (2, 16, 1)]
+#: pool2d paths of the OpenCL backend: (LOCAL_TILE, BAND_KB, FIXED_WINDOW); 4 KB bands split
+#: the planes of the shapes below into several bands, the last one partial; the row strips
+#: (3) apply to few of the random windows and widths, so they mostly check the fallback here
+OPENCL_POOL_PATHS = [(0, 16, 1), (0, 16, 0), (1, 16, 1), (2, 4, 1), (2, 4, 0), (2, 16, 1), (3, 16, 1)]
 
 
 @pytest.mark.parametrize("path", OPENCL_POOL_PATHS, ids=lambda p: f"tile{p[0]}-{p[1]}kb-fixed{p[2]}")
@@ -149,3 +150,134 @@ def test_opencl_pool_paths_write_only_their_outputs(device, path, window):
         assert not damaged, (kind, layout, damaged)
         result = evaluate.check(problem, got, evaluate.oracle(problem))
         assert result.ok, (kind, layout, result.detail)
+
+
+@contextlib.contextmanager
+def built_paths(device: hal.Device) -> Iterator[list[int]]:
+    """The LOCAL_TILE of every pool2d.cl kernel the OpenCL launcher asks for, in order."""
+    backend = device.backend
+    original = backend._kernel
+    paths: list[int] = []
+
+    def spy(file: str, name: str, defines: Mapping[str, int], local: int) -> object:
+        if file == "pool2d.cl":
+            paths.append(defines["LOCAL_TILE"])
+        return original(file, name, defines, local)
+
+    backend._kernel = spy
+    try:
+        yield paths
+    finally:
+        del backend._kernel
+
+
+#: row strips (LOCAL_TILE=3): shapes with IW % 8 == 0 (so VEC 4 and 8 both apply) that are
+#: multiples of no strip or vector: odd and even IH, odd and even OW, partial last strips
+STRIP_SHAPES = [(2, 3, 9, 40), (1, 2, 8, 24), (1, 3, 5, 16), (3, 2, 12, 8), (1, 2, 13, 112)]
+#: (kernel, padding): symmetric pads 0 and 1, and asymmetric ones (any top, bottom and
+#: right pad; left pad 0 or 1)
+STRIP_WINDOWS = [(2, 0), (2, 1), (3, 0), (3, 1), (3, (2, 0, 1, 2)), (2, (0, 1, 0, 1))]
+STRIP_KINDS = [("max", {}), ("max", {"relu": True}), ("avg", {"count_include_pad": True}),
+               ("avg", {"count_include_pad": False}), ("avg", {"divisor_override": 5, "relu": True})]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("vec", [4, 8])
+@pytest.mark.parametrize("rows", [2, 4])
+def test_opencl_strip_path(device, dtype, vec, rows):
+    """LOCAL_TILE=3 forced, and checked to be the path that ran, against the oracle: NaN
+    and -inf inputs for max pooling (NaN propagates), every divisor rule, fused ReLU,
+    ceil_mode (a last output whose vector column starts at IW), NaN-poisoned outputs."""
+    _opencl(device)
+    params = {"LOCAL_TILE": 3, "STRIP_ROWS": rows, "VEC": vec}
+    for i, (shape, (k, pad), ceil) in enumerate(itertools.product(STRIP_SHAPES, STRIP_WINDOWS, (False, True))):
+        x = random_input(1000 * vec + 10 * rows + i, shape, dtype, nan_fraction=0.03)
+        x[0, 0, 0, : shape[3] // 2] = -np.inf
+        x_avg = np.nan_to_num(x, neginf=-2.0)
+        for kind, extra in STRIP_KINDS:
+            cfg = {"kernel_size": k, "stride": 2, "padding": pad, "ceil_mode": ceil}
+            opts = {key: v for key, v in extra.items() if key != "relu"}
+            relu = extra.get("relu", False)
+            xk = x if kind == "max" else x_avg
+            ref_fn = reference.max_pool2d if kind == "max" else reference.avg_pool2d
+            try:
+                ref = ref_fn(xk.astype(np.float64), **cfg, **opts)
+            except HalValueError:  # a window wholly in the padding
+                continue
+            if relu:
+                ref = np.where(ref < 0, 0.0, ref)
+            op = hal.max_pool2d if kind == "max" else hal.avg_pool2d
+            with forced(device, "pool2d", params), poison_outputs(), built_paths(device) as paths:
+                out = op(hal.asarray(xk, device=device), **cfg, **opts, relu=relu)
+            assert paths == [3], (shape, k, pad, ceil, kind, paths)
+            with np.errstate(invalid="ignore"):  # compare's error bound on the -inf outputs
+                r = compare(f"{kind}_pool2d", dtype, out.numpy(), ref)
+            assert r.ok, (shape, k, pad, ceil, kind, extra, r.detail)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_opencl_strip_path_falls_back_where_it_does_not_apply(device, dtype):
+    """IW % VEC != 0, indices, NHWC, other windows: the launcher silently serves the row
+    bands (or the vector path), and the results are right."""
+    _opencl(device)
+    cases = [  # (shape, layout, vec, op, cfg)
+        ((2, 3, 9, 23), "NCHW", 4, "max", {"kernel_size": 3, "stride": 2, "padding": 1}),
+        ((1, 2, 10, 20), "NCHW", 8, "avg", {"kernel_size": 2, "stride": 2, "count_include_pad": False}),
+        ((2, 3, 9, 16), "NCHW", 4, "max", {"kernel_size": 3, "stride": 2, "padding": 1, "return_indices": True}),
+        ((1, 3, 9, 16), "NHWC", 4, "avg", {"kernel_size": 3, "stride": 2, "padding": 1}),
+        ((1, 2, 9, 16), "NCHW", 4, "max", {"kernel_size": 3, "stride": 1, "padding": 1}),
+        ((1, 2, 9, 16), "NCHW", 8, "avg", {"kernel_size": 3, "stride": 2, "padding": 2}),
+    ]
+    for i, (shape, layout, vec, kind, cfg) in enumerate(cases):
+        x = random_input(40 + i, shape, dtype, nan_fraction=0.03 if kind == "max" else 0.0)
+        ref = (reference.max_pool2d if kind == "max" else reference.avg_pool2d)(x.astype(np.float64), **cfg)
+        op = hal.max_pool2d if kind == "max" else hal.avg_pool2d
+        params = {"LOCAL_TILE": 3, "VEC": vec}
+        with forced(device, "pool2d", params), poison_outputs(), built_paths(device) as paths:
+            out = op(hal.asarray(x, device=device, layout=layout), **cfg)
+        assert paths and 3 not in paths, (shape, layout, cfg, paths)
+        if cfg.get("return_indices"):
+            (out, idx), (ref, ref_idx) = out, ref
+            keep = ~np.isnan(ref)
+            r = compare_indices(idx.numpy()[keep], ref_idx[keep])
+            assert r.ok, r.detail
+        r = compare(f"{kind}_pool2d", dtype, out.numpy(), ref)
+        assert r.ok, (shape, layout, cfg, r.detail)
+
+
+@pytest.mark.parametrize("rows", [2, 4])
+@pytest.mark.parametrize("window", [(3, 2, 1), (3, 2, 0), (2, 2, 0), (2, 2, 1)])
+def test_opencl_strip_path_writes_only_its_outputs(device, rows, window):
+    """Guard canaries around every output of the row strips (the tuner's evaluation)."""
+    _opencl(device)
+    from hal import spec as S
+    from hal.tuning import evaluate
+    k, s, p = window
+    params = {**device.tuner.schemas["pool2d"].defaults(), "LOCAL_TILE": 3, "STRIP_ROWS": rows}
+    for kind, shape, ceil in itertools.product(("max", "avg"), ((1, 2, 9, 8), (2, 3, 23, 40)), (False, True)):
+        geom = S.TensorGeometry(*shape, "NCHW", np.dtype("float32"))
+        spec = S.pool2d_spec(kind, geom, k, s, p, 1, ceil, True, None, False)
+        problem = evaluate.make_problem(device.backend, spec, np.random.default_rng(7))
+        launch, outs = evaluate.launcher(device.backend, problem, params)
+        with built_paths(device) as paths:
+            launch()
+        assert paths == [3], paths
+        got, damaged = evaluate.read_outputs(device.backend, problem, outs)
+        assert not damaged, (kind, shape, ceil, damaged)
+        result = evaluate.check(problem, got, evaluate.oracle(problem))
+        assert result.ok, (kind, shape, ceil, result.detail)
+
+
+def test_opencl_strip_params_are_canonical(device):
+    """STRIP_ROWS only matters to LOCAL_TILE=3, which always fixes its window (FIXED_WINDOW
+    does not matter to it) and needs VEC 4 or 8."""
+    _opencl(device)
+    schema = device.tuner.schemas["pool2d"]
+    cands = schema.candidates()
+    assert all(c["STRIP_ROWS"] == 4 for c in cands if c["LOCAL_TILE"] != 3)
+    assert {c["STRIP_ROWS"] for c in cands if c["LOCAL_TILE"] == 3} == {2, 4}
+    assert all(c["FIXED_WINDOW"] == 1 for c in cands if c["LOCAL_TILE"] == 3)
+    defaults = schema.defaults()
+    assert defaults["LOCAL_TILE"] == 0 and defaults["STRIP_ROWS"] == 4
+    assert schema.validate({**defaults, "LOCAL_TILE": 3, "VEC": 1}, device.info) is not None
+    assert schema.validate({**defaults, "LOCAL_TILE": 3, "VEC": 8, "STRIP_ROWS": 2}, device.info) is None
