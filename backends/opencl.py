@@ -479,6 +479,9 @@ SCHEMAS: dict[str, KernelSchema] = {
             _FIXED_WINDOW,
             _HALF,
             _STRIP_ROWS,
+            Param("HALF_RAW", (0, 1), 0,
+                  "float16 vectors as raw 16-bit words (one ushortN access) converted through a private "
+                  "copy, where vloada_halfN / vstorea_halfN may split into N accesses (NVIDIA)"),
         ),
         (
             _wg_limit("WG"),
@@ -908,6 +911,8 @@ class OpenCLBackend(Backend):
             }
             if mode == 2:
                 defines["BAND_ELEMS"] = elems
+            if half and p["HALF_RAW"] and not tile:
+                defines["HALF_RAW"] = 1
             if mode == 3:  # built for its window only; the left pad picks the taps
                 defines.update(STRIP_ROWS=p["STRIP_ROWS"], POOL_PL=spec.pads[2])
             if (p["FIXED_WINDOW"] or mode == 3) and not quant and _common_window(spec):

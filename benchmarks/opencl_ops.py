@@ -84,7 +84,10 @@ SWEEP: dict[str, list[dict[str, int]]] = {
     + [{"WG": 256, "VEC": 1, "LOCAL_TILE": 1}]
     + [{"WG": wg, "LOCAL_TILE": 2, "BAND_KB": kb} for wg in (128, 256) for kb in (8, 16, 32)]
     # aligned row strips (NCHW fixed windows; elsewhere they fall back to the bands)
-    + [{"WG": wg, "VEC": v, "LOCAL_TILE": 3, "STRIP_ROWS": r} for wg in (128, 256) for v in (4, 8) for r in (2, 4)],
+    + [{"WG": wg, "VEC": v, "LOCAL_TILE": 3, "STRIP_ROWS": r} for wg in (128, 256) for v in (4, 8) for r in (2, 4)]
+    # float16 as raw 16-bit words (a no-op for float32)
+    + [{"WG": wg, "VEC": v, "LOCAL_TILE": t, "STRIP_ROWS": 2, "HALF_RAW": 1}
+       for wg in (128, 256) for v in (4, 8) for t in (0, 3)],
     "adaptive_pool2d": [{"WG": wg, "VEC": v, "MODE": m} for wg in (64, 256) for v in (1, 4) for m in (1, 2)],
     "conv2d": [{"ALGO": 2, "TILE": t, "TK": k} for t in (32, 64) for k in (8, 16)]
     + [{"ALGO": 1, "WG": wg, "VEC": v} for wg in (64, 256) for v in (1, 4)],

@@ -42,9 +42,36 @@
 /* VEC-wide access at a VEC-aligned element offset of an aligned buffer (OpenCL buffers are
  * aligned, so offsets that are multiples of VEC are too): one wide load or store, where
  * vloadN / vload_halfN at an element offset may compile to VEC scalar ones (NVIDIA) */
+#ifndef HALF_RAW
+#define HALF_RAW 0
+#endif
+#if DTYPE_HALF && HALF_RAW
+/* HALF_RAW=1: float16 vectors move as raw 16-bit words, one ushortN load or store, and
+ * convert through vload_half / vstore_half on a private copy (registers): NVIDIA's
+ * OpenCL may split vloada_halfN / vstorea_halfN into N 16-bit accesses */
+#define HAL_RAW_IO(N)                                                                      \
+    inline HAL_CAT(float, N) HAL_CAT(hal_ldraw, N)(__global const dtype_t* p)             \
+    {                                                                                      \
+        const HAL_CAT(ushort, N) r = *(__global const HAL_CAT(ushort, N)*)p;               \
+        return HAL_CAT(vload_half, N)(0, (const __private half*)&r);                       \
+    }                                                                                      \
+    inline void HAL_CAT(hal_straw, N)(HAL_CAT(float, N) v, __global dtype_t* p)           \
+    {                                                                                      \
+        HAL_CAT(ushort, N) r;                                                              \
+        HAL_CAT(vstore_half, N)(v, 0, (__private half*)&r);                                \
+        *(__global HAL_CAT(ushort, N)*)p = r;                                              \
+    }
+HAL_RAW_IO(2)
+HAL_RAW_IO(4)
+HAL_RAW_IO(8)
+#endif
+
 #if VEC == 1
 #define ALDV(p, i) LD(p, i)
 #define ASTV(v, p, i) ST(v, p, i)
+#elif DTYPE_HALF && HALF_RAW
+#define ALDV(p, i) HAL_CAT(hal_ldraw, VEC)((p) + (i))
+#define ASTV(v, p, i) HAL_CAT(hal_straw, VEC)(ACTV(v), (p) + (i))
 #elif DTYPE_HALF
 #define ALDV(p, i) HAL_CAT(vloada_half, VEC)(0, (p) + (i))
 #define ASTV(v, p, i) HAL_CAT(vstorea_half, VEC)(ACTV(v), 0, (p) + (i))
@@ -594,7 +621,9 @@ inline floatH strip_max(floatH best, floatH v)
 inline void strip_store(__global dtype_t* y, int o, int nv, int vstore_ok, floatH v)
 {
     if (vstore_ok) {
-#if DTYPE_HALF
+#if DTYPE_HALF && HALF_RAW
+        HAL_CAT(hal_straw, HV)(ACTH(v), y + o);
+#elif DTYPE_HALF
         HAL_CAT(vstorea_half, HV)(ACTH(v), 0, y + o);
 #else
         *(__global floatH*)(y + o) = ACTH(v);

@@ -281,3 +281,30 @@ def test_opencl_strip_params_are_canonical(device):
     assert defaults["LOCAL_TILE"] == 0 and defaults["STRIP_ROWS"] == 4
     assert schema.validate({**defaults, "LOCAL_TILE": 3, "VEC": 1}, device.info) is not None
     assert schema.validate({**defaults, "LOCAL_TILE": 3, "VEC": 8, "STRIP_ROWS": 2}, device.info) is None
+
+
+@pytest.mark.parametrize("path", [{"LOCAL_TILE": 0, "VEC": 4}, {"LOCAL_TILE": 0, "VEC": 8},
+                                  {"LOCAL_TILE": 3, "VEC": 4, "STRIP_ROWS": 2},
+                                  {"LOCAL_TILE": 3, "VEC": 8, "STRIP_ROWS": 4}],
+                         ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()))
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_opencl_half_raw(device, path, layout):
+    """HALF_RAW=1: float16 vectors as raw 16-bit words converted in registers, on the vector
+    paths (NCHW and NHWC) and the strips, aligned and unaligned widths, against the oracle."""
+    _opencl(device)
+    cases = [((2, 3, 13, 16), {"kernel_size": 3, "stride": 2, "padding": 1}),
+             ((1, 16, 9, 24), {"kernel_size": 2, "stride": 2, "ceil_mode": True}),
+             ((2, 5, 11, 21), {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True}),
+             ((1, 8, 7, 40), {"kernel_size": 3, "stride": 1, "padding": 1})]
+    for i, (shape, cfg) in enumerate(cases):
+        x = random_input(70 + i, shape, "float16", nan_fraction=0.02)
+        for kind in ("max", "avg"):
+            xk = x if kind == "max" else np.nan_to_num(x)
+            ref = (reference.max_pool2d if kind == "max" else reference.avg_pool2d)(xk.astype(np.float64), **cfg)
+            op = hal.max_pool2d if kind == "max" else hal.avg_pool2d
+            with forced(device, "pool2d", {**path, "HALF_RAW": 1}), poison_outputs():
+                out = op(hal.asarray(xk, device=device, layout=layout), **cfg, relu=(i == 2))
+            if i == 2:
+                ref = np.where(ref < 0, 0.0, ref)
+            r = compare(f"{kind}_pool2d", "float16", out.numpy(), ref)
+            assert r.ok, (shape, cfg, kind, r.detail)
