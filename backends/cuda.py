@@ -283,6 +283,9 @@ _SCHEMAS: dict[str, KernelSchema] = {
             Param("POOL_ROWS", (0, 2, 4), 0,
                   "NCHW 2x2/2 and 3x3/2 windows without indices, width a multiple of 16 bytes: output rows per "
                   "thread of the register row-strip kernels (no shared memory); 0 = the shared-memory tiles"),
+            Param("POOL_NCOLS", (0, 2, 4), 0,
+                  "NHWC 2x2/2 and 3x3/2 windows without indices, C a multiple of 16 bytes: output pixels per "
+                  "thread of the register walks (no shared memory); 0 = the shared-memory tiles"),
         ),
         (_fits_threads("POOL_THREADS"), _fits_smem("POOL_SMEM_KB"), _fits_occupancy("POOL_OCC")),
     ),
@@ -322,7 +325,7 @@ _SCHEMAS: dict[str, KernelSchema] = {
             Param("DW_ROWS", (0, 2, 4), 0,
                   "NCHW depthwise 3x3 stride 1, width a multiple of 16 bytes: output rows per thread of the "
                   "register row-strip kernel (no shared memory); 0 = the shared-memory tiles"),
-            Param("DW_COLS", (0, 4, 8), 0,
+            Param("DW_COLS", (0, 2, 4, 8), 0,
                   "NHWC depthwise 3x3 stride 1, C % 4 == 0: output pixels per thread of the register kernel "
                   "that walks a row with its 3x3 window in registers; 0 = the shared-memory tiles"),
         ),
@@ -1040,6 +1043,9 @@ class CudaBackend(Backend):
         rows = self._plan_pool_rows(spec, p, variant, with_indices, aligned, defines, threads)
         if rows is not None:
             return rows
+        ncols = self._plan_pool_ncols(spec, p, variant, with_indices, aligned, defines, threads)
+        if ncols is not None:
+            return ncols
         tile = None
         if not self.force_generic and (aligned or not nhwc):
             tile = self._window_plan(
@@ -1131,6 +1137,31 @@ class CudaBackend(Backend):
         return (
             Launch("conv2d.cu", defines, kernel, f"PPPP{len(blob)}s", (_cdiv(items, threads), 1, 1),
                    (threads, 1, 1), 0, ("x", "w", "b", "y", blob)),
+        )
+
+    def _plan_pool_ncols(
+        self, spec: Pool2dSpec, p: Mapping[str, int], variant: str, with_indices: bool, aligned: bool,
+        defines: tuple[tuple[str, int], ...], threads: int,
+    ) -> tuple[Launch, ...] | None:
+        """The NHWC register walks (pool2d.cu, POOL_NCOLS), or None where they do not apply."""
+        cols = int(p["POOL_NCOLS"])
+        vec = 16 // spec.dtype.itemsize
+        if (cols == 0 or self.force_generic or not aligned or spec.layout != "NHWC" or with_indices
+                or variant == "g" or spec.c % vec):
+            return None
+        pt, pb, pl, pr = spec.pads
+        strips = _cdiv(spec.out_w, cols)
+        items = spec.n * spec.out_h * strips * (spec.c // vec)
+        if items >= 2**31 or spec.n * spec.c * spec.in_h * spec.in_w >= 2**62:
+            return None
+        blob = struct.pack(
+            "<12iI9I", spec.n, spec.c, spec.in_h, spec.in_w, spec.out_h, spec.out_w, pt, pb, pl, pr,
+            spec.divisor or 0, int(spec.count_include_pad), items,
+            *fastdiv(spec.c // vec), *fastdiv(strips), *fastdiv(spec.out_h),
+        )
+        return (
+            Launch("pool2d.cu", defines, f"pool2d_{spec.kind}_ncols{cols}_{variant}", f"PP{len(blob)}s",
+                   (_cdiv(items, threads), 1, 1), (threads, 1, 1), 0, ("x", "y", blob)),
         )
 
     # -- adaptive_pool2d -------------------------------------------------------------------------

@@ -313,7 +313,10 @@ def build_cases(quick: bool) -> list[Case]:
             cand = pool_c if layout == "NCHW" else [
                 {}, {"POOL_OCC": 0}, {"POOL_OCC": 1536}, {"POOL_TILE_W": 4, "POOL_TILE_H": 4},
                 {"POOL_SMEM_KB": 32}, {"POOL_TILE_H": 4, "POOL_TILE_W": 16, "POOL_SMEM_KB": 32},
-                {"POOL_TILE_H": 8, "POOL_TILE_W": 8, "POOL_SMEM_KB": 48, "POOL_OCC": 0}]
+                {"POOL_TILE_H": 8, "POOL_TILE_W": 8, "POOL_SMEM_KB": 48, "POOL_OCC": 0},
+                # the NHWC register walks (POOL_NCOLS) against the tiles
+                {"POOL_NCOLS": 2}, {"POOL_NCOLS": 4}, {"POOL_NCOLS": 2, "POOL_THREADS": 128},
+                {"POOL_NCOLS": 4, "POOL_THREADS": 128}]
             for kind in ("max", "avg"):
                 shape = (64, 64, 112, 112)
                 nb = (64 * 64 * 112 * 112 + 64 * 64 * 56 * 56) * es
@@ -366,7 +369,7 @@ def build_cases(quick: bool) -> list[Case]:
             dwc += ([{"DW_ROWS": 2}, {"DW_ROWS": 4}, {"DW_ROWS": 2, "CONV_THREADS": 128},
                      {"DW_ROWS": 4, "CONV_THREADS": 128}] if layout == "NCHW" else
                     [{"DW_COLS": 4}, {"DW_COLS": 8}, {"DW_COLS": 4, "CONV_THREADS": 128},
-                     {"DW_COLS": 8, "CONV_THREADS": 128}])
+                     {"DW_COLS": 8, "CONV_THREADS": 128}, {"DW_COLS": 2}, {"DW_COLS": 2, "CONV_THREADS": 128}])
             cases.append(Case(f"dwconv3x3 256x64x32x32 {layout.lower()}", "conv2d", dtype, layout, 2 * x * es,
                               2 * 256 * 64 * 9 * 32 * 32, {"shape": (256, 64, 32, 32), "cout": 64, "groups": 64},
                               dwc))

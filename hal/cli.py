@@ -156,8 +156,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
         if len(backends) != 1:
             console.print(f"[red]hal tune merge: tables of different backends {sorted(map(str, backends))}[/red]")
             return 2
-        merged = tuner.merge_entries(*[d.get("entries", []) for d in docs])
-        tuner.write_table_atomic(Path(args.out), tuner.new_table(backends.pop(), merged))
+        backend = str(backends.pop())
+        merged = tuner.merge_entries(*[d.get("entries", []) for d in docs], backend=backend)
+        tuner.write_table_atomic(Path(args.out), tuner.new_table(backend, merged))
         console.print(f"merged {sum(len(d.get('entries', [])) for d in docs)} entries into {len(merged)}: {args.out}")
         return 0
     dev = hal.device(args.device)
@@ -194,7 +195,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
                               journal_path=journal, repeats=args.repeats, seed=args.seed, progress=report)
     entries = tuner.table_entries(dev, outcomes, size, args.mode)
     existing = tuner.read_table(out).get("entries", []) if out.exists() else []
-    tuner.write_table_atomic(out, tuner.new_table(dev.kind, tuner.merge_entries(existing, entries)))
+    tuner.write_table_atomic(out, tuner.new_table(dev.kind, tuner.merge_entries(existing, entries,
+                                                                                backend=dev.kind)))
     unfinished = [o for o in outcomes if not o.finished]
     if not unfinished:
         journal.unlink(missing_ok=True)

@@ -645,7 +645,7 @@ DW_ROWS_KERNEL(conv2d_dw_rows4_k3s1, 4)
 // consecutive output pixels of one output row; it walks the row left to right keeping the
 // 3 x 3 window of 4-channel input vectors in registers (each input column is loaded once
 // per thread, 3 x (M + 2) loads for M outputs), with the 36 weights in registers as floats.
-// Threads are numbered channel group fastest, then column strip, then row.
+// Threads are numbered channel group fastest, then column strip, then row. M is 2, 4 or 8.
 __device__ __forceinline__ void dw_ld4(const act_t* p, float (&f)[4]) {
 #if DTYPE_HALF
     const uint2 u = __ldg(reinterpret_cast<const uint2*>(p));
@@ -698,6 +698,22 @@ __device__ __forceinline__ void dw_cols(const act_t* __restrict__ x, const act_t
     bool rin[3];
 #pragma unroll
     for (int kh = 0; kh < 3; ++kh) rin[kh] = (unsigned)(ih0 + kh) < (unsigned)IH;
+#if DTYPE_HALF
+    // float16: every 8-byte load of the walk issued first (3 x (M + 2) in flight, 2 registers
+    // each), converted as the walk reaches them: the float window alone left too few loads
+    // in flight per thread at this kernel's occupancy
+    uint2 pre[3][M + 2];
+#pragma unroll
+    for (int col = 0; col < M + 2; ++col) {
+        const int iw = iw0 + col;
+#pragma unroll
+        for (int kh = 0; kh < 3; ++kh) {
+            pre[kh][col] = make_uint2(0u, 0u);
+            if (rin[kh] && (unsigned)iw < (unsigned)IW)
+                pre[kh][col] = __ldg(reinterpret_cast<const uint2*>(xn + ((size_t)(ih0 + kh) * IW + iw) * C));
+        }
+    }
+#endif
     // win[kh][col % 3][channel]: the last three input columns
     float win[3][3][4];
 #pragma unroll
@@ -707,9 +723,21 @@ __device__ __forceinline__ void dw_cols(const act_t* __restrict__ x, const act_t
 #pragma unroll
         for (int kh = 0; kh < 3; ++kh) {
             float* f = win[kh][col % 3];
+#if DTYPE_HALF
+            if (true) {
+                const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&pre[kh][col].x));
+                const float2 b2 = __half22float2(*reinterpret_cast<const __half2*>(&pre[kh][col].y));
+                f[0] = a.x;
+                f[1] = a.y;
+                f[2] = b2.x;
+                f[3] = b2.y;
+                (void)cin;
+            } else {
+#else
             if (rin[kh] && cin) {
                 dw_ld4(xn + ((size_t)(ih0 + kh) * IW + iw) * C, win[kh][col % 3]);
             } else {
+#endif
 #pragma unroll
                 for (int i = 0; i < 4; ++i) f[i] = 0.0f;
             }
@@ -738,5 +766,6 @@ __device__ __forceinline__ void dw_cols(const act_t* __restrict__ x, const act_t
              act_t* __restrict__ y, DwRegParams p) {                                                             \
         dw_cols<M>(x, w, bias, y, p);                                                                            \
     }
+DW_COLS_KERNEL(conv2d_dw_cols2_k3s1, 2)
 DW_COLS_KERNEL(conv2d_dw_cols4_k3s1, 4)
 DW_COLS_KERNEL(conv2d_dw_cols8_k3s1, 8)

@@ -302,3 +302,94 @@ POOL_ROWS_KERNEL(pool2d_max_rows2_k2s2, true, 2, 2)
 POOL_ROWS_KERNEL(pool2d_max_rows4_k2s2, true, 2, 4)
 POOL_ROWS_KERNEL(pool2d_avg_rows2_k2s2, false, 2, 2)
 POOL_ROWS_KERNEL(pool2d_avg_rows4_k2s2, false, 2, 4)
+
+// ---------------------------------------------------------------------------------
+// NHWC walks from registers (POOL_NCOLS > 0 in the schema; the launcher picks them):
+// 2x2/2 and 3x3/2 windows, no dilation, no indices, C % HAL_VEC == 0, 16-byte aligned
+// buffers. A thread owns one 16-byte vector of channels of M consecutive output pixels of
+// one output row: it issues all K x (2M + K - 2) 16-byte loads of their windows first
+// (the columns two neighbouring outputs share are loaded once), then reduces each output's
+// taps row-major in float. No shared memory, no barrier; the rows two output rows share
+// come from L1/L2. Threads are numbered channel vector fastest, then column strip, then
+// output row, so a warp's loads of one input pixel row are contiguous.
+// ---------------------------------------------------------------------------------
+struct NColParams {
+    int N, C, IH, IW, OH, OW, PT, PB, PL, PR, divisor, count_include_pad;
+    unsigned items;                  // N * OH * strips * C / HAL_VEC (< 2^31)
+    FastDiv fd_cv, fd_strips, fd_oh;  // channel vectors, column strips per row, OH
+};
+
+template <bool MAXP, int K, int M>
+__device__ __forceinline__ void pool_ncols(const act_t* __restrict__ x, act_t* __restrict__ y, const NColParams& p) {
+    constexpr int V = HAL_VEC, NC = 2 * M + K - 2;
+    const unsigned it = blockIdx.x * blockDim.x + threadIdx.x;
+    if (it >= p.items) return;
+    const unsigned q = fdiv(it, p.fd_cv);
+    const int c = (int)(it - q * p.fd_cv.d) * V;
+    const unsigned q2 = fdiv(q, p.fd_strips);
+    const int ow0 = (int)(q - q2 * p.fd_strips.d) * M;
+    const unsigned n = fdiv(q2, p.fd_oh);
+    const int oh = (int)(q2 - n * p.fd_oh.d);
+    const int C = p.C, IH = p.IH, IW = p.IW, OW = p.OW;
+    const int ih0 = 2 * oh - p.PT, iw0 = 2 * ow0 - p.PL;
+    const act_t* __restrict__ xn = x + (size_t)n * IH * IW * C + c;
+    bool rin[K], cin[NC];
+#pragma unroll
+    for (int kh = 0; kh < K; ++kh) rin[kh] = (unsigned)(ih0 + kh) < (unsigned)IH;
+#pragma unroll
+    for (int j = 0; j < NC; ++j) cin[j] = (unsigned)(iw0 + j) < (unsigned)IW;
+    uint4 pre[K][NC];
+#pragma unroll
+    for (int kh = 0; kh < K; ++kh)
+#pragma unroll
+        for (int j = 0; j < NC; ++j) {
+            pre[kh][j] = make_uint4(0u, 0u, 0u, 0u);
+            if (rin[kh] && cin[j])
+                pre[kh][j] = __ldg(reinterpret_cast<const uint4*>(xn + ((size_t)(ih0 + kh) * IW + iw0 + j) * C));
+        }
+    const bool cip = p.count_include_pad != 0;
+    const float ch = MAXP ? 1.0f : (float)count_taps(ih0, K, 1, cip ? -p.PT : 0, cip ? IH + p.PB : IH);
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+        const int ow = ow0 + m;
+        if (ow >= OW) break;
+        float acc[V];
+#pragma unroll
+        for (int e = 0; e < V; ++e) acc[e] = MAXP ? HAL_NEG_INF : 0.0f;
+#pragma unroll
+        for (int kh = 0; kh < K; ++kh) {
+            if (!rin[kh]) continue;  // padding rows: skipped taps
+#pragma unroll
+            for (int kw = 0; kw < K; ++kw) {
+                const int j = 2 * m + kw;  // compile-time after unrolling
+                if (!cin[j]) continue;
+                float f[V];
+                unpack_vec(pre[kh][j], f);
+#pragma unroll
+                for (int e = 0; e < V; ++e) acc[e] = MAXP ? max_nan(acc[e], f[e]) : acc[e] + f[e];
+            }
+        }
+        if (!MAXP) {
+            const float d = p.divisor > 0
+                                ? (float)p.divisor
+                                : ch * (float)count_taps(2 * ow - p.PL, K, 1, cip ? -p.PL : 0, cip ? IW + p.PR : IW);
+#pragma unroll
+            for (int e = 0; e < V; ++e) acc[e] = __fdividef(acc[e], d);
+        }
+        st_vec(y + (((size_t)n * p.OH + oh) * OW + ow) * C + c, acc);
+    }
+}
+
+#define POOL_NCOLS_KERNEL(NAME, MAXP, K, M)                                                        \
+    extern "C" __global__ void __launch_bounds__(POOL_THREADS)                                     \
+        NAME(const act_t* __restrict__ x, act_t* __restrict__ y, NColParams p) {                  \
+        pool_ncols<MAXP, K, M>(x, y, p);                                                           \
+    }
+POOL_NCOLS_KERNEL(pool2d_max_ncols2_k3s2, true, 3, 2)
+POOL_NCOLS_KERNEL(pool2d_max_ncols4_k3s2, true, 3, 4)
+POOL_NCOLS_KERNEL(pool2d_avg_ncols2_k3s2, false, 3, 2)
+POOL_NCOLS_KERNEL(pool2d_avg_ncols4_k3s2, false, 3, 4)
+POOL_NCOLS_KERNEL(pool2d_max_ncols2_k2s2, true, 2, 2)
+POOL_NCOLS_KERNEL(pool2d_max_ncols4_k2s2, true, 2, 4)
+POOL_NCOLS_KERNEL(pool2d_avg_ncols2_k2s2, false, 2, 2)
+POOL_NCOLS_KERNEL(pool2d_avg_ncols4_k2s2, false, 2, 4)

@@ -1,6 +1,7 @@
 """The CUDA kernels that work from registers without shared memory, forced and checked
 against the float64 oracle:
 
+* pooling NHWC walks (pool2d.cu, POOL_NCOLS), with and without 16-byte channel vectors;
 * pooling row strips (pool2d.cu, POOL_ROWS): 2x2/2 and 3x3/2 windows in NCHW at widths
   that are multiples of 16 bytes (where they apply) and at widths that are not (where the
   launcher must fall back), every padding the windows allow, ceil_mode, the divisor rules,
@@ -27,7 +28,7 @@ from strategies import SETTINGS, dtypes, random_input, seeds
 
 def _cuda(device: hal.Device) -> None:
     if device.kind != "cuda":
-        pytest.skip("CUDA register kernels (pool2d POOL_ROWS, conv2d DW_ROWS, DW_COLS)")
+        pytest.skip("CUDA register kernels (pool2d POOL_ROWS, POOL_NCOLS, conv2d DW_ROWS, DW_COLS)")
 
 
 @pytest.mark.parametrize("rows", [2, 4])
@@ -63,6 +64,40 @@ def test_cuda_pool_rows(device, rows, dtype, seed, data):
     assert r.ok, r.detail
 
 
+@pytest.mark.parametrize("cols", [2, 4])
+@SETTINGS
+@given(dtype=dtypes, seed=seeds, data=st.data())
+def test_cuda_pool_ncols(device, cols, dtype, seed, data):
+    """NHWC register walks (POOL_NCOLS): channel counts that are and are not multiples of
+    the 16-byte vector (the launcher falls back for the latter)."""
+    _cuda(device)
+    vec = 4 if dtype == "float32" else 8
+    kind = data.draw(st.sampled_from(["max", "avg"]))
+    k = data.draw(st.sampled_from([2, 3]))
+    n = data.draw(st.integers(1, 2))
+    c = data.draw(st.one_of(st.integers(1, 4).map(lambda m: m * vec), st.integers(1, 20)))
+    h, w = data.draw(st.integers(1, 23)), data.draw(st.integers(1, 23))
+    pads = data.draw(st.one_of(st.integers(0, 1), st.tuples(st.integers(0, 1), st.integers(0, 1))))
+    cfg = {"kernel_size": k, "stride": 2, "padding": pads, "ceil_mode": data.draw(st.booleans())}
+    if kind == "avg":
+        cfg["count_include_pad"] = data.draw(st.booleans())
+        cfg["divisor_override"] = data.draw(st.sampled_from([None, None, 7]))
+    relu = data.draw(st.booleans())
+    x = random_input(seed, (n, c, h, w), dtype, nan_fraction=0.05 if kind == "max" else 0.0)
+    ref_fn = reference.max_pool2d if kind == "max" else reference.avg_pool2d
+    try:
+        ref = ref_fn(x.astype(np.float64), **cfg)
+    except HalValueError:
+        assume(False)
+    if relu:
+        ref = np.where(ref < 0, 0.0, ref)
+    op = hal.max_pool2d if kind == "max" else hal.avg_pool2d
+    with forced(device, "pool2d", {"POOL_NCOLS": cols}), poison_outputs():
+        out = op(hal.asarray(x, device=device, layout="NHWC"), **cfg, relu=relu)
+    r = compare(f"{kind}_pool2d", dtype, out.numpy(), ref)
+    assert r.ok, r.detail
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 @pytest.mark.parametrize("kind", ["max", "avg"])
 def test_cuda_pool_rows_baseline_shape(device, dtype, kind):
@@ -89,8 +124,8 @@ def test_cuda_pool_rows_indices_fall_back(device):
     np.testing.assert_array_equal(idx.numpy(), ref_idx)
 
 
-@pytest.mark.parametrize("path", [("NCHW", "DW_ROWS", 2), ("NCHW", "DW_ROWS", 4), ("NHWC", "DW_COLS", 4),
-                                  ("NHWC", "DW_COLS", 8)], ids=lambda p: f"{p[1]}{p[2]}")
+@pytest.mark.parametrize("path", [("NCHW", "DW_ROWS", 2), ("NCHW", "DW_ROWS", 4), ("NHWC", "DW_COLS", 2),
+                                  ("NHWC", "DW_COLS", 4), ("NHWC", "DW_COLS", 8)], ids=lambda p: f"{p[1]}{p[2]}")
 @SETTINGS
 @given(dtype=dtypes, seed=seeds, data=st.data())
 def test_cuda_depthwise_registers(device, path, dtype, seed, data):

@@ -121,6 +121,11 @@ def test_resume_from_journal_skips_finished(monkeypatch, tmp_path):
     calls.clear()
     tuner.tune(hal.device("cpu"), _plan(), mode="rapid", size="tiny", repeats=3, seed=2, journal_path=journal)
     assert first >= 2 and len(calls) == 1  # only the final re-timing runs again
+    # the same journal after a kernel edit (other sources): nothing is taken from it
+    calls.clear()
+    monkeypatch.setattr(tuner, "_sources_id", lambda device, kernel: "edited sources")
+    tuner.tune(hal.device("cpu"), _plan(), mode="rapid", size="tiny", repeats=3, seed=2, journal_path=journal)
+    assert len(calls) == first
 
 
 def test_cli_tune_writes_a_table_that_serves_and_show_reports_it(tmp_path, monkeypatch, capsys):
@@ -323,3 +328,21 @@ def test_stale_device_entries_become_contenders(tmp_path, monkeypatch):
         assert _stale_params(dev, wl, "tiny", "float32", "NCHW", schema) == [{"W_BLOCK": 4, "C_BLOCK": 1}]
     finally:
         dev.tuner.clear()
+
+
+def test_merge_replaces_stale_entries_even_when_they_timed_faster(tmp_path):
+    """A table written before a kernel edit and a run after it: the current entry stays,
+    whatever the stale one's time (hal tune run --out into an existing file merges too)."""
+    from hal.resources import family_hash
+
+    def doc(ms, w, source_hash):
+        return tuner.new_table("cpu", [{"level": "device", "match": "X", "kernel": "pool2d", "key": {"n": 1},
+                                        "params": {"W": w}, "median_ms": ms, "provenance": "p",
+                                        "source_hash": source_hash}])
+    old, new, out = tmp_path / "old.json", tmp_path / "new.json", tmp_path / "out.json"
+    tuner.write_table_atomic(old, doc(0.5, 1, family_hash("kernels_c", "conv2d")))  # stale for pool2d
+    tuner.write_table_atomic(new, doc(1.0, 2, family_hash("kernels_c", "pool2d")))
+    for order in ([old, new], [new, old]):
+        assert main(["tune", "merge", *map(str, order), "--out", str(out)]) == 0
+        merged = json.loads(out.read_text())["entries"]
+        assert [e["params"] for e in merged] == [{"W": 2}]

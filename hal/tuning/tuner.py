@@ -337,15 +337,25 @@ def _entry_id(e: dict[str, Any]) -> str:
     return json.dumps([e.get("level"), e.get("match"), e.get("kernel"), e.get("key", {})], sort_keys=True)
 
 
-def merge_entries(*lists: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Union of entries; where two cover the same (level, match, kernel, key) the faster measured one stays."""
+def merge_entries(*lists: list[dict[str, Any]], backend: str | None = None) -> list[dict[str, Any]]:
+    """Union of entries; where two cover the same (level, match, kernel, key) the faster measured one
+    stays, except that with ``backend`` given a current entry always replaces a stale one (measured
+    with other kernel sources or another hal: its time says nothing about today's kernels)."""
+    from hal.tuning.table import _staleness
+
+    def stale(e: dict[str, Any]) -> bool:
+        return backend is not None and bool(_staleness(e, backend))
+
     merged: dict[str, dict[str, Any]] = {}
     for entries in lists:
         for e in entries:
             eid = _entry_id(e)
             old = merged.get(eid)
-            if old is None or (e.get("median_ms") is not None
-                               and e["median_ms"] < old.get("median_ms", float("inf"))):
+            if old is None or (stale(old) and not stale(e)):
+                merged[eid] = e
+            elif stale(e) and not stale(old):
+                continue
+            elif e.get("median_ms") is not None and e["median_ms"] < old.get("median_ms", float("inf")):
                 merged[eid] = e
     return list(merged.values())
 
@@ -390,8 +400,21 @@ class Outcome:
     serving_ms: float | None = None
 
 
-def _cid(wl: Workload, dtype: str, layout: str, size: str, params: dict[str, int]) -> str:
-    return json.dumps([wl.name, dtype, layout, size, params], sort_keys=True)
+def _cid(wl: Workload, dtype: str, layout: str, size: str, params: dict[str, int], sources: str = "") -> str:
+    """A candidate's journal key; ``sources`` names the device and its kernel sources, so that a
+    journal left by a run on another device or before a kernel edit is not taken for this one's."""
+    return json.dumps([wl.name, dtype, layout, size, params, sources], sort_keys=True)
+
+
+def _sources_id(device: Any, kernel: str) -> str:
+    """Device, hal version and the kernel family's source hash: what a journaled result depends on."""
+    from hal import __version__
+    from hal.resources import family_hash
+    from hal.tuning.table import KERNEL_FOLDERS
+
+    folder = KERNEL_FOLDERS.get(device.kind)
+    source = family_hash(folder, kernel) if folder else ""
+    return f"{device.id}|{device.info.name}|{__version__}|{source}"
 
 
 def parse_faults() -> dict[int, str]:
@@ -429,6 +452,7 @@ def tune(
     try:
         for wl, dtype, layout in workloads:
             schema = schemas[wl.kernel]
+            sources = _sources_id(device, wl.kernel)
             default = schema.defaults()
             valid = [c for c in schema.candidates() if schema.validate(c, info) is None]
             others = [c for c in valid if c != default]
@@ -456,7 +480,7 @@ def tune(
                 if deadline is not None and time.monotonic() > deadline:
                     outcome.finished = False
                     break
-                cid = _cid(wl, dtype, layout, size, params)
+                cid = _cid(wl, dtype, layout, size, params, sources)
                 if journal and cid in journal.done:
                     result = journal.done[cid]
                 elif journal and cid in journal.in_flight:
