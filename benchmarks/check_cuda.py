@@ -245,6 +245,17 @@ def pool_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
                        offset=es, **c)
             check_pool(dev, rng, "h2avg old path", (2, 5, 17, 22), kind="avg", kernel=3, stride=2, padding=1,
                        params={"POOL_H2AVG": 0}, **c)
+            for reg in ({"POOL_ROWS": 2}, {"POOL_ROWS": 4}, {"POOL_NCOLS": 2}, {"POOL_NCOLS": 4}):
+                check_pool(dev, rng, f"regs {reg}", (3, 24, 37, 40), kind="max", kernel=3, stride=2, padding=1,
+                           nan_frac=0.03, params=reg, **c)
+                check_pool(dev, rng, f"regs {reg}", (3, 24, 37, 40), kind="avg", kernel=3, stride=2, padding=1,
+                           count_include_pad=False, params=reg, **c)
+                check_pool(dev, rng, f"regs {reg} divisor ceil", (2, 8, 19, 32), kind="avg", kernel=3, stride=2,
+                           padding=0, ceil_mode=True, divisor=5, params=reg, **c)
+                check_pool(dev, rng, f"regs {reg} k2 ceil", (2, 16, 21, 24), kind="max", kernel=2, stride=2,
+                           padding=0, ceil_mode=True, params=reg, **c)
+                check_pool(dev, rng, f"regs {reg} misaligned", (2, 16, 15, 16), kind="avg", kernel=3, stride=2,
+                           padding=1, offset=np.dtype(dtype).itemsize, params=reg, **c)
             if not quick:
                 check_pool(dev, rng, "big", (4, 32, 56, 56), kind="max", kernel=3, stride=2, padding=1,
                            indices=True, **c)
@@ -395,6 +406,13 @@ def conv_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
                        params={"DW_SMEM_KB": 8, "DW_TILE_W": 4, "DW_TILE_H": 2}, **c)
             check_conv(dev, rng, "dw half8", (2, 40, 13, 15), 40, 3, padding=1, groups=40,
                        params={"DW_HALF4": 0}, **c)
+            # the register kernels (session 5): NCHW row strips (width a multiple of 16 bytes), NHWC walks
+            for reg in ({"DW_ROWS": 2}, {"DW_ROWS": 4}, {"DW_COLS": 2}, {"DW_COLS": 4}, {"DW_COLS": 8}):
+                check_conv(dev, rng, f"dw regs {reg}", (2, 24, 19, 32), 24, 3, padding=1, groups=24, params=reg, **c)
+                check_conv(dev, rng, f"dw regs {reg} asym", (3, 20, 13, 16), 20, 3, padding=(1, 0, 0, 1),
+                           groups=20, bias=False, params=reg, **c)
+                check_conv(dev, rng, f"dw regs {reg} misaligned", (2, 16, 10, 16), 16, 3, padding=1, groups=16,
+                           offset=4, params=reg, **c)
             # NCHW float16 depthwise 3x3/1 output pairs from half2 words (DW_H2): even widths, odd output
             # widths, both word parities (offsets, pads), asymmetric pads, bands, and the float path
             es = np.dtype(dtype).itemsize
@@ -667,6 +685,16 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
                        offset=np.dtype(dtype).itemsize, nan_frac=0.05, **c)
             check_pool(dev, rng, "one h2avg k2", (1, 8, 9, 14), kind="avg", kernel=2, stride=2, padding=0,
                        ceil_mode=True, **c)
+            # the register kernels (session 5): NCHW row strips, NHWC walks (each ignores the other layout)
+            for reg in ({"POOL_ROWS": 2}, {"POOL_ROWS": 4}, {"POOL_NCOLS": 2}, {"POOL_NCOLS": 4}):
+                check_pool(dev, rng, f"one {reg}", (2, 16, 15, 16), kind="max", kernel=3, stride=2, padding=1,
+                           nan_frac=0.05, params=reg, **c)
+                check_pool(dev, rng, f"one {reg}", (2, 16, 15, 16), kind="avg", kernel=3, stride=2, padding=1,
+                           ceil_mode=True, params=reg, **c)
+                check_pool(dev, rng, f"one {reg} k2", (1, 8, 9, 24), kind="max", kernel=2, stride=2, padding=0,
+                           ceil_mode=True, params=reg, **c)
+                check_pool(dev, rng, f"one {reg} k2", (1, 8, 9, 24), kind="avg", kernel=2, stride=2, padding=1,
+                           params=reg, **c)
             for name, shape, out in (("global", (2, 16, 7, 7), (1, 1)), ("large bins", (1, 2, 60, 70), (1, 1))):
                 for kind, with_idx in (("max", True), ("max", False), ("avg", False)):
                     sp = S.adaptive_pool2d_spec(kind, geometry(shape, layout, dtype), out, with_idx)
@@ -683,6 +711,10 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
             check_conv(dev, rng, "one 3x3 simt", (1, 16, 9, 35), 70, 3, padding=1, params={"CONV_TC": 0}, **c)
             check_conv(dev, rng, "one dw k3s1", (2, 16, 10, 11), 16, 3, padding=1, groups=16, **c)
             check_conv(dev, rng, "one dw k3s1 C24", (1, 24, 7, 9), 24, 3, padding=1, groups=24, **c)
+            for reg in ({"DW_ROWS": 2}, {"DW_ROWS": 4}, {"DW_COLS": 2}, {"DW_COLS": 4}, {"DW_COLS": 8}):
+                check_conv(dev, rng, f"one dw {reg}", (2, 16, 11, 16), 16, 3, padding=1, groups=16, params=reg, **c)
+                check_conv(dev, rng, f"one dw {reg} asym", (1, 8, 7, 24), 8, 3, padding=(0, 1, 1, 0), groups=8,
+                           bias=False, params=reg, **c)
             check_conv(dev, rng, "one dw k3s1 h2", (1, 8, 7, 10), 8, 3, padding=1, groups=8,
                        offset=np.dtype(dtype).itemsize, **c)
             check_conv(dev, rng, "one dw g", (2, 16, 10, 11), 16, 3, stride=2, padding=1, groups=16, **c)
