@@ -181,25 +181,29 @@ __device__ __forceinline__ NhwcRange nhwc_range(int N, int C, int HW, const BnPa
 // ---------------------------------------------------------------------------------
 // statistics
 // ---------------------------------------------------------------------------------
+// a: the statistics of x - K_c; mean[c] holds K_c (from batch_norm_stats). The apply pass
+// computes (x - mean[c]) * scale + beta, so mean[c] stays K_c (x - K_c is exact where x is
+// near K_c) and beta takes the shifted mean: bias - mean(x - K_c) * scale.
 __device__ __forceinline__ void finalize_channel(int c, Stat a, float* mean, float* var, const float* weight,
                                                  const float* bias, float* running_mean, float* running_var,
                                                  float* scale, float* beta, const BnParams& p) {
     const float v = fmaxf(a.m2 / a.n, 0.0f);
-    mean[c] = a.mean;
+    const float centre = mean[c];
     var[c] = v;
     const float inv = 1.0f / sqrtf(v + p.eps);
-    scale[c] = weight ? weight[c] * inv : inv;
-    beta[c] = bias ? bias[c] : 0.0f;
+    const float sc = weight ? weight[c] * inv : inv;
+    scale[c] = sc;
+    beta[c] = (bias ? bias[c] : 0.0f) - a.mean * sc;
     if (running_mean) {
         const float m = p.momentum;
-        running_mean[c] = (1.0f - m) * running_mean[c] + m * a.mean;
+        running_mean[c] = (1.0f - m) * running_mean[c] + m * (centre + a.mean);
         running_var[c] = (1.0f - m) * running_var[c] + m * (v * a.n / (a.n - 1.0f));
     }
 }
 
 template <int VE>
 __device__ __forceinline__ void bn_stats(const act_t* __restrict__ x, int N, int C, int HW, float* part,
-                                         const BnParams& p, float* s_red) {
+                                         float* pivot, const BnParams& p, float* s_red) {
     constexpr int U = BN_UNROLL;
     uint64_t pol = 0;
 #if BN_L2_HINT
@@ -210,6 +214,11 @@ __device__ __forceinline__ void bn_stats(const act_t* __restrict__ x, int N, int
     Stat st[VE];
 #pragma unroll
     for (int j = 0; j < VE; ++j) st[j] = Stat{0.0f, 0.0f, 0.0f};
+    // statistics of x - K_c, K_c = the channel's first element (pixel 0): a large mean
+    // (1e4 with std 1) then keeps its low-order digits through every merge
+    float piv[VE];
+#pragma unroll
+    for (int j = 0; j < VE; ++j) piv[j] = r.active ? ld_act(x + (long long)r.cv * VE + j) : 0.0f;
     if (r.active) {
         const act_t* xc = x + (long long)r.cv * VE;
         for (long long q = r.r0 + r.g; q < r.r1; q += (long long)U * r.rg) {
@@ -229,7 +238,7 @@ __device__ __forceinline__ void bn_stats(const act_t* __restrict__ x, int N, int
                 for (int j = 0; j < VE; ++j) {
                     float col[U];
 #pragma unroll
-                    for (int u = 0; u < U; ++u) col[u] = raw_get(raw[u], j);
+                    for (int u = 0; u < U; ++u) col[u] = raw_get(raw[u], j) - piv[j];
                     stat_add_batch<U>(st[j], col, k);
                 }
             } else {
@@ -239,7 +248,7 @@ __device__ __forceinline__ void bn_stats(const act_t* __restrict__ x, int N, int
                     const long long qq = q + (long long)u * r.rg;
                     col[u] = 0.0f;
                     if (qq < r.r1) {
-                        col[u] = ld_act(xc + qq * C);
+                        col[u] = ld_act(xc + qq * C) - piv[0];
                         ++k;
                     }
                 }
@@ -271,11 +280,14 @@ __device__ __forceinline__ void bn_stats(const act_t* __restrict__ x, int N, int
         o[0] = a.n;
         o[1] = a.mean;
         o[2] = a.m2;
+        if (s == 0) pivot[c] = ld_act(x + c);  // K_c, for batch_norm_finalize
     }
 #else
     (void)s_red;
     const NchwRange r = nchw_range<VE>(N, C, HW, p);
     Stat st{0.0f, 0.0f, 0.0f};
+    // statistics of x - K_c, K_c = the channel's first element (n = 0, position 0), as in NHWC
+    const float piv = ld_act(x + (long long)r.c * HW);
     constexpr int UB = (U * VE > 32) ? (32 / VE > 0 ? 32 / VE : 1) : U;  // at most 32 values per batch
     for (long long v0 = r.v0 + threadIdx.x; v0 < r.v1; v0 += (long long)UB * blockDim.x) {
         float v[UB * VE];
@@ -287,7 +299,7 @@ __device__ __forceinline__ void bn_stats(const act_t* __restrict__ x, int N, int
                 float t[VE];
                 load_ve<VE>(x + nchw_offset<VE>(vv, C, HW, r.c, r.per_plane, p), t, pol);
 #pragma unroll
-                for (int j = 0; j < VE; ++j) v[u * VE + j] = t[j];
+                for (int j = 0; j < VE; ++j) v[u * VE + j] = t[j] - piv;
                 ++k;
             }
         }
@@ -311,6 +323,7 @@ __device__ __forceinline__ void bn_stats(const act_t* __restrict__ x, int N, int
         o[0] = a.n;
         o[1] = a.mean;
         o[2] = a.m2;
+        if (s == 0) pivot[r.c] = piv;  // K_c, for batch_norm_finalize
     }
 #endif
 }
@@ -319,12 +332,13 @@ extern "C" __global__ void __launch_bounds__(BN_THREADS, BN_MIN_BLOCKS)
     batch_norm_stats(const act_t* __restrict__ x, float* __restrict__ mean, float* __restrict__ var, int N, int C,
                      int HW, float* __restrict__ part, BnParams p) {
     extern __shared__ __align__(16) float s_red[];
-    (void)mean;  // written by batch_norm_finalize, which merges the partial statistics
+    // mean[c] receives the pivot K_c here; batch_norm_finalize reads it, merges the partial
+    // statistics (of x - K_c) and writes the apply pass's centre there
     (void)var;
     if (p.vec)
-        bn_stats<HAL_VEC>(x, N, C, HW, part, p, s_red);
+        bn_stats<HAL_VEC>(x, N, C, HW, part, mean, p, s_red);
     else
-        bn_stats<1>(x, N, C, HW, part, p, s_red);
+        bn_stats<1>(x, N, C, HW, part, mean, p, s_red);
 }
 
 // one block per channel: merge its `slabs` partial statistics (Chan), then mean, biased
