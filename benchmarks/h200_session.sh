@@ -23,7 +23,7 @@ tune() { local dev=$1 mode=$2 budget=$3 out=$4
   tail -4 "$R/tune-$out.txt"; }
 for s in "$@"; do
   case "$s" in
-    tests) step pytest ${T_TEST:-150} env HAL_TEST_DEVICES=${TEST_DEVICES:-cuda:0} HAL_TEST_EXAMPLES=8 \
+    tests) step pytest ${T_TEST:-300} env HAL_TEST_DEVICES=${TEST_DEVICES:-cuda:0} HAL_TEST_EXAMPLES=8 \
         python3 -m pytest -q -p no:cacheprovider ${TESTS:-tests} -k "not test_tuner and not test_cli"
       grep -E "^FAILED|passed|failed" "$R/pytest.txt" | tail -12 ;;
     nn) step pytest-nn 120 env HAL_TEST_DEVICES=cuda:0 python3 -m pytest -q -p no:cacheprovider tests/test_nn.py
