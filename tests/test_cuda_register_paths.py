@@ -31,25 +31,18 @@ def _cuda(device: hal.Device) -> None:
         pytest.skip("CUDA register kernels (pool2d POOL_ROWS, POOL_NCOLS, conv2d DW_ROWS, DW_COLS)")
 
 
-@pytest.mark.parametrize("rows", [2, 4])
-@SETTINGS
-@given(dtype=dtypes, seed=seeds, data=st.data())
-def test_cuda_pool_rows(device, rows, dtype, seed, data):
-    _cuda(device)
-    vec = 4 if dtype == "float32" else 8
+def _check_forced_pool(device, data, shape, dtype, seed, layout, params):
+    """Draw a 2x2/2 or 3x3/2 pooling (pads up to 1, ceil_mode, divisor rules, fused ReLU),
+    run it with ``params`` forced and compare with the oracle (NaN inputs for max)."""
     kind = data.draw(st.sampled_from(["max", "avg"]))
-    k = data.draw(st.sampled_from([2, 3]))
-    n, c = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 9))
-    h = data.draw(st.integers(1, 41))
-    # mostly widths the kernels take (multiples of the vector), sometimes one they must refuse
-    w = data.draw(st.one_of(st.integers(1, 12).map(lambda m: m * vec), st.integers(1, 50)))
     pads = data.draw(st.one_of(st.integers(0, 1), st.tuples(st.integers(0, 1), st.integers(0, 1))))
-    cfg = {"kernel_size": k, "stride": 2, "padding": pads, "ceil_mode": data.draw(st.booleans())}
+    cfg = {"kernel_size": data.draw(st.sampled_from([2, 3])), "stride": 2, "padding": pads,
+           "ceil_mode": data.draw(st.booleans())}
     if kind == "avg":
         cfg["count_include_pad"] = data.draw(st.booleans())
         cfg["divisor_override"] = data.draw(st.sampled_from([None, None, 5]))
     relu = data.draw(st.booleans())
-    x = random_input(seed, (n, c, h, w), dtype, nan_fraction=0.05 if kind == "max" else 0.0)
+    x = random_input(seed, shape, dtype, nan_fraction=0.05 if kind == "max" else 0.0)
     ref_fn = reference.max_pool2d if kind == "max" else reference.avg_pool2d
     try:
         ref = ref_fn(x.astype(np.float64), **cfg)
@@ -58,10 +51,23 @@ def test_cuda_pool_rows(device, rows, dtype, seed, data):
     if relu:
         ref = np.where(ref < 0, 0.0, ref)
     op = hal.max_pool2d if kind == "max" else hal.avg_pool2d
-    with forced(device, "pool2d", {"POOL_ROWS": rows}), poison_outputs():
-        out = op(hal.asarray(x, device=device), **cfg, relu=relu)
+    with forced(device, "pool2d", params), poison_outputs():
+        out = op(hal.asarray(x, device=device, layout=layout), **cfg, relu=relu)
     r = compare(f"{kind}_pool2d", dtype, out.numpy(), ref)
-    assert r.ok, r.detail
+    assert r.ok, (shape, layout, cfg, relu, r.detail)
+
+
+@pytest.mark.parametrize("rows", [2, 4])
+@SETTINGS
+@given(dtype=dtypes, seed=seeds, data=st.data())
+def test_cuda_pool_rows(device, rows, dtype, seed, data):
+    """NCHW row strips (POOL_ROWS): mostly widths the kernels take (multiples of the
+    16-byte vector), sometimes one they must refuse."""
+    _cuda(device)
+    vec = 4 if dtype == "float32" else 8
+    n, c, h = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 9)), data.draw(st.integers(1, 41))
+    w = data.draw(st.one_of(st.integers(1, 12).map(lambda m: m * vec), st.integers(1, 50)))
+    _check_forced_pool(device, data, (n, c, h, w), dtype, seed, "NCHW", {"POOL_ROWS": rows})
 
 
 @pytest.mark.parametrize("cols", [2, 4])
@@ -72,30 +78,9 @@ def test_cuda_pool_ncols(device, cols, dtype, seed, data):
     the 16-byte vector (the launcher falls back for the latter)."""
     _cuda(device)
     vec = 4 if dtype == "float32" else 8
-    kind = data.draw(st.sampled_from(["max", "avg"]))
-    k = data.draw(st.sampled_from([2, 3]))
-    n = data.draw(st.integers(1, 2))
+    n, h, w = data.draw(st.integers(1, 2)), data.draw(st.integers(1, 23)), data.draw(st.integers(1, 23))
     c = data.draw(st.one_of(st.integers(1, 4).map(lambda m: m * vec), st.integers(1, 20)))
-    h, w = data.draw(st.integers(1, 23)), data.draw(st.integers(1, 23))
-    pads = data.draw(st.one_of(st.integers(0, 1), st.tuples(st.integers(0, 1), st.integers(0, 1))))
-    cfg = {"kernel_size": k, "stride": 2, "padding": pads, "ceil_mode": data.draw(st.booleans())}
-    if kind == "avg":
-        cfg["count_include_pad"] = data.draw(st.booleans())
-        cfg["divisor_override"] = data.draw(st.sampled_from([None, None, 7]))
-    relu = data.draw(st.booleans())
-    x = random_input(seed, (n, c, h, w), dtype, nan_fraction=0.05 if kind == "max" else 0.0)
-    ref_fn = reference.max_pool2d if kind == "max" else reference.avg_pool2d
-    try:
-        ref = ref_fn(x.astype(np.float64), **cfg)
-    except HalValueError:
-        assume(False)
-    if relu:
-        ref = np.where(ref < 0, 0.0, ref)
-    op = hal.max_pool2d if kind == "max" else hal.avg_pool2d
-    with forced(device, "pool2d", {"POOL_NCOLS": cols}), poison_outputs():
-        out = op(hal.asarray(x, device=device, layout="NHWC"), **cfg, relu=relu)
-    r = compare(f"{kind}_pool2d", dtype, out.numpy(), ref)
-    assert r.ok, r.detail
+    _check_forced_pool(device, data, (n, c, h, w), dtype, seed, "NHWC", {"POOL_NCOLS": cols})
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
