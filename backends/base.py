@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -173,6 +173,13 @@ class Backend(ABC):
         Returns the number of builds made; the default makes none.
         """
         return 0
+
+    def launch_signature(self, spec: object, params: Mapping[str, int]) -> Hashable | None:
+        """Optional: what a call of ``spec`` under ``params`` would launch (kernels, build
+        options, geometry), as a hashable value; two parameter sets with equal signatures
+        run the same work, so the tuner measures only the first. None (the default): unknown.
+        """
+        return None
 
     def capture(self, launch: Callable[[], None]) -> Callable[[], None] | None:
         """Optional: capture what ``launch()`` enqueues into a device-side graph.

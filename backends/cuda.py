@@ -25,7 +25,7 @@ import hashlib
 import os
 import struct
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -369,6 +369,10 @@ _COMPILE_PARAMS = {
 }
 
 _FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
+
+#: the kernel family (schema) of each spec type the launch plans cover
+_SPEC_FAMILIES: dict[type, str] = {Pool2dSpec: "pool2d", AdaptivePool2dSpec: "adaptive_pool2d",
+                                   Conv2dSpec: "conv2d", BatchNormSpec: "batch_norm"}
 
 
 @functools.lru_cache(maxsize=1)
@@ -762,6 +766,18 @@ class CudaBackend(Backend):
                     continue
                 keys.update({(launch.file, launch.defines): None for launch in launches})
         return len(self._compile_parallel(keys))
+
+    def launch_signature(self, spec: object, params: Mapping[str, int]) -> Hashable | None:
+        """The launch plan of ``spec`` under ``params`` (schema defaults filled in): files,
+        -D sets, kernel names, grids, blocks, shared memory and arguments."""
+        family = _SPEC_FAMILIES.get(type(spec))
+        if family is None:
+            return None
+        try:
+            plan = self._plan_for(spec, {**_SCHEMAS[family].defaults(), **params})
+        except Exception:  # a set that cannot be planned is evaluated (and fails) as usual
+            return None
+        return plan or None
 
     def _plan_for(self, spec: object, params: Mapping[str, int]) -> tuple[Launch, ...]:
         if isinstance(spec, Pool2dSpec):

@@ -217,6 +217,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
         for params, status, detail in o.rejected:
             console.print(f"[yellow]rejected[/yellow] {o.workload} {o.dtype} {o.layout} {params}: {status} "
                           f"{escape(detail)}")
+    same = sum(o.same_kernel for o in outcomes)
+    if same:
+        console.print(f"{same} candidates launched exactly what an earlier candidate did (parameters that do not "
+                      "apply to the workload) and were replaced by spares")
     over = sum(len(o.over_limit) for o in outcomes)
     if over:
         console.print(f"{over} candidates were over a compiled kernel's own launch limit and were replaced by spares "

@@ -346,3 +346,24 @@ def test_merge_replaces_stale_entries_even_when_they_timed_faster(tmp_path):
         assert main(["tune", "merge", *map(str, order), "--out", str(out)]) == 0
         merged = json.loads(out.read_text())["entries"]
         assert [e["params"] for e in merged] == [{"W": 2}]
+
+
+def test_same_launch_plan_is_measured_once(monkeypatch):
+    """Two parameter sets whose launch signatures are equal are one kernel: the second is
+    skipped and a spare measured in its place (CUDA's launch plans; faked here on the CPU)."""
+    dev = hal.device("cpu")
+    calls = []
+    real_run = tuner.Worker.run
+
+    def counting_run(self, task, timeout):
+        if not isinstance(task, list):
+            calls.append(dict(task.params))
+        return real_run(self, task, timeout)
+
+    monkeypatch.setattr(tuner.Worker, "run", counting_run)
+    # only W_BLOCK reaches the "kernel": every C_BLOCK variant of one W_BLOCK is the same launch
+    monkeypatch.setattr(dev.backend, "launch_signature", lambda spec, params: ("w", params.get("W_BLOCK")),
+                        raising=False)
+    (outcome,) = tuner.tune(dev, _plan(), mode="rapid", size="tiny", repeats=3, seed=2)
+    assert outcome.same_kernel > 0
+    assert len({c["W_BLOCK"] for c in calls}) == len(calls) == outcome.tried  # one run per distinct W_BLOCK

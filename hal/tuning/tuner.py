@@ -392,6 +392,9 @@ class Outcome:
     #: candidates the compiled kernel could not launch as given (a per-kernel work-group or
     #: local-memory limit, known only after the build); each was replaced by a spare
     over_limit: list[tuple[dict[str, int], str]] = field(default_factory=list)
+    #: candidates whose launch plan equals an earlier candidate's (the backend's
+    #: launch_signature): the same kernels under another name, skipped and replaced by spares
+    same_kernel: int = 0
     #: False when the budget ran out before every planned candidate was evaluated
     finished: bool = True
     #: what the tables serve today (shipped or user entry), when it differs from the default,
@@ -473,6 +476,8 @@ def tune(
             # order take their places, so a mode always measures its number of launchable sets
             spares = iter([c for c in others if c not in chosen])
             queue = list(chosen)
+            signatures: set[Any] = set()
+            timing_spec = _timing_spec(wl, size, dtype, layout)
             i = 0
             while i < len(queue):
                 params = queue[i]
@@ -480,6 +485,17 @@ def tune(
                 if deadline is not None and time.monotonic() > deadline:
                     outcome.finished = False
                     break
+                # a set that launches exactly what an earlier one did is the same kernel: a spare
+                # takes its place, so a mode measures its number of distinct kernels
+                signature = _launch_signature(device, timing_spec, params)
+                if signature is not None:
+                    if signature in signatures:
+                        outcome.same_kernel += 1
+                        spare = next(spares, None)
+                        if spare is not None:
+                            queue.append(spare)
+                        continue
+                    signatures.add(signature)
                 cid = _cid(wl, dtype, layout, size, params, sources)
                 if journal and cid in journal.done:
                     result = journal.done[cid]
@@ -557,6 +573,24 @@ def _serving_params(
         return None
     params = {**schema.defaults(), **resolved.params}
     return params if schema.validate(params, device.info) is None else None
+
+
+def _timing_spec(wl: Workload, size: str, dtype: str, layout: str) -> Any:
+    """The spec a workload's candidates are timed at (None where it cannot be built)."""
+    try:
+        return wl.spec_for(wl.shape(size), dtype, layout)
+    except Exception:  # the evaluation reports the problem
+        return None
+
+
+def _launch_signature(device: Any, spec: Any, params: dict[str, int]) -> Any:
+    """The backend's launch signature of ``params`` at ``spec``, or None (unknown: evaluate)."""
+    if spec is None:
+        return None
+    try:
+        return device.backend.launch_signature(spec, params)
+    except Exception:  # optional and informative: never let it stop a run
+        return None
 
 
 def _stale_params(
