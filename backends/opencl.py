@@ -394,11 +394,11 @@ def _strip_vec(params: Mapping[str, int], device: DeviceInfo) -> str | None:
 
 
 def _strip_applies(spec: Pool2dSpec, vec: int) -> bool:
-    """Whether pool2d's LOCAL_TILE=3 path (aligned row strips) serves ``spec``: NCHW float,
-    a 2x2 or 3x3 window of stride 2 and dilation 1, left pad 0 or 1, no indices, every input
+    """Whether pool2d's LOCAL_TILE=3 path (aligned row strips) serves ``spec``: NCHW (float or
+    int8/uint8), a 2x2 or 3x3 window of stride 2 and dilation 1, left pad 0 or 1, no indices, every input
     row starting VEC-aligned (IW % VEC == 0) and every index within int32."""
     k = spec.kernel[0]
-    if (spec.layout != "NCHW" or np.dtype(spec.dtype) in QUANT_DTYPES or spec.return_indices
+    if (spec.layout != "NCHW" or spec.return_indices
             or spec.kernel != (k, k) or k not in (2, 3) or spec.stride != (2, 2) or spec.dilation != (1, 1)
             or spec.pads[2] not in (0, 1) or vec not in (4, 8) or spec.in_w % vec):
         return False
@@ -915,6 +915,8 @@ class OpenCLBackend(Backend):
                 defines["HALF_RAW"] = 1
             if mode == 3:  # built for its window only; the left pad picks the taps
                 defines.update(STRIP_ROWS=p["STRIP_ROWS"], POOL_PL=spec.pads[2])
+                if quant:  # qpool2d.cl's strips take the window size alone (stride 2, dilation 1)
+                    defines["STRIP_K"] = spec.kernel[0]
             if (p["FIXED_WINDOW"] or mode == 3) and not quant and _common_window(spec):
                 defines.update(POOL_FIXED=1, POOL_KH=spec.kernel[0], POOL_KW=spec.kernel[1],
                                POOL_SH=spec.stride[0], POOL_SW=spec.stride[1],

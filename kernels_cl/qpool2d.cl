@@ -187,6 +187,162 @@ void pool2d_avg(__global const qtype_t* restrict x, __global qtype_t* restrict y
     store_q(y, base, QAVG(sum - ZP * taps_in, count, ZP), nvalid);
 }
 
+#elif !LAYOUT_NHWC && LOCAL_TILE == 3
+/* ------------------------------------------------------------------------------------
+ * NCHW, aligned row strips (pool2d.cl's LOCAL_TILE=3 in integers): STRIP_ROWS output rows
+ * x VEC/2 output columns per work-item, for fixed KxK windows (STRIP_K 2 or 3), stride 2,
+ * dilation 1, left pad POOL_PL (0 or 1), no indices, IW % VEC == 0 (the launcher checks).
+ * Per input row of the strip: one aligned VEC-byte load and the 0-2 halo bytes the window
+ * needs; each row is reduced horizontally, then the rows vertically. Max: QNONE for taps
+ * outside the input (never taken); avg: the raw sum of the taps inside the input, then
+ * (sum - ZP * taps) with the divisor rule and round-half-even, as the other paths.
+ * ---------------------------------------------------------------------------------- */
+#if VEC == 1 || !defined(STRIP_K) || !defined(POOL_PL) || !defined(STRIP_ROWS)
+#error "qpool2d.cl: LOCAL_TILE=3 is built with VEC 4 or 8, STRIP_K, POOL_PL and STRIP_ROWS"
+#endif
+#define SK STRIP_K
+#define STRIP_IN (2 * STRIP_ROWS + SK - 2)
+#define HALO_L (POOL_PL > 0)
+#define HALO_R (SK - 2 - POOL_PL > 0)
+#if VEC == 4
+#define HV 2
+typedef int2 intH;
+#define HLANES ((int2)(0, 1))
+#define PREV_ODD(v, l) ((int2)((l), (v).s1))
+#define NEXT_EVEN(v, r) ((int2)((v).s2, (r)))
+#else
+#define HV 4
+typedef int4 intH;
+#define HLANES ((int4)(0, 1, 2, 3))
+#define PREV_ODD(v, l) ((int4)((l), (v).s135))
+#define NEXT_EVEN(v, r) ((int4)((v).s246, (r)))
+#endif
+#if SK == 3 && POOL_PL == 1
+#define STRIP_TAPS(v, l, r, T0, T1, T2) T0 = PREV_ODD(v, l); T1 = (v).even; T2 = (v).odd;
+#elif SK == 3
+#define STRIP_TAPS(v, l, r, T0, T1, T2) T0 = (v).even; T1 = (v).odd; T2 = NEXT_EVEN(v, r);
+#elif POOL_PL == 1
+#define STRIP_TAPS(v, l, r, T0, T1, T2) T0 = PREV_ODD(v, l); T1 = (v).even;
+#else
+#define STRIP_TAPS(v, l, r, T0, T1, T2) T0 = (v).even; T1 = (v).odd;
+#endif
+#define MASK01H(m) select((intH)0, (intH)1, (m))
+
+/* div_round_even on HV lanes (the same steps as above) */
+inline intH div_round_even_h(intH s, intH d)
+{
+    intH q = HAL_CAT(HAL_CAT(convert_int, HV), _sat_rte)(HAL_CAT(convert_float, HV)(s) / HAL_CAT(convert_float, HV)(d));
+    intH r2 = 2 * (s - q * d);
+    q += MASK01H(r2 > d) - MASK01H(r2 < -d);
+    r2 = 2 * (s - q * d);
+    const intH tie_odd = ((r2 == d) | (r2 == -d)) & ((q & 1) != 0);
+    return q + select((intH)0, select((intH)(-1), (intH)1, r2 > 0), tie_odd);
+}
+
+#define QSTRIP_PROLOGUE                                                                    \
+    const int JV = CEIL_DIV(2 * OW, VEC);                                                  \
+    const int S = CEIL_DIV(OH, STRIP_ROWS);                                                \
+    const int gid = get_global_id(0);                                                      \
+    if (gid >= N * C * S * JV) return;                                                     \
+    const int j = gid % JV;                                                                \
+    const int t = gid / JV;                                                                \
+    const int oh0 = (t % S) * STRIP_ROWS;                                                  \
+    const int nc = t / S;                                                                  \
+    const int c0 = j * VEC;                                                                \
+    const int ow0 = j * HV;                                                                \
+    const int h0 = oh0 * 2 - PT;                                                           \
+    const int vin = c0 < IW;                                                               \
+    const int lin = HALO_L && c0 > 0;                                                      \
+    const int rin = HALO_R && c0 + VEC < IW;                                               \
+    __global const qtype_t* xp = x + nc * IH * IW;                                         \
+    const int obase = nc * OH * OW + ow0;                                                  \
+    const int nv = OW - ow0;
+
+/* hrow[i]: the reduced taps of input row h0 + i per lane (NEUTRAL outside the input) */
+#define QSTRIP_ROWS_LOAD(NEUTRAL, REDUCE)                                                  \
+    intH hrow[STRIP_IN];                                                                   \
+    _Pragma("unroll") for (int i = 0; i < STRIP_IN; ++i) {                                 \
+        const int ih = h0 + i;                                                             \
+        intH acc = (intH)(NEUTRAL);                                                        \
+        if (ih >= 0 && ih < IH) {                                                          \
+            __global const qtype_t* row = xp + ih * IW;                                    \
+            /* one aligned VEC-byte load: IW % VEC == 0 and c0 % VEC == 0 */                \
+            const intV v = vin ? CONVERT_INTV(*(__global const QTYPE_(VEC)*)(row + c0))    \
+                               : (intV)(NEUTRAL);                                          \
+            const int l = lin ? LDQ(row, c0 - 1) : (NEUTRAL);                              \
+            const int r = rin ? LDQ(row, c0 + VEC) : (NEUTRAL);                            \
+            intH T0, T1, T2;                                                               \
+            STRIP_TAPS(v, l, r, T0, T1, T2)                                                \
+            acc = REDUCE;                                                                  \
+        }                                                                                  \
+        hrow[i] = acc;                                                                     \
+    }
+
+inline void qstrip_store(__global qtype_t* y, int o, int nv, intH v)
+{
+    if (nv >= HV) {
+        HAL_CAT(vstore, HV)(HAL_CAT(HAL_CAT(convert_, QTYPE_(HV)), _sat)(v), 0, y + o);
+    } else {
+        int t[HV];
+        HAL_CAT(vstore, HV)(v, 0, t);
+        for (int h = 0; h < nv; ++h) STQ(t[h], y, o + h);
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void pool2d_max(__global const qtype_t* restrict x, __global qtype_t* restrict y, __global long* restrict indices,
+                int N, int C, int IH, int IW, int OH, int OW, int KH, int KW, int SH, int SW,
+                int PT, int PB, int PL, int PR, int DH, int DW, int DIVISOR, int COUNT_INCLUDE_PAD, int ZP)
+{
+    QSTRIP_PROLOGUE
+#if SK == 3
+    QSTRIP_ROWS_LOAD(QNONE, max(max(T0, T1), T2))
+#else
+    QSTRIP_ROWS_LOAD(QNONE, max(T0, T1))
+#endif
+#pragma unroll
+    for (int r = 0; r < STRIP_ROWS; ++r) {
+        if (oh0 + r >= OH) break;
+        intH m = hrow[2 * r];
+        for (int kh = 1; kh < SK; ++kh) m = max(m, hrow[2 * r + kh]);
+        qstrip_store(y, obase + (oh0 + r) * OW, nv, m);
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void pool2d_avg(__global const qtype_t* restrict x, __global qtype_t* restrict y, __global long* restrict indices,
+                int N, int C, int IH, int IW, int OH, int OW, int KH, int KW, int SH, int SW,
+                int PT, int PB, int PL, int PR, int DH, int DW, int DIVISOR, int COUNT_INCLUDE_PAD, int ZP)
+{
+    QSTRIP_PROLOGUE
+#if SK == 3
+    QSTRIP_ROWS_LOAD(0, T0 + T1 + T2)
+#else
+    QSTRIP_ROWS_LOAD(0, T0 + T1)
+#endif
+    intH cols_in = (intH)0, cols_pad = (intH)0;
+    for (int kw = 0; kw < SK; ++kw) {
+        const intH iw = c0 + 2 * HLANES - POOL_PL + kw;
+        cols_in += MASK01H((iw >= 0) & (iw < IW));
+        cols_pad += MASK01H((iw >= -POOL_PL) & (iw < IW + PR));
+    }
+#pragma unroll
+    for (int r = 0; r < STRIP_ROWS; ++r) {
+        if (oh0 + r >= OH) break;
+        intH sum = hrow[2 * r];
+        int rows_in = 0, rows_pad = 0;
+        for (int kh = 0; kh < SK; ++kh) {
+            const int ih = h0 + 2 * r + kh;
+            if (kh) sum += hrow[2 * r + kh];
+            rows_in += (ih >= 0 && ih < IH);
+            rows_pad += (ih >= -PT && ih < IH + PB);
+        }
+        const intH taps = rows_in * cols_in;
+        const intH count = DIVISOR > 0 ? (intH)DIVISOR : (COUNT_INCLUDE_PAD ? rows_pad * cols_pad : taps);
+        qstrip_store(y, obase + (oh0 + r) * OW, nv, div_round_even_h(sum - ZP * taps, max(count, (intH)1)) + ZP);
+    }
+}
+
 #elif !LAYOUT_NHWC && LOCAL_TILE
 /* ------------------------------------------------------------------------------------
  * NCHW, local-memory tile: one output per work-item (the backend builds VEC=1)

@@ -154,13 +154,13 @@ def test_opencl_pool_paths_write_only_their_outputs(device, path, window):
 
 @contextlib.contextmanager
 def built_paths(device: hal.Device) -> Iterator[list[int]]:
-    """The LOCAL_TILE of every pool2d.cl kernel the OpenCL launcher asks for, in order."""
+    """The LOCAL_TILE of every pool2d.cl / qpool2d.cl kernel the OpenCL launcher asks for, in order."""
     backend = device.backend
     original = backend._kernel
     paths: list[int] = []
 
     def spy(file: str, name: str, defines: Mapping[str, int], local: int) -> object:
-        if file == "pool2d.cl":
+        if file in ("pool2d.cl", "qpool2d.cl"):
             paths.append(defines["LOCAL_TILE"])
         return original(file, name, defines, local)
 
@@ -308,3 +308,44 @@ def test_opencl_half_raw(device, path, layout):
                 ref = np.where(ref < 0, 0.0, ref)
             r = compare(f"{kind}_pool2d", "float16", out.numpy(), ref)
             assert r.ok, (shape, cfg, kind, r.detail)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8"])
+@pytest.mark.parametrize("path", [{"LOCAL_TILE": 3, "VEC": 4, "STRIP_ROWS": 2},
+                                  {"LOCAL_TILE": 3, "VEC": 8, "STRIP_ROWS": 4}],
+                         ids=lambda p: f"vec{p['VEC']}-rows{p['STRIP_ROWS']}")
+def test_opencl_quantized_strip_path(device, dtype, path):
+    """int8/uint8 row strips (qpool2d.cl, LOCAL_TILE=3), checked to be the path that ran,
+    exactly against the quantized oracle: both windows, both left pads, ceil_mode, every
+    divisor rule, zero points across the range (saturation), widths that are multiples of
+    VEC with odd heights and output widths."""
+    _opencl(device)
+    from dataclasses import replace
+
+    from hal.spec import TensorGeometry, pool2d_spec
+
+    rng = np.random.default_rng(7 + path["VEC"])
+    info = np.iinfo(dtype)
+    shapes = [(2, 3, 13, 16), (1, 5, 9, 24), (1, 2, 20, 40), (2, 1, 7, 8)]
+    for shape in shapes:
+        q = rng.integers(info.min, info.max + 1, shape).astype(dtype)
+        zp = int(rng.integers(info.min, info.max + 1))
+        for k, pad, ceil in ((3, 1, False), (3, 1, True), (3, 0, True), (2, 0, False), (2, 1, True), (2, 0, True)):
+            for kind, include_pad, divisor in (("max", True, None), ("avg", True, None), ("avg", False, None),
+                                               ("avg", True, 3)):
+                geom = TensorGeometry(*shape, "NCHW", np.dtype(dtype))
+                try:
+                    spec = pool2d_spec(kind, geom, k, 2, pad, 1, ceil, include_pad, divisor, False)
+                except HalValueError:
+                    continue
+                spec = replace(spec, zero_point=zp) if kind == "avg" else spec
+                want, _ = reference.quantized_pool2d_from_spec(spec, q)
+                qt = hal.asarray(q, device=device, scale=0.5, zero_point=zp)
+                with forced(device, "pool2d", path), poison_outputs(), built_paths(device) as paths:
+                    if kind == "max":
+                        y = hal.max_pool2d(qt, k, 2, pad, ceil_mode=ceil)
+                    else:
+                        y = hal.avg_pool2d(qt, k, 2, pad, ceil_mode=ceil, count_include_pad=include_pad,
+                                           divisor_override=divisor)
+                assert paths == [3], (shape, k, pad, ceil, kind, paths)
+                np.testing.assert_array_equal(y.numpy(), want, err_msg=str((shape, k, pad, ceil, kind, divisor, zp)))
