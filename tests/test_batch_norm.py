@@ -6,7 +6,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 from test_forced_params import forced
 
@@ -43,6 +43,25 @@ def test_batch_norm(device, shape, dtype, layout, seed, training, affine, moment
     for got, want in ((rm, ref_rm), (rv, ref_rv)):
         r = compare("batch_norm", "float32", got, want)
         assert r.ok, r.detail
+
+
+@SETTINGS
+@given(shape=shapes(max_hw=12, max_c=9), layout=layouts, seed=seeds)
+def test_batch_norm_large_mean_small_planes(device, shape, layout, seed):
+    """Mean 1e4, std 1, at shapes like conformance's (a few hundred values per channel, as
+    many threads as values): statistics merged in float32 without centring keep only about
+    1e-3 of the mean, which CUDA's did until session 5 (conformance caught it on the H200)."""
+    assume(shape[0] * shape[2] * shape[3] > 1)  # training needs two values per channel
+    x = random_input(seed, shape, "float32", mean=1e4)
+    c = shape[1]
+    rm, rv = np.zeros(c, np.float32), np.ones(c, np.float32)
+    ref_rm, ref_rv = rm.astype(np.float64), rv.astype(np.float64)
+    ref = reference.batch_norm(x.astype(np.float64), ref_rm, ref_rv, training=True)
+    with poison_outputs():
+        y = hal.batch_norm(hal.asarray(x, device=device, layout=layout), rm, rv, training=True)
+    r = compare("batch_norm", "float32", y.numpy(), ref, bn_scale(x, None, 1e-5, True))
+    assert r.ok, r.detail
+    assert compare("batch_norm", "float32", rm, ref_rm).ok
 
 
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
