@@ -53,3 +53,18 @@ def random_input(seed: int, shape: tuple[int, ...], dtype: str, nan_fraction: fl
     if nan_fraction:
         x[rng.random(shape) < nan_fraction] = np.nan
     return x.astype(dtype)
+
+
+def pool_oracle(kind: str, x: np.ndarray, **cfg: Any) -> Any:
+    """The float64 oracle of ``kind`` ("max" or "avg") pooling of ``x``; a drawn
+    configuration the spec rejects (a window wholly in the padding) is discarded."""
+    from hypothesis import assume
+
+    from hal import reference
+    from hal.errors import HalValueError
+
+    fn = reference.max_pool2d if kind == "max" else reference.avg_pool2d
+    try:
+        return fn(x.astype(np.float64), **cfg)
+    except HalValueError:
+        assume(False)
