@@ -112,6 +112,96 @@ def measure(device: str, calls: int) -> list[dict[str, Any]]:
     return rows
 
 
+def micro(device: str, calls: int) -> list[tuple[str, float]]:
+    """Per-call host time (µs) of the pieces of one op call, each timed alone (CUDA only).
+
+    The pieces: a PyCUDA context push/pop pair, a ctypes ``cuCtxGetCurrent``, a pool
+    allocation and its free (context pushed), ``hal.tensor.empty`` (allocation and the
+    free of the previous one), the cached spec constructor, the tuner lookup, the
+    launcher's plan lookup and argument packing, and the bare launch (context pushed).
+    """
+    import ctypes
+
+    from hal.tensor import empty
+
+    dev = hal.device(device)
+    backend = dev.backend
+    if backend.name != "cuda":
+        return []
+    drv = backend._drv
+    ctx = backend._ctx
+    x = hal.asarray(np.random.default_rng(2).standard_normal((8, 16, 16, 16)).astype(np.float32), device=dev)
+    spec = pool2d_spec("max", x.geometry(), 3, 2, 1, 1, False, True, None, False)
+    params = dev.tuner.resolve_spec(spec).params
+    y = hal.max_pool2d(x, 3, 2, 1)
+    nothing = lambda: None  # noqa: E731
+    rows: list[tuple[str, float]] = []
+
+    def push_pop() -> None:
+        ctx.push()
+        drv.Context.pop()
+
+    lib = ctypes.CDLL("libcuda.so.1")
+
+    def get_current() -> None:
+        cur = ctypes.c_void_p()
+        lib.cuCtxGetCurrent(ctypes.byref(cur))
+
+    def alloc_free() -> None:
+        ctx.push()
+        block = backend._pool.allocate(4096)
+        block.free()
+        drv.Context.pop()
+
+    holder: list[Any] = [None]
+
+    def hal_empty() -> None:
+        holder[0] = empty((8, 16, 8, 8), np.float32, dev)
+
+    geometry = x.geometry()
+    key = ("pool2d", spec, backend._pkey(params), False, True, False)
+    plan = backend._plans.get(key)
+    rows.append(("python call (baseline)", per_call_us(nothing, nothing, calls)))
+    rows.append(("ctx push+pop", per_call_us(push_pop, nothing, calls)))
+    rows.append(("ctypes cuCtxGetCurrent", per_call_us(get_current, nothing, calls)))
+    rows.append(("pool alloc+free (pushed)", per_call_us(alloc_free, nothing, calls)))
+    rows.append(("hal empty (alloc + free prev)", per_call_us(hal_empty, nothing, calls)))
+    rows.append(("pool2d_spec (memoised)", per_call_us(
+        lambda: pool2d_spec("max", geometry, 3, 2, 1, 1, False, True, None, False), nothing, calls)))
+    rows.append(("tuner.resolve_spec", per_call_us(lambda: dev.tuner.resolve_spec(spec), nothing, calls)))
+    rows.append(("x.geometry()", per_call_us(x.geometry, nothing, calls)))
+    if plan is not None:
+        fns = tuple(backend._function(launch) for launch in plan)
+        buffers = {"x": x.buffer, "y": y.buffer, "i": None}
+
+        def pack_only() -> None:
+            for launch, fn in zip(plan, fns, strict=True):
+                args = [int(buffers[a]) if isinstance(a, str) and buffers[a] is not None else
+                        (0 if isinstance(a, str) else a) for a in launch.args]
+                _ = backend_pack(fn.arg_format, *args)
+
+        from backends import cuda as cuda_mod
+
+        backend_pack = cuda_mod._pack_fn
+
+        def launch_pushed() -> None:
+            ctx.push()
+            for launch, fn in zip(plan, fns, strict=True):
+                args = [int(buffers[a]) if isinstance(a, str) and buffers[a] is not None else
+                        (0 if isinstance(a, str) else a) for a in launch.args]
+                fn._launch_kernel(launch.grid, launch.block, backend_pack(fn.arg_format, *args), launch.shared,
+                                  backend._stream)
+            drv.Context.pop()
+
+        nargs = sum(len(la.args) for la in plan)
+        rows.append((f"arg list + pack ({nargs} args)", per_call_us(pack_only, nothing, calls)))
+        rows.append(("launch incl. pack (pushed)", per_call_us(launch_pushed, backend.synchronize, calls)))
+    rows.append(("backend.pool2d (launcher)", per_call_us(
+        lambda: backend.pool2d(spec, x.buffer, y.buffer, None, params), backend.synchronize, calls)))
+    rows.append(("hal.max_pool2d (op)", per_call_us(lambda: hal.max_pool2d(x, 3, 2, 1), backend.synchronize, calls)))
+    return rows
+
+
 def _profile(device: str | None, calls: int) -> None:
     import cProfile
     import pstats
@@ -137,10 +227,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calls", type=int, default=2000, help="back-to-back calls per round")
     ap.add_argument("--json", default=None, help="write the rows here")
     ap.add_argument("--profile", action="store_true", help="also print cProfile's top entries for the op call")
+    ap.add_argument("--micro", action="store_true", help="also time the pieces of one call alone (CUDA)")
     args = ap.parse_args(argv)
     rows = measure(args.device, args.calls)
     if args.profile:
         _profile(args.device, args.calls)
+    if args.micro:
+        for name, us in micro(args.device, args.calls):
+            print(f"micro {name:<36} {us:8.2f} µs")
     print(f"{'device':<12} {'case':<18} {'op µs':>8} {'launcher µs':>12} {'replay µs':>10} {'torch µs':>9}")
     for r in rows:
         launcher = f"{r['launcher_us']:.2f}" if "launcher_us" in r else "-"
