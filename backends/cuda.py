@@ -328,6 +328,9 @@ _SCHEMAS: dict[str, KernelSchema] = {
             Param("DW_COLS", (0, 2, 4, 8), 0,
                   "NHWC depthwise 3x3 stride 1, C % 4 == 0: output pixels per thread of the register kernel "
                   "that walks a row with its 3x3 window in registers; 0 = the shared-memory tiles"),
+            Param("DW_CROWS", (0, 4, 8), 0,
+                  "with DW_COLS 2 or 4: output rows per thread, the walk going down a block of rows and loading "
+                  "each input row once; 0 = one row"),
         ),
         (_fits_threads("CONV_THREADS"), _fits_smem("DW_SMEM_KB"), _fits_occupancy("CONV_OCC")),
     ),
@@ -1141,12 +1144,16 @@ class CudaBackend(Backend):
             kernel = f"conv2d_dw_rows{rows}_k3s1"
             items = n * c * b * a
         else:
-            cols = int(p["DW_COLS"])
+            cols, crows = int(p["DW_COLS"]), int(p.get("DW_CROWS", 0))
             if cols == 0 or c % 4:
                 return None
-            a, b, cc = c // 4, _cdiv(ow, cols), oh
-            kernel = f"conv2d_dw_cols{cols}_k3s1"
-            items = n * oh * b * a
+            if crows and cols in (2, 4):  # 2-D register blocks
+                a, b, cc = c // 4, _cdiv(ow, cols), _cdiv(oh, crows)
+                kernel = f"conv2d_dw_cols{cols}r{crows}_k3s1"
+            else:
+                a, b, cc = c // 4, _cdiv(ow, cols), oh
+                kernel = f"conv2d_dw_cols{cols}_k3s1"
+            items = n * cc * b * a
         if items >= 2**31 or n * c * ih * iw >= 2**62:
             return None
         blob = struct.pack("<7iI9I", c, ih, iw, oh, ow, pt, pl, items, *fastdiv(a), *fastdiv(b), *fastdiv(cc))

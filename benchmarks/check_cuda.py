@@ -407,7 +407,8 @@ def conv_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
             check_conv(dev, rng, "dw half8", (2, 40, 13, 15), 40, 3, padding=1, groups=40,
                        params={"DW_HALF4": 0}, **c)
             # the register kernels (session 5): NCHW row strips (width a multiple of 16 bytes), NHWC walks
-            for reg in ({"DW_ROWS": 2}, {"DW_ROWS": 4}, {"DW_COLS": 2}, {"DW_COLS": 4}, {"DW_COLS": 8}):
+            for reg in ({"DW_ROWS": 2}, {"DW_ROWS": 4}, {"DW_COLS": 2}, {"DW_COLS": 4}, {"DW_COLS": 8},
+                        *({"DW_COLS": m, "DW_CROWS": r} for m in (2, 4) for r in (4, 8))):
                 check_conv(dev, rng, f"dw regs {reg}", (2, 24, 19, 32), 24, 3, padding=1, groups=24, params=reg, **c)
                 check_conv(dev, rng, f"dw regs {reg} asym", (3, 20, 13, 16), 20, 3, padding=(1, 0, 0, 1),
                            groups=20, bias=False, params=reg, **c)
@@ -711,7 +712,8 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
             check_conv(dev, rng, "one 3x3 simt", (1, 16, 9, 35), 70, 3, padding=1, params={"CONV_TC": 0}, **c)
             check_conv(dev, rng, "one dw k3s1", (2, 16, 10, 11), 16, 3, padding=1, groups=16, **c)
             check_conv(dev, rng, "one dw k3s1 C24", (1, 24, 7, 9), 24, 3, padding=1, groups=24, **c)
-            for reg in ({"DW_ROWS": 2}, {"DW_ROWS": 4}, {"DW_COLS": 2}, {"DW_COLS": 4}, {"DW_COLS": 8}):
+            for reg in ({"DW_ROWS": 2}, {"DW_ROWS": 4}, {"DW_COLS": 2}, {"DW_COLS": 4}, {"DW_COLS": 8},
+                        *({"DW_COLS": m, "DW_CROWS": r} for m in (2, 4) for r in (4, 8))):
                 check_conv(dev, rng, f"one dw {reg}", (2, 16, 11, 16), 16, 3, padding=1, groups=16, params=reg, **c)
                 check_conv(dev, rng, f"one dw {reg} asym", (1, 8, 7, 24), 8, 3, padding=(0, 1, 1, 0), groups=8,
                            bias=False, params=reg, **c)

@@ -369,7 +369,10 @@ def build_cases(quick: bool) -> list[Case]:
             dwc += ([{"DW_ROWS": 2}, {"DW_ROWS": 4}, {"DW_ROWS": 2, "CONV_THREADS": 128},
                      {"DW_ROWS": 4, "CONV_THREADS": 128}] if layout == "NCHW" else
                     [{"DW_COLS": 4}, {"DW_COLS": 8}, {"DW_COLS": 4, "CONV_THREADS": 128},
-                     {"DW_COLS": 8, "CONV_THREADS": 128}, {"DW_COLS": 2}, {"DW_COLS": 2, "CONV_THREADS": 128}])
+                     {"DW_COLS": 8, "CONV_THREADS": 128}, {"DW_COLS": 2}, {"DW_COLS": 2, "CONV_THREADS": 128}]
+                    # 2-D register blocks (session 6)
+                    + [{"DW_COLS": m, "DW_CROWS": r, "CONV_THREADS": t}
+                       for m in (2, 4) for r in (4, 8) for t in (128, 256)])
             cases.append(Case(f"dwconv3x3 256x64x32x32 {layout.lower()}", "conv2d", dtype, layout, 2 * x * es,
                               2 * 256 * 64 * 9 * 32 * 32, {"shape": (256, 64, 32, 32), "cout": 64, "groups": 64},
                               dwc))

@@ -180,9 +180,7 @@ def micro(device: str, calls: int) -> list[tuple[str, float]]:
                         (0 if isinstance(a, str) else a) for a in launch.args]
                 _ = backend_pack(fn.arg_format, *args)
 
-        from backends import cuda as cuda_mod
-
-        backend_pack = cuda_mod._pack_fn
+        backend_pack = sys.modules[type(backend).__module__]._pack_fn
 
         def launch_pushed() -> None:
             ctx.push()

@@ -105,13 +105,15 @@ def test_cuda_pool_rows_indices_fall_back(device):
     np.testing.assert_array_equal(idx.numpy(), ref_idx)
 
 
-@pytest.mark.parametrize("path", [("NCHW", "DW_ROWS", 2), ("NCHW", "DW_ROWS", 4), ("NHWC", "DW_COLS", 2),
-                                  ("NHWC", "DW_COLS", 4), ("NHWC", "DW_COLS", 8)], ids=lambda p: f"{p[1]}{p[2]}")
+@pytest.mark.parametrize("path", [("NCHW", {"DW_ROWS": 2}), ("NCHW", {"DW_ROWS": 4}), ("NHWC", {"DW_COLS": 2}),
+                                  ("NHWC", {"DW_COLS": 4}), ("NHWC", {"DW_COLS": 8}),
+                                  ("NHWC", {"DW_COLS": 2, "DW_CROWS": 4}), ("NHWC", {"DW_COLS": 4, "DW_CROWS": 8})],
+                         ids=lambda p: "-".join(f"{k}{v}" for k, v in p[1].items()))
 @SETTINGS
 @given(dtype=dtypes, seed=seeds, data=st.data())
 def test_cuda_depthwise_registers(device, path, dtype, seed, data):
     _cuda(device)
-    layout, name, value = path
+    layout, params = path
     vec = 4 if dtype == "float32" else 8
     n, h = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 37))
     if layout == "NCHW":
@@ -134,9 +136,33 @@ def test_cuda_depthwise_registers(device, path, dtype, seed, data):
         assume(False)
     if relu:
         ref = np.where(ref < 0, 0.0, ref)
-    with forced(device, "conv2d", {name: value}), poison_outputs():
+    with forced(device, "conv2d", params), poison_outputs():
         y = hal.conv2d(hal.asarray(x, device=device, layout=layout), hal.asarray(wt, device=device), b, **kw,
                        relu=relu)
     assert y.layout == layout and y.shape == ref.shape
     r = compare("conv2d", dtype, y.numpy(), ref, conv_scale(x64, w64, b64, **kw))
     assert r.ok, r.detail
+
+
+@pytest.mark.parametrize("cols,crows", [(2, 4), (2, 8), (4, 4), (4, 8), (8, 4)])
+def test_cuda_depthwise_block_plan(cols, crows):
+    """Without a GPU: the planner picks the 2-D register block kernel for DW_COLS 2/4 with
+    DW_CROWS (one-row walk for DW_COLS 8), the kernel exists in conv2d.cu, and the grid
+    covers every (image, row strip, column strip, channel group)."""
+    from hal.backends.cuda import CudaBackend
+    from hal.resources import kernel_source
+    from hal.spec import TensorGeometry, conv2d_spec
+
+    planner = CudaBackend.__new__(CudaBackend)  # planning needs no context
+    planner.force_generic, planner._cc, planner._arch, planner._sms = False, (9, 0), "sm_90", 132
+    planner._smem_default = 48 * 1024
+    n, c, h, w = 3, 24, 19, 30
+    spec = conv2d_spec(TensorGeometry(n, c, h, w, "NHWC", np.dtype(np.float32)), (c, 1, 3, 3), False, None,
+                       1, 1, 1, c)
+    (launch,) = planner._plan_conv2d(spec, {"DW_COLS": cols, "DW_CROWS": crows, "CONV_THREADS": 128}, True)
+    blocked = cols in (2, 4)
+    assert launch.kernel == (f"conv2d_dw_cols{cols}r{crows}_k3s1" if blocked else f"conv2d_dw_cols{cols}_k3s1")
+    assert f"({launch.kernel}," in kernel_source("kernels_cu", "conv2d.cu")
+    rows = -(-h // crows) if blocked else h
+    items = n * rows * -(-w // cols) * (c // 4)
+    assert launch.grid[0] * launch.block[0] >= items > (launch.grid[0] - 1) * launch.block[0]
