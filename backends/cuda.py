@@ -331,6 +331,8 @@ _SCHEMAS: dict[str, KernelSchema] = {
             Param("DW_CROWS", (0, 4, 8), 0,
                   "with DW_COLS 2 or 4: output rows per thread, the walk going down a block of rows and loading "
                   "each input row once; 0 = one row"),
+            Param("DW_PREFETCH", (0, 1), 1,
+                  "with DW_CROWS: the next input row's loads issued before the current row's FMAs (-D)"),
         ),
         (_fits_threads("CONV_THREADS"), _fits_smem("DW_SMEM_KB"), _fits_occupancy("CONV_OCC")),
     ),
@@ -365,7 +367,7 @@ _SCHEMAS: dict[str, KernelSchema] = {
 _COMPILE_PARAMS = {
     "pool2d": ("POOL_THREADS", "POOL_OCC", "POOL_SPLIT", "POOL_H2", "POOL_H2AVG"),
     "adaptive_pool2d": ("ADAPT_THREADS", "ADAPT_GSTAGES", "ADAPT_VSPLIT_U"),
-    "conv2d": ("CONV_THREADS", "CONV_SIMT_CI", "CONV_OCC", "DW_HALF4", "DW_H2"),
+    "conv2d": ("CONV_THREADS", "CONV_SIMT_CI", "CONV_OCC", "DW_HALF4", "DW_H2", "DW_PREFETCH"),
     "batch_norm": ("BN_THREADS", "BN_UNROLL", "BN_L2_HINT", "BN_INFER_OCC"),
     "eltwise": ("ELT_THREADS",),
     "qconv2d": (),

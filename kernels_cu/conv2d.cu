@@ -2,7 +2,7 @@
 //
 // Macros: DTYPE_HALF, LAYOUT_NHWC, CONV_THREADS [256] (threads per block of conv2d and
 // the depthwise tiles), CONV_OCC [0] (their occupancy target), CONV_SIMT_CI [8] (input channels per pipeline stage of the
-// float 3x3 kernel).
+// float 3x3 kernel), DW_PREFETCH [1] (NHWC depthwise register blocks: next row's loads first).
 //
 // Entry points:
 //   conv2d (contract signature)            one thread per output, any spec
@@ -31,6 +31,11 @@
 // and depthwise kernels must allow (0: the compiler's choice)
 #ifndef CONV_OCC
 #define CONV_OCC 0
+#endif
+// DW_PREFETCH [1]: the NHWC depthwise register blocks issue the next input row's loads
+// before the current row's FMAs (more registers, more loads in flight)
+#ifndef DW_PREFETCH
+#define DW_PREFETCH 1
 #endif
 #define CONV_MINB (CONV_OCC / CONV_THREADS > 0 ? CONV_OCC / CONV_THREADS : 1)
 
@@ -774,12 +779,49 @@ DW_COLS_KERNEL(conv2d_dw_cols8_k3s1, 8)
 
 // NHWC, 2-D register blocks: a thread owns 4 channels of an R x M block of outputs (R
 // output rows, M columns) and walks its rows top to bottom, loading each input row of the
-// block once (M + 2 vectors) and keeping the last three rows in registers: (R + 2) x
+// block once (M + 2 vectors, the next row's loads issued before the current row's FMAs)
+// and keeping the last three rows in registers: (R + 2) x
 // (M + 2) loads for R x M outputs (the one-row walk above: 3 x (M + 2) for M), so L2 and
 // L1 serve about 1.9x the input at R = 8, M = 4 instead of 4.5x. Threads are numbered
 // channel group fastest, then column strip, then row strip, then image. Same taps, same
 // FMA order and the same padding rule as the one-row walk (zero columns enter the FMAs,
 // rows outside the input are skipped).
+#if DTYPE_HALF
+typedef uint2 dw_raw_t;  // 4 halves
+#else
+typedef float4 dw_raw_t;
+#endif
+// one input row of a block: M + 2 vectors of 4 channels, zeros outside the input
+template <int M>
+__device__ __forceinline__ void dw_load_row(const act_t* __restrict__ xn, int ih, int iw0, int IW, int C, bool row_in,
+                                            const bool (&cin)[M + 2], dw_raw_t (&out)[M + 2]) {
+#pragma unroll
+    for (int col = 0; col < M + 2; ++col) {
+#if DTYPE_HALF
+        out[col] = make_uint2(0u, 0u);
+#else
+        out[col] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#endif
+        if (row_in && cin[col])
+            out[col] = __ldg(reinterpret_cast<const dw_raw_t*>(xn + ((size_t)ih * IW + (iw0 + col)) * C));
+    }
+}
+__device__ __forceinline__ void dw_unpack(const dw_raw_t& v, float (&f)[4]) {
+#if DTYPE_HALF
+    const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&v.x));
+    const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&v.y));
+    f[0] = a.x;
+    f[1] = a.y;
+    f[2] = b.x;
+    f[3] = b.y;
+#else
+    f[0] = v.x;
+    f[1] = v.y;
+    f[2] = v.z;
+    f[3] = v.w;
+#endif
+}
+
 template <int M, int R>
 __device__ __forceinline__ void dw_block(const act_t* __restrict__ x, const act_t* __restrict__ w,
                                          const float* __restrict__ bias, act_t* __restrict__ y,
@@ -808,19 +850,26 @@ __device__ __forceinline__ void dw_block(const act_t* __restrict__ x, const act_
     bool rin[R + 2];
 #pragma unroll
     for (int r = 0; r < R + 2; ++r) rin[r] = (unsigned)(ih0 + r) < (unsigned)IH;
+    // the next input row's loads are issued before the current row is converted and used,
+    // so a row of loads is in flight while the FMAs run (raw vectors: float4 or 4 halves)
+    // (DW_PREFETCH 0: each row loaded where it is used, fewer registers)
+    dw_raw_t nxt[M + 2];
+#if DW_PREFETCH
+    dw_load_row<M>(xn, ih0, iw0, IW, C, rin[0], cin, nxt);
+#endif
     float win[3][M + 2][4];  // input rows r - 2, r - 1, r at slots (r - 2) % 3 ...
 #pragma unroll
     for (int r = 0; r < R + 2; ++r) {
-        float (*row)[4] = win[r % 3];
+        dw_raw_t cur[M + 2];
+#if DW_PREFETCH
 #pragma unroll
-        for (int col = 0; col < M + 2; ++col) {
-            if (rin[r] && cin[col]) {
-                dw_ld4(xn + ((size_t)(ih0 + r) * IW + (iw0 + col)) * C, row[col]);
-            } else {
+        for (int col = 0; col < M + 2; ++col) cur[col] = nxt[col];
+        if (r + 1 < R + 2) dw_load_row<M>(xn, ih0 + r + 1, iw0, IW, C, rin[r + 1], cin, nxt);
+#else
+        dw_load_row<M>(xn, ih0 + r, iw0, IW, C, rin[r], cin, cur);
+#endif
 #pragma unroll
-                for (int i = 0; i < 4; ++i) row[col][i] = 0.0f;
-            }
-        }
+        for (int col = 0; col < M + 2; ++col) dw_unpack(cur[col], win[r % 3][col]);
         if (r < 2) continue;
         const int oh = oh0 + r - 2;  // its window: input rows r - 2 .. r
         if (oh >= OH) break;
