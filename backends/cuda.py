@@ -337,6 +337,9 @@ _SCHEMAS: dict[str, KernelSchema] = {
                   "resident threads per SM for batch_norm_infer_flat's registers, 0 = by BN_UNROLL (-D)"),
             Param("BN_FLAT_REG", (0, 1), 1,
                   "NHWC flat inference: channel constants in registers when C / vector width divides BN_THREADS"),
+            Param("BN_INFER_TILES", (0, 1), 0,
+                  "flat inference: 1 = a block per tile of BN_UNROLL x BN_THREADS vectors (the hardware balances "
+                  "the last wave; each block rebuilds the channel table), 0 = one wave of persistent blocks"),
         ),
         (_fits_threads("BN_THREADS"),),
     ),
@@ -1513,7 +1516,9 @@ class CudaBackend(Backend):
         smem_sm = int(extras.get("shared_memory_per_sm", "0") or 0)
         if smem_sm > 0 and shared:
             per_sm = max(1, min(per_sm, smem_sm // (shared + 1024)))
-        grid = max(1, min(self._sms * per_sm, _cdiv(nvec, threads * unroll)))
+        tiles = _cdiv(nvec, threads * unroll)
+        # the kernels stride by the grid, so a grid of every tile runs each block once
+        grid = tiles if p.get("BN_INFER_TILES", 0) else max(1, min(self._sms * per_sm, tiles))
         blob = struct.pack("<2i3I3If", nvec, c, *fa, *fc, spec.eps)
         kernel = "batch_norm_infer_flat_reg" if reg else "batch_norm_infer_flat"
         return (

@@ -515,8 +515,11 @@ def bn_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
                 check_bn(dev, rng, name + " nan", shape, training=False, nan_frac=0.02, **c)
             for params in ({"BN_FLAT_REG": 0}, {"BN_UNROLL": 8}, {"BN_UNROLL": 2}, {"BN_INFER_OCC": 2048},
                            {"BN_THREADS": 128, "BN_UNROLL": 2, "BN_L2_HINT": 0},
-                           {"BN_THREADS": 512, "BN_UNROLL": 8}):
+                           {"BN_THREADS": 512, "BN_UNROLL": 8}, {"BN_INFER_TILES": 1},
+                           {"BN_INFER_TILES": 1, "BN_THREADS": 128, "BN_UNROLL": 2}):
                 check_bn(dev, rng, f"reg params {params}", (3, 64, 5, 7), training=False, params=params, **c)
+                if "BN_INFER_TILES" in params:  # the shared-memory table kernel too (NCHW, HW % 8 == 0)
+                    check_bn(dev, rng, f"flat params {params}", (3, 24, 4, 10), training=False, params=params, **c)
             check_bn(dev, rng, "misaligned nan", (3, 64, 5, 7), training=False, nan_frac=0.02,
                      offset=2 * np.dtype(dtype).itemsize, **c)
             check_bn(dev, rng, "no running", (4, 24, 8, 8), training=True, running=False, **c)

@@ -384,7 +384,10 @@ def build_cases(quick: bool) -> list[Case]:
                     {"BN_UNROLL": 2, "BN_INFER_OCC": 2048},
                     # NHWC: constants in registers (BN_FLAT_REG, default 1) or the shared-memory table
                     {"BN_FLAT_REG": 0}, {"BN_FLAT_REG": 0, "BN_INFER_OCC": 2048},
-                    {"BN_UNROLL": 2, "BN_INFER_OCC": 1536}, {"BN_UNROLL": 8, "BN_THREADS": 512}]
+                    {"BN_UNROLL": 2, "BN_INFER_OCC": 1536}, {"BN_UNROLL": 8, "BN_THREADS": 512},
+                    # a block per tile instead of one persistent wave (session 6)
+                    *({"BN_INFER_TILES": 1, "BN_THREADS": t, "BN_UNROLL": u} for t in (256, 512) for u in (2, 4, 8)),
+                    {"BN_INFER_TILES": 1, "BN_THREADS": 512, "BN_L2_HINT": 0}]
         for layout in ("NCHW", "NHWC"):
             for mode in ("train", "infer"):
                 cases.append(Case(f"bn {mode} fwd 256x64x32x32 {layout.lower()}", "batch_norm", dtype, layout,

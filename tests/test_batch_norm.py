@@ -204,3 +204,18 @@ def test_batch_norm_vector_paths_no_cancellation(device, layout, vec):
     assert r.ok, r.detail
     r = compare("batch_norm", "float32", rv, ref_rv)
     assert r.ok, r.detail
+
+
+@pytest.mark.parametrize("params", [{"BN_INFER_TILES": 1}, {"BN_INFER_TILES": 1, "BN_THREADS": 128, "BN_UNROLL": 2},
+                                    {"BN_INFER_TILES": 1, "BN_FLAT_REG": 0, "BN_UNROLL": 8}],
+                         ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()))
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_cuda_batch_norm_infer_tiles(device, params, layout, dtype):
+    """CUDA flat inference with a block per tile (BN_INFER_TILES) instead of one persistent
+    wave: every vector written once, at vector counts that are not multiples of a tile."""
+    if device.kind != "cuda":
+        pytest.skip("CUDA batch_norm parameters (BN_INFER_TILES)")
+    with forced(device, "batch_norm", params):
+        for i, shape in enumerate([*VECTOR_PATH_SHAPES, (7, 64, 12, 20)]):
+            _check_bn(device, shape, dtype, layout, training=False, relu=i % 2 == 1, seed=300 + i)
