@@ -4,7 +4,8 @@
 # $OUT/results.tar.gz (the device tool brings back at most 8 files); a summary is printed.
 #   bash benchmarks/h200_session.sh tests conformance overhead tune-cuda-rapid ...
 # Steps: tests, nn, conformance, check, sanitize, overhead, bench-cuda, sweep, tune-cuda-rapid,
-# tune-cuda-normal, tune-ocl-rapid, tune-ocl-normal, tvd-cuda, tvd-ocl, demo, hal-bench, ocl-bench, ocl-tests
+# tune-cuda-normal, tune-ocl-rapid, tune-ocl-normal, tvd-cuda, tvd-ocl, demo, hal-bench, ocl-bench, ocl-tests,
+# ocl-ptx, ncu
 set -u -o pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT="${OUT:-/tmp/hal-out}"; R=/tmp/hal-results; mkdir -p "$OUT" "$R"
@@ -58,6 +59,7 @@ for s in "$@"; do
     ocl-tests) step pytest-ocl ${T_OCLTEST:-150} env HAL_TEST_DEVICES=opencl:nvidia HAL_TEST_EXAMPLES=8 \
         python3 -m pytest -q -p no:cacheprovider ${OCL_TESTS:-tests/test_forced_params.py tests/test_pooling.py}
       grep -E "^FAILED|passed|failed" "$R/pytest-ocl.txt" | tail -12 ;;
+    ocl-ptx) step ocl-ptx 90 python3 benchmarks/opencl_ptx.py --out "$R/ptx"; grep -v Warning "$R/ocl-ptx.txt" | tail -16 ;;
     ncu) # NCU_CASES: "case substring|dtype|JSON params|kernel regex;..." (one kernel launch each)
       step ncu ${T_NCU:-240} bash -c 'IFS=";"; for c in $NCU_CASES; do IFS="|" read -r only dt params kre <<<"$c";
         echo "=== $only $dt $params"; ncu --section SpeedOfLight --section Occupancy --section WarpStateStats \

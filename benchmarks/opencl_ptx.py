@@ -1,0 +1,82 @@
+"""What NVIDIA's OpenCL compiler makes of hal's float16 kernels: the PTX of each program.
+
+NVIDIA's OpenCL returns PTX as a program's binary. For a few float16 cases this builds
+the kernels hal would run (parameters forced), writes each program's PTX to OUT and
+prints, per program, its -D set and the count of the instructions that tell where the
+time goes: ``ld.local`` / ``st.local`` (private arrays the compiler put in memory),
+vector global loads, 16-bit global loads and stores, and half <-> float conversions.
+
+    python3 benchmarks/opencl_ptx.py [--device opencl:nvidia] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import hal
+from hal import spec as S
+from hal.tensor import empty
+
+#: (name, family, layout, parameters) built in float16 on a small shape
+CASES: tuple[tuple[str, str, str, dict[str, int]], ...] = (
+    ("maxpool strips raw", "pool2d", "NCHW", {"WG": 128, "VEC": 8, "LOCAL_TILE": 3, "STRIP_ROWS": 2, "HALF_RAW": 1}),
+    ("maxpool strips vloada", "pool2d", "NCHW", {"WG": 128, "VEC": 8, "LOCAL_TILE": 3, "STRIP_ROWS": 2,
+                                                 "HALF_RAW": 0}),
+    ("maxpool nhwc raw", "pool2d", "NHWC", {"WG": 128, "VEC": 8, "LOCAL_TILE": 0, "HALF_RAW": 1}),
+    ("bn infer", "batch_norm", "NCHW", {}),
+)
+
+PATTERNS = {
+    "ld.local": r"\bld\.local",
+    "st.local": r"\bst\.local",
+    "ld.global.v": r"\bld\.global(\.\w+)*\.v\d",
+    "ld.global 16-bit": r"\bld\.global(\.nc)?\.(u16|b16|f16)\b",
+    "st.global 16-bit": r"\bst\.global\.(u16|b16|f16)\b",
+    "st.global.v": r"\bst\.global(\.\w+)*\.v\d",
+    "cvt f32<-f16": r"\bcvt\.f32\.f16\b",
+    "cvt f16<-f32": r"\bcvt\.rn\.f16\.f32\b",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Build each case, dump the PTX, print the instruction counts."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="opencl:nvidia")
+    ap.add_argument("--out", default=".")
+    args = ap.parse_args(argv)
+    dev = hal.device(args.device)
+    backend: Any = dev.backend
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    half = np.dtype(np.float16)
+    for name, family, layout, params in CASES:
+        before = set(backend._rt.programs)
+        geo = S.TensorGeometry(2, 8, 32, 48, layout, half)  # type: ignore[arg-type]
+        x = hal.asarray(np.random.default_rng(0).standard_normal((2, 8, 32, 48)).astype(half), device=dev,
+                        layout=layout)
+        if family == "pool2d":
+            spec = S.pool2d_spec("max", geo, 3, 2, 1, 1, False, True, None, False)
+            y = empty(spec.out_shape, half, dev, layout)
+            backend.pool2d(spec, x.buffer, y.buffer, None, {**dev.tuner.resolve_spec(spec).params, **params})
+        else:
+            hal.batch_norm(x, np.zeros(8, np.float32), np.ones(8, np.float32))
+        backend.synchronize()
+        for key in sorted(set(backend._rt.programs) - before, key=str):
+            file, defines = key
+            ptx = backend._rt.programs[key].binaries[0].decode("latin1", "replace")
+            tag = re.sub(r"\W+", "_", name)
+            (out / f"{tag}.ptx").write_text(ptx)
+            counts = {k: len(re.findall(p, ptx)) for k, p in PATTERNS.items()}
+            print(f"== {name}: {file} {dict(defines)}")
+            print("   " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
