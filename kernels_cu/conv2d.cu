@@ -806,13 +806,6 @@ __device__ __forceinline__ void dw_load_row(const act_t* __restrict__ xn, int ih
             out[col] = __ldg(reinterpret_cast<const dw_raw_t*>(xn + ((size_t)ih * IW + (iw0 + col)) * C));
     }
 }
-#if DTYPE_HALF
-// channel i (a compile-time constant after unrolling) of 4 packed halves
-__device__ __forceinline__ float dw_half(const dw_raw_t& v, int i) {
-    const unsigned w = i < 2 ? v.x : v.y;
-    return __half2float(__ushort_as_half((unsigned short)((i & 1) ? (w >> 16) : (w & 0xffffu))));
-}
-#endif
 __device__ __forceinline__ void dw_unpack(const dw_raw_t& v, float (&f)[4]) {
 #if DTYPE_HALF
     const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&v.x));
@@ -859,18 +852,12 @@ __device__ __forceinline__ void dw_block(const act_t* __restrict__ x, const act_
     for (int r = 0; r < R + 2; ++r) rin[r] = (unsigned)(ih0 + r) < (unsigned)IH;
     // the next input row's loads are issued before the current row is converted and used,
     // so a row of loads is in flight while the FMAs run (raw vectors: float4 or 4 halves)
-    // (DW_PREFETCH 0: each row loaded where it is used, fewer registers). float16 keeps
-    // the window packed (4 halves in 2 registers) and converts each tap where the FMA uses
-    // it: half the window's registers, so more threads (loads) per multiprocessor.
+    // (DW_PREFETCH 0: each row loaded where it is used, fewer registers)
     dw_raw_t nxt[M + 2];
 #if DW_PREFETCH
     dw_load_row<M>(xn, ih0, iw0, IW, C, rin[0], cin, nxt);
 #endif
-#if DTYPE_HALF
-    dw_raw_t win[3][M + 2];  // input rows r - 2, r - 1, r at slots (r - 2) % 3 ...
-#else
-    float win[3][M + 2][4];
-#endif
+    float win[3][M + 2][4];  // input rows r - 2, r - 1, r at slots (r - 2) % 3 ...
 #pragma unroll
     for (int r = 0; r < R + 2; ++r) {
         dw_raw_t cur[M + 2];
@@ -882,13 +869,7 @@ __device__ __forceinline__ void dw_block(const act_t* __restrict__ x, const act_
         dw_load_row<M>(xn, ih0 + r, iw0, IW, C, rin[r], cin, cur);
 #endif
 #pragma unroll
-        for (int col = 0; col < M + 2; ++col) {
-#if DTYPE_HALF
-            win[r % 3][col] = cur[col];
-#else
-            dw_unpack(cur[col], win[r % 3][col]);
-#endif
-        }
+        for (int col = 0; col < M + 2; ++col) dw_unpack(cur[col], win[r % 3][col]);
         if (r < 2) continue;
         const int oh = oh0 + r - 2;  // its window: input rows r - 2 .. r
         if (oh >= OH) break;
@@ -902,14 +883,7 @@ __device__ __forceinline__ void dw_block(const act_t* __restrict__ x, const act_
                 for (int kh = 0; kh < 3; ++kh) {
                     if (!rin[r - 2 + kh]) continue;  // zero padding rows: skipped taps, as in the tiles
 #pragma unroll
-                    for (int kw = 0; kw < 3; ++kw) {
-#if DTYPE_HALF
-                        const float v = dw_half(win[(r - 2 + kh) % 3][m + kw], i);
-#else
-                        const float v = win[(r - 2 + kh) % 3][m + kw][i];
-#endif
-                        a = fmaf(v, wt[i][kh * 3 + kw], a);
-                    }
+                    for (int kw = 0; kw < 3; ++kw) a = fmaf(win[(r - 2 + kh) % 3][m + kw][i], wt[i][kh * 3 + kw], a);
                 }
                 acc[i] = a;
             }
