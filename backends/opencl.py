@@ -460,6 +460,9 @@ _FIXED_WINDOW = Param("FIXED_WINDOW", (0, 1), 1,
                       "build windows up to 3x3, stride up to 2, with the window as compile-time constants")
 _VEC = Param("VEC", (1, 4, 8), 4, "vector width: along W in NCHW, along C in NHWC")
 _HALF = Param("HALF_ARITH", (0, 1), 0, "native half compares in max pooling (needs cl_khr_fp16; exact)")
+_HALF_RAW = Param("HALF_RAW", (0, 1), 0,
+                  "float16 vectors as raw 16-bit words (one ushortN access) converted through a private "
+                  "copy, where vloada_halfN / vstorea_halfN may split into N accesses (NVIDIA)")
 
 SCHEMAS: dict[str, KernelSchema] = {
     "pool2d": KernelSchema(
@@ -479,9 +482,7 @@ SCHEMAS: dict[str, KernelSchema] = {
             _FIXED_WINDOW,
             _HALF,
             _STRIP_ROWS,
-            Param("HALF_RAW", (0, 1), 0,
-                  "float16 vectors as raw 16-bit words (one ushortN access) converted through a private "
-                  "copy, where vloada_halfN / vstorea_halfN may split into N accesses (NVIDIA)"),
+            _HALF_RAW,
         ),
         (
             _wg_limit("WG"),
@@ -536,7 +537,7 @@ SCHEMAS: dict[str, KernelSchema] = {
     "batch_norm": KernelSchema(
         "opencl",
         "batch_norm",
-        (_WG, _VEC),
+        (_WG, _VEC, _HALF_RAW),
         (_wg_limit("WG"), _local_limit("statistics reduction", lambda p: 4 * p["WG"] * (1 + 2 * p["VEC"]))),
     ),
     "eltwise": KernelSchema("opencl", "eltwise", (_WG, _VEC), (_wg_limit("WG"),)),
@@ -1118,6 +1119,8 @@ class OpenCLBackend(Backend):
         c, hw = spec.c, spec.h * spec.w
         while True:
             defines = {**self._base_defines(spec), "WG": p["WG"], "VEC": p["VEC"]}
+            if spec.dtype == np.float16 and p["HALF_RAW"] and p["VEC"] > 1:
+                defines["HALF_RAW"] = 1
             names = ("batch_norm_stats", "batch_norm_finalize", "batch_norm_apply") if spec.training else (
                 "batch_norm_infer",)
             try:

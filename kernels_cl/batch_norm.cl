@@ -41,7 +41,10 @@
 #define FLDV_A(p, i) ((p)[(i)])
 #endif
 #else
-#if DTYPE_HALF
+#if DTYPE_HALF && HALF_RAW
+#define LDV_A(p, i) HAL_CAT(hal_ldraw, VEC)((p) + (i))
+#define STV_A(v, p, i) HAL_CAT(hal_straw, VEC)(ACTV(v), (p) + (i))
+#elif DTYPE_HALF
 #ifndef LDV_A
 #define LDV_A(p, i) HAL_CAT(vloada_half, VEC)(0, (p) + (i))
 #endif

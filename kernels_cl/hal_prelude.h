@@ -9,6 +9,7 @@
  *   WG                  work-group size the kernels are compiled for
  *   VEC 1 | 4 | 8       vector width: along W in NCHW, along C in NHWC
  *   HALF_ARITH 0 | 1    native half arithmetic (max pooling only; needs cl_khr_fp16)
+ *   HALF_RAW 0 | 1      aligned float16 vectors as raw ushortN accesses (hal_ldrawN, hal_strawN)
  *   FUSE_RELU 0 | 1     every output store applies ReLU first (v < 0 ? 0 : v; NaN stays NaN)
  * plus each kernel family's own parameters. Shapes always arrive as runtime arguments.
  *
@@ -38,6 +39,31 @@
 
 #define HAL_CAT_(a, b) a##b
 #define HAL_CAT(a, b) HAL_CAT_(a, b)
+
+/* ---- float16 vectors as raw 16-bit words (HALF_RAW=1, a family's tuning parameter) ----
+ * One ushortN load or store at an N-element-aligned offset, converted through vload_half /
+ * vstore_half on a private copy (registers): NVIDIA's OpenCL splits vloada_halfN /
+ * vstorea_halfN into N 16-bit accesses (benchmarks/opencl_ptx.py counts them). */
+#ifndef HALF_RAW
+#define HALF_RAW 0
+#endif
+#if DTYPE_HALF && HALF_RAW
+#define HAL_RAW_IO(N)                                                                      \
+    inline HAL_CAT(float, N) HAL_CAT(hal_ldraw, N)(__global const half* p)                \
+    {                                                                                      \
+        const HAL_CAT(ushort, N) r = *(__global const HAL_CAT(ushort, N)*)p;               \
+        return HAL_CAT(vload_half, N)(0, (const __private half*)&r);                       \
+    }                                                                                      \
+    inline void HAL_CAT(hal_straw, N)(HAL_CAT(float, N) v, __global half* p)              \
+    {                                                                                      \
+        HAL_CAT(ushort, N) r;                                                              \
+        HAL_CAT(vstore_half, N)(v, 0, (__private half*)&r);                                \
+        *(__global HAL_CAT(ushort, N)*)p = r;                                              \
+    }
+HAL_RAW_IO(2)
+HAL_RAW_IO(4)
+HAL_RAW_IO(8)
+#endif
 
 /* ---- scalar storage access: LD returns float, ST rounds once ------------------------- */
 #if DTYPE_HALF

@@ -42,29 +42,7 @@
 /* VEC-wide access at a VEC-aligned element offset of an aligned buffer (OpenCL buffers are
  * aligned, so offsets that are multiples of VEC are too): one wide load or store, where
  * vloadN / vload_halfN at an element offset may compile to VEC scalar ones (NVIDIA) */
-#ifndef HALF_RAW
-#define HALF_RAW 0
-#endif
-#if DTYPE_HALF && HALF_RAW
-/* HALF_RAW=1: float16 vectors move as raw 16-bit words, one ushortN load or store, and
- * convert through vload_half / vstore_half on a private copy (registers): NVIDIA's
- * OpenCL may split vloada_halfN / vstorea_halfN into N 16-bit accesses */
-#define HAL_RAW_IO(N)                                                                      \
-    inline HAL_CAT(float, N) HAL_CAT(hal_ldraw, N)(__global const dtype_t* p)             \
-    {                                                                                      \
-        const HAL_CAT(ushort, N) r = *(__global const HAL_CAT(ushort, N)*)p;               \
-        return HAL_CAT(vload_half, N)(0, (const __private half*)&r);                       \
-    }                                                                                      \
-    inline void HAL_CAT(hal_straw, N)(HAL_CAT(float, N) v, __global dtype_t* p)           \
-    {                                                                                      \
-        HAL_CAT(ushort, N) r;                                                              \
-        HAL_CAT(vstore_half, N)(v, 0, (__private half*)&r);                                \
-        *(__global HAL_CAT(ushort, N)*)p = r;                                              \
-    }
-HAL_RAW_IO(2)
-HAL_RAW_IO(4)
-HAL_RAW_IO(8)
-#endif
+/* HALF_RAW=1: float16 vectors through hal_ldrawN / hal_strawN (hal_prelude.h) */
 
 #if VEC == 1
 #define ALDV(p, i) LD(p, i)

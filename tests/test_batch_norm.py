@@ -171,6 +171,19 @@ def test_batch_norm_vector_paths(device, vec, layout, dtype):
                 _check_bn(device, shape, dtype, layout, training, relu=(i + training) % 2 == 1, seed=100 * i + vec)
 
 
+@pytest.mark.parametrize("vec", [4, 8])
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_batch_norm_half_raw(device, vec, layout):
+    """float16 aligned vectors as raw 16-bit words (HALF_RAW, hal_ldrawN / hal_strawN):
+    the same shapes and branches as the vector-path test, training and inference."""
+    _opencl_only(device)
+    with forced(device, "batch_norm", {"VEC": vec, "HALF_RAW": 1}):
+        for i, shape in enumerate(VECTOR_PATH_SHAPES):
+            for training in (True, False):
+                _check_bn(device, shape, "float16", layout, training, relu=(i + training) % 2 == 0,
+                          seed=500 + 10 * i + vec)
+
+
 @pytest.mark.parametrize("wg", [32, 256])
 @pytest.mark.parametrize("vec", [1, 4, 8])
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
