@@ -91,7 +91,9 @@ SWEEP: dict[str, list[dict[str, int]]] = {
     "adaptive_pool2d": [{"WG": wg, "VEC": v, "MODE": m} for wg in (64, 256) for v in (1, 4) for m in (1, 2)],
     "conv2d": [{"ALGO": 2, "TILE": t, "TK": k} for t in (32, 64) for k in (8, 16)]
     + [{"ALGO": 1, "WG": wg, "VEC": v} for wg in (64, 256) for v in (1, 4)],
-    "batch_norm": [{"WG": wg, "VEC": v} for wg in (64, 128, 256, 512) for v in (1, 4, 8)],
+    "batch_norm": [{"WG": wg, "VEC": v} for wg in (64, 128, 256, 512) for v in (1, 4, 8)]
+    # float16 as raw 16-bit words (a no-op for float32 and VEC 1)
+    + [{"WG": wg, "VEC": v, "HALF_RAW": 1} for wg in (64, 128, 256, 512) for v in (4, 8)],
 }
 
 
