@@ -510,7 +510,7 @@ class CudaBackend(Backend):
         self._modules: dict[tuple[str, tuple[tuple[str, int], ...]], Any] = {}
         self._functions: dict[tuple[str, tuple[tuple[str, int], ...], str], Any] = {}
         self._plans: dict[tuple[object, ...], tuple[Launch, ...]] = {}
-        self._plan_fns: dict[int, tuple[tuple[Launch, ...], tuple[Any, ...]]] = {}
+        self._plan_fns: dict[int, tuple[tuple[Launch, ...], tuple[Any, ...], bool]] = {}
         self._param_keys: dict[int, tuple[Mapping[str, int], tuple[tuple[str, int], ...]]] = {}
         self._workspace: dict[str, CudaBuffer] = {}
         #: tests only: use the contract entry points (one thread per output) everywhere
@@ -837,16 +837,18 @@ class CudaBackend(Backend):
         # arguments in Python on every call)
         hit = self._plan_fns.get(id(launches))
         if hit is None or hit[0] is not launches:
-            hit = (launches, tuple(self._function(launch) for launch in launches))
+            fns = tuple(self._function(launch) for launch in launches)
+            fast = _FAST_LAUNCH and all(hasattr(fn, "_launch_kernel") for fn in fns)
+            hit = (launches, fns, fast)
             if len(self._plan_fns) > 4096:
                 self._plan_fns.clear()
             self._plan_fns[id(launches)] = hit
-        fns = hit[1]
+        _, fns, fast = hit
         self._ctx.push()
         try:
             for launch, fn in zip(launches, fns, strict=True):
                 args = [_ptr(buffers.get(a)) if isinstance(a, str) else a for a in launch.args]
-                if _FAST_LAUNCH and hasattr(fn, "_launch_kernel"):
+                if fast:
                     arg_buf = _pack_fn(fn.arg_format, *args)  # type: ignore[misc]
                     fn._launch_kernel(launch.grid, launch.block, arg_buf, launch.shared, self._stream)
                 else:

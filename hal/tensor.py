@@ -201,15 +201,25 @@ def poison_outputs(enabled: bool = True) -> Iterator[None]:
         _poison.reset(token)
 
 
+def _output(buffer: Buffer, shape: tuple[int, ...], dtype: np.dtype, layout: Layout, device: Device) -> Tensor:
+    """A Tensor from arguments already in canonical form (a tuple of ints, an np.dtype):
+    ``Tensor.__init__`` without its keyword handling and conversions (every op's output)."""
+    t = object.__new__(Tensor)
+    t.buffer, t.shape, t.dtype, t.layout, t.device = buffer, shape, dtype, layout, device
+    t.scale = t.zero_point = t._owner = None
+    return t
+
+
 def empty(shape: tuple[int, ...], dtype: Any, device: Device, layout: Layout = "NCHW") -> Tensor:
     """An uninitialised tensor (ops allocate their outputs with this); poisoned under ``poison_outputs``."""
-    dt = np.dtype(dtype)
+    dt = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
+    shape = tuple(map(int, shape))
     count = math.prod(shape)
     if _poison.get() and count:
         fill = np.nan if dt.kind == "f" else np.iinfo(dt).min
-        host = np.full(physical_shape(tuple(shape), layout), fill, dtype=dt)
-        return Tensor(device.backend.upload(host), shape, dt, layout, device)
-    return Tensor(device.backend.allocate(max(count * dt.itemsize, 1)), shape, dt, layout, device)
+        host = np.full(physical_shape(shape, layout), fill, dtype=dt)
+        return _output(device.backend.upload(host), shape, dt, layout, device)
+    return _output(device.backend.allocate(max(count * dt.itemsize, 1)), shape, dt, layout, device)
 
 
 def _from_cuda_interface(data: Any, dev: Device, dtype: Any, layout: Layout) -> Tensor | None:
