@@ -166,3 +166,4 @@ def test_cuda_depthwise_block_plan(cols, crows):
     rows = -(-h // crows) if blocked else h
     items = n * rows * -(-w // cols) * (c // 4)
     assert launch.grid[0] * launch.block[0] >= items > (launch.grid[0] - 1) * launch.block[0]
+
