@@ -160,3 +160,20 @@ def test_single_channel_nhwc_matches_nchw(device, op):
                 outs.append((hal.batch_norm(t, None, None, training=True).numpy(),))
     for a, b in zip(*outs, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_compare_matched_infinities_warn_nothing():
+    """Matching +-inf outputs (max pooling of -inf inputs) pass without a numpy RuntimeWarning,
+    and a mismatched infinity still fails, on both the fast and the full path."""
+    import warnings
+
+    ref = np.tile(np.array([1.0, -np.inf, np.inf]), (3000, 1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for rows in (3000, 2):  # large arrays take the chunked fast path first
+            for dtype in ("float32", "float16"):
+                assert compare("max_pool2d", dtype, ref[:rows].astype(dtype), ref[:rows]).ok
+            bad = ref[:rows].astype(np.float32)
+            bad[1, 1] = np.inf
+            r = compare("max_pool2d", "float32", bad, ref[:rows])
+            assert not r.ok and "infinity mismatch" in r.detail
