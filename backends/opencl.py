@@ -26,7 +26,7 @@ import os
 import re
 import threading
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar
 
@@ -870,76 +870,103 @@ class OpenCLBackend(Backend):
         return defines
 
     # -- launchers -------------------------------------------------------------------
-    def pool2d(
-        self, spec: Pool2dSpec, x: Buffer, y: Buffer, indices: Buffer | None, params: Mapping[str, int]
-    ) -> None:
-        """Max or average pooling; int8/uint8 specs run ``qpool2d.cl`` (the zero point as a last argument)."""
-        p = self._params("pool2d", params)
+    def _pool2d_build(self, spec: Pool2dSpec, p: Mapping[str, int]) -> tuple[str, str, dict[str, int], int, int]:
+        """(file, kernel name, -D set, LOCAL_TILE mode actually run, band rows) of one pooling call."""
         nhwc = spec.layout == "NHWC"
         half = np.dtype(spec.dtype) == np.float16
         quant = np.dtype(spec.dtype) in QUANT_DTYPES
         file = "qpool2d.cl" if quant else "pool2d.cl"
         name = "pool2d_max" if spec.kind == "max" else "pool2d_avg"
-        args = [
-            x, y, indices if spec.kind == "max" else None,
-            *map(_i32, (spec.n, spec.c, spec.in_h, spec.in_w, spec.out_h, spec.out_w, *spec.kernel, *spec.stride,
-                        *spec.pads, *spec.dilation, spec.divisor or 0, int(spec.count_include_pad))),
-        ]
-        if quant:
-            args.append(_i32(spec.zero_point))
         mode = 0 if nhwc else p["LOCAL_TILE"]
         if mode == 3 and not _strip_applies(spec, p["VEC"]):
             # the row bands: the other aligned-load path, for the devices a strip entry is for
             mode = 2
         band = 0
+        elems = p["BAND_KB"] * 256
         if mode == 2:
-            elems = p["BAND_KB"] * 256
             band = 0 if quant else _band_rows(spec, elems)
             if band == 0:  # int8 kernels have no band path; or one input row is too long
                 mode = 0
-            else:
-                args.append(_i32(band))
+        tile = mode in (1, 2)  # local-memory paths: one output per work-item, VEC=1
+        defines = {
+            **self._base_defines(spec),
+            "WG": p["WG"],
+            "VEC": 1 if tile else p["VEC"],
+            "LOCAL_TILE": mode,
+            "POOL_INTERIOR": p["INTERIOR"] if mode == 0 and not nhwc else 0,
+            # the strips compute in float (their max is exact anyway)
+            "HALF_ARITH": p["HALF_ARITH"] if half and mode == 0 else 0,
+        }
+        if mode == 2:
+            defines["BAND_ELEMS"] = elems
+        if half and p["HALF_RAW"] and not tile:
+            defines["HALF_RAW"] = 1
+        if mode == 3:  # built for its window only; the left pad picks the taps
+            defines.update(STRIP_ROWS=p["STRIP_ROWS"], POOL_PL=spec.pads[2])
+            if quant:  # qpool2d.cl's strips take the window size alone (stride 2, dilation 1)
+                defines["STRIP_K"] = spec.kernel[0]
+        if (p["FIXED_WINDOW"] or mode == 3) and not quant and _common_window(spec):
+            defines.update(POOL_FIXED=1, POOL_KH=spec.kernel[0], POOL_KW=spec.kernel[1],
+                           POOL_SH=spec.stride[0], POOL_SW=spec.stride[1],
+                           POOL_DH=spec.dilation[0], POOL_DW=spec.dilation[1])
+        return file, name, defines, mode, band
+
+    @staticmethod
+    def _pool2d_items(spec: Pool2dSpec, p: Mapping[str, int], mode: int, band: int) -> int:
+        """Work-items of one pooling launch (before rounding up to the work-group)."""
+        wg = p["WG"]
+        if mode == 3:
+            return spec.n * spec.c * -(-spec.out_h // p["STRIP_ROWS"]) * -(-2 * spec.out_w // p["VEC"])
+        if mode == 2:
+            return spec.n * spec.c * -(-spec.out_h // band) * wg
+        if mode == 1:
+            tiles = -(-spec.out_w // 16) * -(-spec.out_h // (wg // 16))
+            return spec.n * spec.c * tiles * wg
+        if spec.layout == "NHWC":
+            return spec.n * spec.out_h * spec.out_w * -(-spec.c // p["VEC"])
+        return spec.n * spec.c * spec.out_h * -(-spec.out_w // p["VEC"])
+
+    def pool2d(
+        self, spec: Pool2dSpec, x: Buffer, y: Buffer, indices: Buffer | None, params: Mapping[str, int]
+    ) -> None:
+        """Max or average pooling; int8/uint8 specs run ``qpool2d.cl`` (the zero point as a last argument)."""
+        p = self._params("pool2d", params)
+        args = [
+            x, y, indices if spec.kind == "max" else None,
+            *map(_i32, (spec.n, spec.c, spec.in_h, spec.in_w, spec.out_h, spec.out_w, *spec.kernel, *spec.stride,
+                        *spec.pads, *spec.dilation, spec.divisor or 0, int(spec.count_include_pad))),
+        ]
+        if np.dtype(spec.dtype) in QUANT_DTYPES:
+            args.append(_i32(spec.zero_point))
         while True:
-            tile = mode in (1, 2)  # local-memory paths: one output per work-item, VEC=1
-            defines = {
-                **self._base_defines(spec),
-                "WG": p["WG"],
-                "VEC": 1 if tile else p["VEC"],
-                "LOCAL_TILE": mode,
-                "POOL_INTERIOR": p["INTERIOR"] if mode == 0 and not nhwc else 0,
-                # the strips compute in float (their max is exact anyway)
-                "HALF_ARITH": p["HALF_ARITH"] if half and mode == 0 else 0,
-            }
-            if mode == 2:
-                defines["BAND_ELEMS"] = elems
-            if half and p["HALF_RAW"] and not tile:
-                defines["HALF_RAW"] = 1
-            if mode == 3:  # built for its window only; the left pad picks the taps
-                defines.update(STRIP_ROWS=p["STRIP_ROWS"], POOL_PL=spec.pads[2])
-                if quant:  # qpool2d.cl's strips take the window size alone (stride 2, dilation 1)
-                    defines["STRIP_K"] = spec.kernel[0]
-            if (p["FIXED_WINDOW"] or mode == 3) and not quant and _common_window(spec):
-                defines.update(POOL_FIXED=1, POOL_KH=spec.kernel[0], POOL_KW=spec.kernel[1],
-                               POOL_SH=spec.stride[0], POOL_SW=spec.stride[1],
-                               POOL_DH=spec.dilation[0], POOL_DW=spec.dilation[1])
+            file, name, defines, mode, band = self._pool2d_build(spec, p)
             try:
                 kernel = self._kernel(file, name, defines, p["WG"])
                 break
             except _TooLarge as exc:
                 p = self._shrink(p, "WG", WG_VALUES, str(exc))
+        if mode == 2:
+            args.append(_i32(band))
         wg = p["WG"]
-        if mode == 3:
-            items = spec.n * spec.c * -(-spec.out_h // p["STRIP_ROWS"]) * -(-2 * spec.out_w // p["VEC"])
-        elif mode == 2:
-            items = spec.n * spec.c * -(-spec.out_h // band) * wg
-        elif tile:
-            tiles = -(-spec.out_w // 16) * -(-spec.out_h // (wg // 16))
-            items = spec.n * spec.c * tiles * wg
-        elif nhwc:
-            items = spec.n * spec.out_h * spec.out_w * -(-spec.c // p["VEC"])
-        else:
-            items = spec.n * spec.c * spec.out_h * -(-spec.out_w // p["VEC"])
-        self._launch(kernel, (_round_up(items, wg),), (wg,), args)
+        self._launch(kernel, (_round_up(self._pool2d_items(spec, p, mode, band), wg),), (wg,), args)
+
+    def launch_signature(self, spec: object, params: Mapping[str, int]) -> Hashable | None:
+        """What a pooling or BatchNorm call would build and launch (file, kernel, -D set,
+        work-items): the tuner measures parameter sets with one signature once (NHWC pooling
+        ignores LOCAL_TILE, float32 ignores HALF_RAW, ...). Before any build, so a work-group
+        the built kernel turns out not to allow is the tuner's "over limit", as usual."""
+        try:
+            if isinstance(spec, Pool2dSpec):
+                p = self._params("pool2d", params)
+                file, name, defines, mode, band = self._pool2d_build(spec, p)
+                return (file, name, tuple(sorted(defines.items())), self._pool2d_items(spec, p, mode, band))
+            if isinstance(spec, BatchNormSpec):
+                p = self._params("batch_norm", params)
+                # the -D set holds WG and VEC, which fix every launch's geometry for a given spec
+                return ("batch_norm.cl", spec.training, tuple(sorted(self._batch_norm_defines(spec, p).items())))
+        except Exception:  # a set that cannot be planned is evaluated (and fails) as usual
+            return None
+        return None
 
     def adaptive_pool2d(
         self,
@@ -1102,6 +1129,13 @@ class OpenCLBackend(Backend):
                 items = spec.n * spec.c_out * spec.out_h * -(-spec.out_w // p["VEC"])
             self._launch(kernel, (_round_up(items, local),), (local,), args)
 
+    def _batch_norm_defines(self, spec: BatchNormSpec, p: Mapping[str, int]) -> dict[str, int]:
+        """The -D set of batch_norm.cl for ``spec`` under (clamped) parameters ``p``."""
+        defines = {**self._base_defines(spec), "WG": p["WG"], "VEC": p["VEC"]}
+        if spec.dtype == np.float16 and p["HALF_RAW"] and p["VEC"] > 1:
+            defines["HALF_RAW"] = 1
+        return defines
+
     def batch_norm(
         self,
         spec: BatchNormSpec,
@@ -1118,9 +1152,7 @@ class OpenCLBackend(Backend):
         nhwc = spec.layout == "NHWC"
         c, hw = spec.c, spec.h * spec.w
         while True:
-            defines = {**self._base_defines(spec), "WG": p["WG"], "VEC": p["VEC"]}
-            if spec.dtype == np.float16 and p["HALF_RAW"] and p["VEC"] > 1:
-                defines["HALF_RAW"] = 1
+            defines = self._batch_norm_defines(spec, p)
             names = ("batch_norm_stats", "batch_norm_finalize", "batch_norm_apply") if spec.training else (
                 "batch_norm_infer",)
             try:

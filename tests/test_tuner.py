@@ -367,3 +367,34 @@ def test_same_launch_plan_is_measured_once(monkeypatch):
     (outcome,) = tuner.tune(dev, _plan(), mode="rapid", size="tiny", repeats=3, seed=2)
     assert outcome.same_kernel > 0
     assert len({c["W_BLOCK"] for c in calls}) == len(calls) == outcome.tried  # one run per distinct W_BLOCK
+
+
+def test_opencl_launch_signature_names_the_kernel_that_runs():
+    """OpenCL's launch_signature (the tuner's same-kernel skip): parameters a call ignores
+    give one signature (NHWC pooling ignores LOCAL_TILE, float32 ignores HALF_RAW), those it
+    uses give different ones; families without a signature give None."""
+    import numpy as np
+
+    from hal import spec as S
+
+    devs = [d for d in hal.devices() if d.kind == "opencl"]
+    if not devs:
+        pytest.skip("no OpenCL device")
+    sig = devs[0].backend.launch_signature
+    f32, f16 = np.dtype(np.float32), np.dtype(np.float16)
+
+    def pool(layout, dtype):
+        return S.pool2d_spec("max", S.TensorGeometry(2, 8, 32, 48, layout, dtype), 3, 2, 1, 1, False, True, None,
+                             False)
+
+    nhwc, nchw, nchw16 = pool("NHWC", f32), pool("NCHW", f32), pool("NCHW", f16)
+    assert sig(nhwc, {"LOCAL_TILE": 3, "VEC": 4}) == sig(nhwc, {"LOCAL_TILE": 0, "VEC": 4})
+    assert sig(nhwc, {"VEC": 4}) != sig(nhwc, {"VEC": 8})
+    assert sig(nchw, {"LOCAL_TILE": 3, "VEC": 4}) != sig(nchw, {"LOCAL_TILE": 0, "VEC": 4})
+    assert sig(nchw, {"LOCAL_TILE": 3, "HALF_RAW": 1}) == sig(nchw, {"LOCAL_TILE": 3})
+    assert sig(nchw16, {"LOCAL_TILE": 3, "HALF_RAW": 1}) != sig(nchw16, {"LOCAL_TILE": 3})
+    bn32 = S.batch_norm_spec(S.TensorGeometry(2, 8, 32, 48, "NCHW", f32), False, 0.1, 1e-5, True)
+    bn16 = S.batch_norm_spec(S.TensorGeometry(2, 8, 32, 48, "NCHW", f16), False, 0.1, 1e-5, True)
+    assert sig(bn32, {"VEC": 4, "HALF_RAW": 1}) == sig(bn32, {"VEC": 4}) != sig(bn32, {"VEC": 8})
+    assert sig(bn16, {"VEC": 4, "HALF_RAW": 1}) != sig(bn16, {"VEC": 4})
+    assert sig(S.adaptive_pool2d_spec("avg", S.TensorGeometry(2, 8, 7, 7, "NCHW", f32), 1, False), {}) is None
