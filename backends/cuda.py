@@ -1157,7 +1157,7 @@ class CudaBackend(Backend):
             kernel = f"conv2d_dw_rows{rows}_k3s1"
             items = n * c * b * a
         else:
-            cols, crows = int(p["DW_COLS"]), int(p.get("DW_CROWS", 0))
+            cols, crows = int(p["DW_COLS"]), int(p["DW_CROWS"])
             if cols == 0 or c % 4:
                 return None
             if crows and cols in (2, 4):  # 2-D register blocks
@@ -1520,7 +1520,7 @@ class CudaBackend(Backend):
             per_sm = max(1, min(per_sm, smem_sm // (shared + 1024)))
         tiles = _cdiv(nvec, threads * unroll)
         # the kernels stride by the grid, so a grid of every tile runs each block once
-        grid = tiles if p.get("BN_INFER_TILES", 0) else max(1, min(self._sms * per_sm, tiles))
+        grid = tiles if p["BN_INFER_TILES"] else max(1, min(self._sms * per_sm, tiles))
         blob = struct.pack("<2i3I3If", nvec, c, *fa, *fc, spec.eps)
         kernel = "batch_norm_infer_flat_reg" if reg else "batch_norm_infer_flat"
         return (
