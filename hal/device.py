@@ -48,6 +48,7 @@ class Device:
         self._backend_cls = backend_cls
         self._backend: Backend | None = None
         self._tuner: Tuner | None = None
+        self._hash = hash(info.id)  # devices key the ops' per-call plans: hashed once
 
     @property
     def id(self) -> str:
@@ -94,7 +95,7 @@ class Device:
         return isinstance(other, Device) and other.id == self.id
 
     def __hash__(self) -> int:
-        return hash(self.id)
+        return self._hash
 
 
 def _probe(name: str) -> BackendProbe:

@@ -9,6 +9,7 @@ selected device (``hal.use_device``, ``HAL_DEVICE``, automatic).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -26,13 +27,14 @@ from hal.spec import (
     EltwiseSpec,
     PaddingArg,
     QConv2dSpec,
+    _arg_key,
     adaptive_pool2d_spec,
     batch_norm_spec,
     conv2d_spec,
     plane_geometry,
     pool2d_spec,
 )
-from hal.tensor import Tensor, asarray, empty
+from hal.tensor import Tensor, _output, _poison, asarray, empty
 
 F32 = np.dtype(np.float32)
 I64 = np.dtype(np.int64)
@@ -43,11 +45,12 @@ def _pick_device(args: Sequence[Any]) -> Device:
     found: Device | None = None
     for name, value in args:
         if isinstance(value, Tensor):
+            dev = value.device
             if found is None:
-                found = value.device
-            elif value.device != found:
+                found = dev
+            elif dev is not found and dev != found:  # identity first: Device.__eq__ compares ids
                 raise HalValueError(
-                    f"{name}: expected a tensor on {found.id} like the other arguments, got one on {value.device.id}"
+                    f"{name}: expected a tensor on {found.id} like the other arguments, got one on {dev.id}"
                 )
     return found if found is not None else resolve_device(None)
 
@@ -133,6 +136,42 @@ def _launch(dev: Device, kernel: str, spec: Any, *buffers: Any) -> None:
         recorder.append((dev, kernel, spec, buffers, params))
 
 
+#: per-call plans of float pooling calls: (op, device, input shape, layout, dtype, arguments)
+#: -> (spec, ReLU still to apply). A repeated call (the usual case: one network, fixed shapes)
+#: skips validation, the spec memo and the fusion decision, about 2 µs of the 6 µs the op
+#: layer took per call. Only calls that passed validation are stored; the arguments are
+#: keyed with their types (``hal.spec._arg_key``), so 3 and 3.0 do not share a plan.
+_PLANS: dict[object, tuple[Any, bool]] = {}
+_PLAN_LIMIT = 4096
+
+
+def _plan(op: str, x: Any, args: tuple[object, ...]) -> tuple[object | None, tuple[Any, bool] | None]:
+    """(key, stored plan or None) of a call on a float hal.Tensor; (None, None) for other
+    inputs and for unhashable arguments (lists, arrays), which are validated every call."""
+    if x.__class__ is not Tensor or x.dtype.kind != "f":
+        return None, None
+    key = (op, x.device, x.shape, x.layout, x.dtype, _arg_key(args))
+    try:
+        return key, _PLANS.get(key)
+    except TypeError:
+        return None, None
+
+
+def _store_plan(key: object | None, plan: tuple[Any, bool]) -> None:
+    if key is not None:
+        if len(_PLANS) >= _PLAN_LIMIT:
+            _PLANS.clear()  # bounded; a fuzzing run's shapes would otherwise crowd out the network's
+        _PLANS[key] = plan
+
+
+def _new_output(shape: tuple[int, ...], x: Tensor, dtype: np.dtype | None = None) -> Tensor:
+    """``empty`` for a spec's output shape (already a tuple of ints) in x's layout, on x's device."""
+    dt = x.dtype if dtype is None else dtype
+    if _poison.get():
+        return empty(shape, dt, x.device, x.layout)
+    return _output(x.device.backend.allocate(max(math.prod(shape) * dt.itemsize, 1)), shape, dt, x.layout, x.device)
+
+
 def _fuse(dev: Device, spec: Any, relu: bool) -> tuple[Any, bool]:
     """(spec, ReLU still to apply): fused into the kernel's store where the backend can."""
     if not relu:
@@ -182,15 +221,22 @@ def max_pool2d(
     int8/uint8 input (quantized or raw) pools the integers; the output keeps the
     input's scale and zero point.
     """
-    dev = _pick_device([("input", input)])
-    x = _activation(input, dev, allow_int=True)
-    _require_quantized_pooling(dev, x)
-    spec = pool2d_spec("max", _plane_geometry(x), kernel_size, stride, padding, dilation, ceil_mode, True, None,
-                       return_indices)
-    spec, relu_after = _fuse(dev, spec, relu and x.dtype not in QUANT_DTYPES)
-    y = empty(spec.out_shape, x.dtype, dev, x.layout)
+    key, plan = _plan("max_pool2d", input, (kernel_size, stride, padding, dilation, ceil_mode, return_indices, relu))
+    if plan is not None:
+        x = input
+        dev = x.device
+        spec, relu_after = plan
+    else:
+        dev = _pick_device([("input", input)])
+        x = _activation(input, dev, allow_int=True)
+        _require_quantized_pooling(dev, x)
+        spec = pool2d_spec("max", _plane_geometry(x), kernel_size, stride, padding, dilation, ceil_mode, True, None,
+                           return_indices)
+        spec, relu_after = _fuse(dev, spec, relu and x.dtype not in QUANT_DTYPES)
+        _store_plan(key, (spec, relu_after))
+    y = _new_output(spec.out_shape, x)
     y.scale, y.zero_point = x.scale, x.zero_point
-    idx = empty(spec.out_shape, I64, dev, x.layout) if return_indices else None
+    idx = _new_output(spec.out_shape, x, I64) if return_indices else None
     _launch(dev, "pool2d", spec, x.buffer, y.buffer, None if idx is None else idx.buffer)
     if relu_after:
         _relu_in_place(dev, y)
@@ -214,21 +260,29 @@ def avg_pool2d(
     A quantized int8/uint8 input gives ``saturate(round_half_even(sum(q - zp) / divisor) + zp)``
     with the input's scale and zero point (ONNX QLinearAveragePool with equal scales).
     """
-    dev = _pick_device([("input", input)])
-    x = _activation(input, dev, allow_int=True)
-    zero_point = 0
-    if x.dtype in QUANT_DTYPES:
-        if x.scale is None:
-            raise HalTypeError("input: average pooling of int8/uint8 needs a quantized tensor "
-                               "(hal.quantize or hal.asarray(..., scale=, zero_point=))")
-        zero_point = qparams(x.scale, x.zero_point, x.dtype, name="input.scale").zero_point[0]
-    _require_quantized_pooling(dev, x)
-    spec = pool2d_spec("avg", _plane_geometry(x), kernel_size, stride, padding, dilation, ceil_mode, count_include_pad,
-                       divisor_override, False)
-    if zero_point:
-        spec = replace(spec, zero_point=zero_point)
-    spec, relu_after = _fuse(dev, spec, relu and x.dtype not in QUANT_DTYPES)
-    y = empty(spec.out_shape, x.dtype, dev, x.layout)
+    key, plan = _plan("avg_pool2d", input,
+                      (kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, dilation, relu))
+    if plan is not None:
+        x = input
+        dev = x.device
+        spec, relu_after = plan
+    else:
+        dev = _pick_device([("input", input)])
+        x = _activation(input, dev, allow_int=True)
+        zero_point = 0
+        if x.dtype in QUANT_DTYPES:
+            if x.scale is None:
+                raise HalTypeError("input: average pooling of int8/uint8 needs a quantized tensor "
+                                   "(hal.quantize or hal.asarray(..., scale=, zero_point=))")
+            zero_point = qparams(x.scale, x.zero_point, x.dtype, name="input.scale").zero_point[0]
+        _require_quantized_pooling(dev, x)
+        spec = pool2d_spec("avg", _plane_geometry(x), kernel_size, stride, padding, dilation, ceil_mode,
+                           count_include_pad, divisor_override, False)
+        if zero_point:
+            spec = replace(spec, zero_point=zero_point)
+        spec, relu_after = _fuse(dev, spec, relu and x.dtype not in QUANT_DTYPES)
+        _store_plan(key, (spec, relu_after))  # float inputs only: a quantized one keys nothing
+    y = _new_output(spec.out_shape, x)
     y.scale, y.zero_point = x.scale, x.zero_point
     _launch(dev, "pool2d", spec, x.buffer, y.buffer, None)
     if relu_after:
@@ -238,10 +292,17 @@ def avg_pool2d(
 
 def adaptive_avg_pool2d(input: Any, output_size: Any, *, relu: bool = False) -> Tensor:
     """Adaptive average pooling (``output_size`` 1 is global average pooling)."""
-    dev = _pick_device([("input", input)])
-    x = _activation(input, dev)
-    spec, relu_after = _fuse(dev, adaptive_pool2d_spec("avg", _plane_geometry(x), output_size, False), relu)
-    y = empty(spec.out_shape, x.dtype, dev, x.layout)
+    key, plan = _plan("adaptive_avg_pool2d", input, (output_size, relu))
+    if plan is not None:
+        x = input
+        dev = x.device
+        spec, relu_after = plan
+    else:
+        dev = _pick_device([("input", input)])
+        x = _activation(input, dev)
+        spec, relu_after = _fuse(dev, adaptive_pool2d_spec("avg", _plane_geometry(x), output_size, False), relu)
+        _store_plan(key, (spec, relu_after))
+    y = _new_output(spec.out_shape, x)
     _launch(dev, "adaptive_pool2d", spec, x.buffer, y.buffer, None)
     if relu_after:
         _relu_in_place(dev, y)
@@ -469,7 +530,7 @@ def batch_norm(
     rv, rv_host = _running(running_var, dev, spec.c, "running_var", spec.training)
     w = None if weight is None else _vector(weight, dev, spec.c, "weight")
     b = None if bias is None else _vector(bias, dev, spec.c, "bias")
-    y = empty(spec.shape, x.dtype, dev, x.layout)
+    y = _new_output(spec.shape, x)
     _launch(
         dev,
         "batch_norm",

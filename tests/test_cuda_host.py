@@ -28,8 +28,63 @@ def test_cuda_buffer_defers_its_free():
     worker.join()
     del bufs
     gc.collect()
-    assert sorted(map(id, freed_list)) == sorted(map(id, blocks)) and all(b.freed == 0 for b in blocks)
+    assert sorted(id(b) for _, b in freed_list) == sorted(map(id, blocks)) and all(b.freed == 0 for b in blocks)
+    assert all(n == 256 for n, _ in freed_list)
     backend = CudaBackend.__new__(CudaBackend)
     backend._freed = freed_list
     backend._return_freed()
     assert freed_list == [] and all(b.freed == 1 for b in blocks)
+
+
+def test_cuda_allocate_reuses_a_dead_block_of_the_same_size():
+    """Without a GPU: an allocation of the size a dead buffer had takes its block back with no
+    context push and no pool call; any other size returns the dead blocks to the pool (context
+    pushed) and allocates from it."""
+    from hal.backends.cuda import CudaBackend, CudaBuffer
+
+    class Block:
+        def __init__(self, ptr: int) -> None:
+            self.ptr, self.freed = ptr, 0
+
+        def __int__(self) -> int:
+            return self.ptr
+
+        def free(self) -> None:
+            self.freed += 1
+
+    class Ctx:
+        pushes = 0
+
+        def push(self) -> None:
+            Ctx.pushes += 1
+
+        @staticmethod
+        def pop() -> None:
+            pass
+
+    class Drv:
+        Context = Ctx
+
+    backend = CudaBackend.__new__(CudaBackend)
+    backend._freed = []
+    backend._ctx, backend._drv = Ctx(), Drv
+    from_pool: list[int] = []
+
+    def alloc_raw(nbytes: int) -> CudaBuffer:
+        backend._return_freed()
+        from_pool.append(nbytes)
+        block = Block(0x100000 + len(from_pool))
+        return CudaBuffer(int(block), nbytes, block, backend._freed)
+
+    backend._alloc_raw = alloc_raw
+    first = backend.allocate(4096)
+    assert Ctx.pushes == 1 and from_pool == [4096]
+    ptr, block = first.ptr, first.owner
+    del first  # dead: its block waits on the backend's list
+    again = backend.allocate(4096)
+    assert again.ptr == ptr and again.owner is block and Ctx.pushes == 1 and from_pool == [4096]
+    assert block.freed == 0 and backend._freed == []
+    del again
+    other = backend.allocate(100)  # another size: the dead block goes back to the pool
+    assert Ctx.pushes == 2 and from_pool == [4096, 100] and block.freed == 1 and backend._freed == []
+    assert other.nbytes == 100
