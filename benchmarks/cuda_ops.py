@@ -388,11 +388,15 @@ def build_cases(quick: bool) -> list[Case]:
                     # a block per tile instead of one persistent wave (session 6)
                     *({"BN_INFER_TILES": 1, "BN_THREADS": t, "BN_UNROLL": u} for t in (256, 512) for u in (2, 4, 8)),
                     {"BN_INFER_TILES": 1, "BN_THREADS": 512, "BN_L2_HINT": 0}]
+        # training only: grids against the kernels' real residency (session 7: the statistics
+        # kernel's 48 registers fit 10 blocks of 128 per SM, so 16 per SM ran 1.6 waves)
+        bn_train = [{"BN_THREADS": t, "BN_BLOCKS_PER_SM": b, "BN_UNROLL": u, "BN_L2_HINT": h}
+                    for t, b in ((128, 8), (128, 32), (256, 4), (256, 32)) for u in (2, 4) for h in (0, 1)]
         for layout in ("NCHW", "NHWC"):
             for mode in ("train", "infer"):
                 cases.append(Case(f"bn {mode} fwd 256x64x32x32 {layout.lower()}", "batch_norm", dtype, layout,
                                   2 * 256 * 64 * 32 * 32 * es, 0, {"shape": (256, 64, 32, 32), "mode": mode},
-                                  bnc if mode == "train" else bnc + bn_infer))
+                                  bnc + bn_train if mode == "train" else bnc + bn_infer))
     if quick:
         for c in cases:
             c.candidates = c.candidates[:1]

@@ -5,7 +5,7 @@
 #   bash benchmarks/h200_session.sh tests conformance overhead tune-cuda-rapid ...
 # Steps: tests, nn, conformance, check, sanitize, overhead, bench-cuda, sweep, tune-cuda-rapid,
 # tune-cuda-normal, tune-ocl-rapid, tune-ocl-normal, tvd-cuda, tvd-ocl, demo, hal-bench, ocl-bench, ocl-tests,
-# ocl-ptx, ncu
+# ocl-ptx, timing, ncu
 set -u -o pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT="${OUT:-/tmp/hal-out}"; R=/tmp/hal-results; mkdir -p "$OUT" "$R"
@@ -60,6 +60,7 @@ for s in "$@"; do
         python3 -m pytest -q -p no:cacheprovider ${OCL_TESTS:-tests/test_forced_params.py tests/test_pooling.py}
       grep -E "^FAILED|passed|failed" "$R/pytest-ocl.txt" | tail -12 ;;
     ocl-ptx) step ocl-ptx 90 python3 benchmarks/opencl_ptx.py --out "$R/ptx"; grep -v Warning "$R/ocl-ptx.txt" | tail -16 ;;
+    timing) step timing ${T_TIMING:-150} python3 benchmarks/timing_methods.py --json "$R/timing.json"; cat "$R/timing.txt" ;;
     ncu) # NCU_CASES: "case substring|dtype|JSON params|kernel regex;..." (one kernel launch each)
       step ncu ${T_NCU:-240} bash -c 'IFS=";"; for c in $NCU_CASES; do IFS="|" read -r only dt params kre <<<"$c";
         echo "=== $only $dt $params"; ncu --section SpeedOfLight --section Occupancy --section WarpStateStats \
