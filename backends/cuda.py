@@ -342,6 +342,9 @@ _SCHEMAS: dict[str, KernelSchema] = {
             Param("BN_INFER_TILES", (0, 1), 0,
                   "flat inference: 1 = a block per tile of BN_UNROLL x BN_THREADS vectors (the hardware balances "
                   "the last wave; each block rebuilds the channel table), 0 = one wave of persistent blocks"),
+            Param("BN_APPLY_MERGE", (0, 1), 0,
+                  "NCHW training: 1 = each apply block merges its channel's partial statistics itself "
+                  "(batch_norm_apply_merged), no batch_norm_finalize launch"),
         ),
         (_fits_threads("BN_THREADS"),),
     ),
@@ -1501,6 +1504,14 @@ class CudaBackend(Backend):
             ("part", "mean", "var", "w", "b", "rm" if spec.has_running else 0, "rv" if spec.has_running else 0,
              "scale", "beta", c, slabs, stats_blob),
         )
+        if spec.layout == "NCHW" and p["BN_APPLY_MERGE"]:
+            merged = Launch(
+                "batch_norm.cu", defines, "batch_norm_apply_merged", f"PPPPPPPPPPPiii{len(apply_blob)}s", (grid, 1, 1),
+                (threads, 1, 1), 0,
+                ("x", "y", "part", "mean", "var", "w", "b", "rm" if spec.has_running else 0,
+                 "rv" if spec.has_running else 0, "scale", "beta", n, c, hw, apply_blob),
+            )
+            return (stats, merged)  # stats first: batch_norm() reads the slab count from its blob
         return (stats, fin, apply)
 
     def _plan_bn_flat(

@@ -522,6 +522,17 @@ def bn_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
                     check_bn(dev, rng, f"flat params {params}", (3, 24, 4, 10), training=False, params=params, **c)
             check_bn(dev, rng, "misaligned nan", (3, 64, 5, 7), training=False, nan_frac=0.02,
                      offset=2 * np.dtype(dtype).itemsize, **c)
+            if layout == "NCHW":  # training without the finalize launch: 1, 2-32 and > 32 slabs
+                for name, shape, params in (
+                        ("merged", (16, 64, 32, 32), {"BN_APPLY_MERGE": 1}),
+                        ("merged odd", (3, 5, 7, 9), {"BN_APPLY_MERGE": 1, "BN_BLOCKS_PER_SM": 2}),
+                        ("merged 200 slabs", (64, 3, 40, 40), {"BN_APPLY_MERGE": 1, "BN_THREADS": 128,
+                                                               "BN_UNROLL": 2, "BN_BLOCKS_PER_SM": 32}),
+                        ("merged misaligned", (4, 24, 8, 8), {"BN_APPLY_MERGE": 1, "BN_L2_HINT": 0})):
+                    check_bn(dev, rng, name, shape, training=True, params=params,
+                             offset=2 * np.dtype(dtype).itemsize if "misaligned" in name else 0, **c)
+                check_bn(dev, rng, "merged no running", (4, 24, 8, 8), training=True, running=False,
+                         params={"BN_APPLY_MERGE": 1}, **c)
             check_bn(dev, rng, "no running", (4, 24, 8, 8), training=True, running=False, **c)
             check_bn(dev, rng, "1 image", (1, 8, 5, 7), training=True, **c)
             check_bn(dev, rng, "C2048 1x1", (64, 2048, 1, 1), training=True, **c)
@@ -729,6 +740,8 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
                 # NHWC inference: C16 above takes batch_norm_infer_flat_reg, C24 batch_norm_infer_flat
                 check_bn(dev, rng, "one flat", (3, 24, 5, 3), training=training, **c)
                 check_bn(dev, rng, "one scalar", (3, 5, 3, 3), training=training, **c)
+            if layout == "NCHW":
+                check_bn(dev, rng, "one merged", (4, 16, 6, 8), training=True, params={"BN_APPLY_MERGE": 1}, **c)
     be.force_generic = True
     try:
         for dtype in (np.float32, np.float16):

@@ -392,11 +392,20 @@ def build_cases(quick: bool) -> list[Case]:
         # kernel's 48 registers fit 10 blocks of 128 per SM, so 16 per SM ran 1.6 waves)
         bn_train = [{"BN_THREADS": t, "BN_BLOCKS_PER_SM": b, "BN_UNROLL": u, "BN_L2_HINT": h}
                     for t, b in ((128, 8), (128, 32), (256, 4), (256, 32)) for u in (2, 4) for h in (0, 1)]
+        # NCHW training without the finalize launch (session 7)
+        bn_merge = [{"BN_APPLY_MERGE": 1, **q} for q in (
+            {}, {"BN_THREADS": 128, "BN_BLOCKS_PER_SM": 8, "BN_UNROLL": 2}, {"BN_THREADS": 256, "BN_BLOCKS_PER_SM": 4,
+                                                                           "BN_UNROLL": 2},
+            {"BN_THREADS": 128, "BN_BLOCKS_PER_SM": 8, "BN_UNROLL": 4}, {"BN_THREADS": 128, "BN_BLOCKS_PER_SM": 16,
+                                                                           "BN_UNROLL": 4, "BN_L2_HINT": 0},
+            {"BN_THREADS": 128, "BN_BLOCKS_PER_SM": 8, "BN_UNROLL": 2, "BN_L2_HINT": 0},
+            {"BN_THREADS": 256, "BN_UNROLL": 2, "BN_BLOCKS_PER_SM": 8})]
         for layout in ("NCHW", "NHWC"):
             for mode in ("train", "infer"):
                 cases.append(Case(f"bn {mode} fwd 256x64x32x32 {layout.lower()}", "batch_norm", dtype, layout,
                                   2 * 256 * 64 * 32 * 32 * es, 0, {"shape": (256, 64, 32, 32), "mode": mode},
-                                  bnc + bn_train if mode == "train" else bnc + bn_infer))
+                                  (bnc + bn_train + (bn_merge if layout == "NCHW" else []) if mode == "train"
+                                   else bnc + bn_infer)))
     if quick:
         for c in cases:
             c.candidates = c.candidates[:1]

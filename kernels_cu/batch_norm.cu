@@ -30,6 +30,10 @@
 //       y = (x - mean) * scale + beta (training: from the stats kernel; inference:
 //       computed from the running statistics). Subtracting the mean first keeps
 //       inputs with a large mean exact.
+//   batch_norm_apply_merged(x, y, part, mean, var, weight, bias, running_mean, running_var,
+//                           scale, beta, N, C, HW, BnParams)
+//       NCHW training without the finalize launch: each block merges its channel's partials
+//       (the launcher's BN_APPLY_MERGE), then applies.
 //   batch_norm_infer_flat(x, y, running_mean, running_var, weight, bias, BnFlat)
 //       inference over 16-byte vectors with a persistent grid (see there).
 //   batch_norm_infer_flat_reg(same arguments) NHWC, C / HAL_VEC dividing the block: the
@@ -388,17 +392,24 @@ __device__ __forceinline__ void channel_affine(int c, const float* mean, const f
     }
 }
 
+#if !LAYOUT_NHWC
+template <int VE>
+__device__ __forceinline__ void bn_apply_nchw(const act_t* __restrict__ x, act_t* __restrict__ y, const NchwRange& r,
+                                              float m, float s, float b, int C, int HW, const BnParams& p,
+                                              uint64_t pol);
+#endif
+
 template <int VE>
 __device__ __forceinline__ void bn_apply(const act_t* __restrict__ x, act_t* __restrict__ y, const float* mean,
                                          const float* scale, const float* beta, const float* rm, const float* rv,
                                          const float* weight, const float* bias, int N, int C, int HW,
                                          const BnParams& p) {
-    constexpr int U = BN_UNROLL;
     uint64_t pol = 0;
 #if BN_L2_HINT
     pol = l2_policy_evict_first();
 #endif
 #if LAYOUT_NHWC
+    constexpr int U = BN_UNROLL;
     const NhwcRange r = nhwc_range<VE>(N, C, HW, p);
     if (!r.active) return;
     float m[VE], s[VE], b[VE];
@@ -446,6 +457,17 @@ __device__ __forceinline__ void bn_apply(const act_t* __restrict__ x, act_t* __r
     const NchwRange r = nchw_range<VE>(N, C, HW, p);
     float m, s, b;
     channel_affine(r.c, mean, scale, beta, rm, rv, weight, bias, p, m, s, b);
+    bn_apply_nchw<VE>(x, y, r, m, s, b, C, HW, p, pol);
+#endif
+}
+
+#if !LAYOUT_NHWC
+// y = (x - m) * s + b over block range r of channel r.c (NCHW)
+template <int VE>
+__device__ __forceinline__ void bn_apply_nchw(const act_t* __restrict__ x, act_t* __restrict__ y, const NchwRange& r,
+                                              float m, float s, float b, int C, int HW, const BnParams& p,
+                                              uint64_t pol) {
+    constexpr int U = BN_UNROLL;
     const long long step = (long long)U * blockDim.x;
     const long long nsteps = (r.v1 - r.v0 + step - 1) / step;
     for (long long it = 0; it < nsteps; ++it) {
@@ -481,8 +503,8 @@ __device__ __forceinline__ void bn_apply(const act_t* __restrict__ x, act_t* __r
                 if (off[u] >= 0) st_act(y + off[u], fmaf(v[u] - m, s, b));
         }
     }
-#endif
 }
+#endif
 
 extern "C" __global__ void __launch_bounds__(BN_THREADS, BN_MIN_BLOCKS)
     batch_norm_apply_ex(const act_t* __restrict__ x, act_t* __restrict__ y, const float* __restrict__ mean,
@@ -495,6 +517,50 @@ extern "C" __global__ void __launch_bounds__(BN_THREADS, BN_MIN_BLOCKS)
     else
         bn_apply<1>(x, y, mean, scale, beta, running_mean, running_var, weight, bias, N, C, HW, p);
 }
+
+#if !LAYOUT_NHWC
+// Training, NCHW, without batch_norm_finalize (BN_APPLY_MERGE): every block merges its
+// channel's `slabs` partials itself (one warp, a fixed order, so every block of a channel
+// gets bit-identical constants), then applies them to its range; the channel's slab-0
+// block also writes what batch_norm_finalize would (var, scale, beta, running statistics).
+// Saves a launch and its tail (the partials are a few hundred bytes, read from L2).
+extern "C" __global__ void __launch_bounds__(BN_THREADS, BN_MIN_BLOCKS)
+    batch_norm_apply_merged(const act_t* __restrict__ x, act_t* __restrict__ y, const float* __restrict__ part,
+                            float* __restrict__ mean, float* __restrict__ var, const float* __restrict__ weight,
+                            const float* __restrict__ bias, float* running_mean, float* running_var,
+                            float* __restrict__ scale, float* __restrict__ beta, int N, int C, int HW, BnParams p) {
+    __shared__ float s_aff[3];
+    const NchwRange r = p.vec ? nchw_range<HAL_VEC>(N, C, HW, p) : nchw_range<1>(N, C, HW, p);
+    const int c = r.c;
+    if (threadIdx.x < 32) {
+        Stat a{0.0f, 0.0f, 0.0f};
+        const float* pc = part + 3 * (size_t)c * p.slabs;
+        for (int s = threadIdx.x; s < p.slabs; s += 32) a = stat_merge(a, Stat{pc[3 * s], pc[3 * s + 1], pc[3 * s + 2]});
+        a = warp_merge(a);
+        if (threadIdx.x == 0) {
+            const int slab = blockIdx.x - c * p.slabs;
+            if (slab == 0) finalize_channel(c, a, mean, var, weight, bias, running_mean, running_var, scale, beta, p);
+            // the same arithmetic as finalize_channel (mean[c] holds the pivot K_c)
+            const float v = fmaxf(a.m2 / a.n, 0.0f);
+            const float inv = 1.0f / sqrtf(v + p.eps);
+            const float sc = weight ? weight[c] * inv : inv;
+            s_aff[0] = mean[c];
+            s_aff[1] = sc;
+            s_aff[2] = (bias ? bias[c] : 0.0f) - a.mean * sc;
+        }
+    }
+    __syncthreads();
+    const float m = s_aff[0], sc = s_aff[1], b = s_aff[2];
+    uint64_t pol = 0;
+#if BN_L2_HINT
+    pol = l2_policy_evict_first();
+#endif
+    if (p.vec)
+        bn_apply_nchw<HAL_VEC>(x, y, r, m, sc, b, C, HW, p, pol);
+    else
+        bn_apply_nchw<1>(x, y, r, m, sc, b, C, HW, p, pol);
+}
+#endif
 
 // ---------------------------------------------------------------------------------
 // inference, flat: the tensor as one array of 16-byte vectors, each vector inside one

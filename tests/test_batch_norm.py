@@ -232,3 +232,20 @@ def test_cuda_batch_norm_infer_tiles(device, params, layout, dtype):
     with forced(device, "batch_norm", params):
         for i, shape in enumerate([*VECTOR_PATH_SHAPES, (7, 64, 12, 20)]):
             _check_bn(device, shape, dtype, layout, training=False, relu=i % 2 == 1, seed=300 + i)
+
+
+@pytest.mark.parametrize("params", [{"BN_APPLY_MERGE": 1}, {"BN_APPLY_MERGE": 1, "BN_THREADS": 128, "BN_UNROLL": 2,
+                                                             "BN_BLOCKS_PER_SM": 32},
+                                    {"BN_APPLY_MERGE": 1, "BN_L2_HINT": 0, "BN_BLOCKS_PER_SM": 2}],
+                         ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()))
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_cuda_batch_norm_apply_merged(device, params, dtype):
+    """CUDA NCHW training without the finalize launch (BN_APPLY_MERGE): each apply block merges
+    its channel's partials. Slab counts from 1 to past one warp's 32 (the merge loops), planes
+    aligned and not, large means (the pivot), running statistics updated once."""
+    if device.kind != "cuda":
+        pytest.skip("CUDA batch_norm parameters (BN_APPLY_MERGE)")
+    with forced(device, "batch_norm", params):
+        for i, shape in enumerate([*VECTOR_PATH_SHAPES, (7, 64, 12, 20), (64, 3, 40, 40), (33, 2, 17, 19)]):
+            _check_bn(device, shape, dtype, "NCHW", training=True, relu=i % 2 == 1, seed=400 + i,
+                      mean=3.0 if i % 3 else 1e3)
