@@ -387,6 +387,11 @@ def _pool_canonical(params: dict[str, int]) -> dict[str, int]:
     return out
 
 
+def _adaptive_canonical(params: dict[str, int]) -> dict[str, int]:
+    """HALF_RAW changes only vector loads and stores: VEC 1 has none."""
+    return {**params, "HALF_RAW": 0} if params["VEC"] == 1 else dict(params)
+
+
 def _strip_vec(params: Mapping[str, int], device: DeviceInfo) -> str | None:
     if params["LOCAL_TILE"] == 3 and params["VEC"] == 1:
         return "LOCAL_TILE=3 (row strips) needs VEC 4 or 8"
@@ -502,12 +507,14 @@ SCHEMAS: dict[str, KernelSchema] = {
                   "0 auto, 1 one work-item per output, 2 one work-group per output, "
                   "3 flat: whole NCHW planes staged in local memory"),
             _HALF,
+            _HALF_RAW,
         ),
         (
             _wg_limit("WG"),
             _local_limit("MODE (group reduction, flat staging)", _adaptive_local),
             _needs_fp16,
         ),
+        canonical=_adaptive_canonical,
     ),
     "conv2d": KernelSchema(
         "opencl",
@@ -1000,6 +1007,11 @@ class OpenCLBackend(Backend):
             }
             if flat:
                 defines["FLAT_ELEMS"] = flat
+            # raw fp16 vectors: NCHW avg's rows and NHWC's channel vectors (the flat kernels
+            # copy raw bits already, NCHW max loads scalars); only then, so that other builds
+            # keep their -D sets
+            if half and p["HALF_RAW"] and p["VEC"] > 1 and not flat and (nhwc or spec.kind == "avg"):
+                defines["HALF_RAW"] = 1
             try:
                 kernel = self._kernel("adaptive_pool2d.cl", name, defines, p["WG"])
                 break

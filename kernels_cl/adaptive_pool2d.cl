@@ -20,6 +20,26 @@
 #define ADAPTIVE_GROUP 0
 #endif
 
+/* HALF_RAW=1 (float16, VEC 4 or 8): the aligned vector loads of the per-item and group
+ * kernels, and the NHWC per-item vector stores, as one raw ushortN access each (hal_ldrawN,
+ * hal_strawN in hal_prelude.h), where vload_halfN may become N 16-bit loads (NVIDIA). NCHW
+ * rows take scalars up to their first VEC-aligned element; NHWC channel vectors are aligned
+ * when C % VEC == 0 (c0 is a multiple of VEC); otherwise the element-aligned loads serve.
+ * The flat kernels copy raw bits already, and NCHW max loads scalars. */
+#if DTYPE_HALF && HALF_RAW && VEC > 1
+#define ADAPT_RAW 1
+#define RAW_LDV(p) HAL_CAT(hal_ldraw, VEC)(p)
+#define RAW_STV(v, p) HAL_CAT(hal_straw, VEC)(ACTV(v), (p))
+/* elements from the last VEC-aligned address up to p (OpenCL buffers are aligned, but the
+ * check costs nothing and keeps a misaligned buffer on the element-aligned loads) */
+#define RAW_MIS(p) ((int)(((ulong)(p) / sizeof(half)) % VEC))
+/* NHWC kernels (x, y, C in scope): every channel vector is aligned */
+#define RAW_OK (C % VEC == 0 && !RAW_MIS(x) && !RAW_MIS(y))
+#else
+#define ADAPT_RAW 0
+#define RAW_OK 0
+#endif
+
 #define BIN_START(i, in, out) (((i) * (in)) / (out))
 #define BIN_END(i, in, out) ((((i) + 1) * (in) + (out) - 1) / (out))
 
@@ -316,7 +336,13 @@ void adaptive_pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* r
     for (int ih = hs; ih < he; ++ih) {
         __global const dtype_t* row = xp + ih * IW;
         int iw = ws;
+#if ADAPT_RAW
+        const int head = min(ws + (VEC - RAW_MIS(row + ws)) % VEC, we);
+        for (; iw < head; ++iw) sum += LD(row, iw);
+        for (; iw + VEC <= we; iw += VEC) vsum += RAW_LDV(row + iw);
+#else
         for (; iw + VEC <= we; iw += VEC) vsum += LDV(row, iw);
+#endif
         for (; iw < we; ++iw) sum += LD(row, iw);
     }
     sum += HSUM(vsum);
@@ -340,18 +366,25 @@ void adaptive_pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* r
     const int nvalid = min(VEC, C - c0);                                               \
     const int hs = BIN_START(oh, IH, OH), he = BIN_END(oh, IH, OH);                    \
     const int ws = BIN_START(ow, IW, OW), we = BIN_END(ow, IW, OW);                    \
-    const int obase = ((n * OH + oh) * OW + ow) * C + c0;
+    const int obase = ((n * OH + oh) * OW + ow) * C + c0;                              \
+    const int raw = RAW_OK;
 
-inline floatV load_ch_f(__global const dtype_t* x, int p, int nvalid)
+inline floatV load_ch_f(__global const dtype_t* x, int p, int nvalid, int raw)
 {
+#if ADAPT_RAW
+    if (raw) return RAW_LDV(x + p);
+#endif
     if (nvalid == VEC) return LDV(x, p);
     float tmp[VEC];
     for (int j = 0; j < VEC; ++j) tmp[j] = j < nvalid ? LD(x, p + j) : 0.0f;
     return PRIV_LDV(tmp);
 }
 
-inline ctypeV load_ch_c(__global const dtype_t* x, int p, int nvalid)
+inline ctypeV load_ch_c(__global const dtype_t* x, int p, int nvalid, int raw)
 {
+#if ADAPT_RAW && !HAL_HALF_COMPUTE
+    if (raw) return RAW_LDV(x + p);
+#endif
     if (nvalid == VEC) return LDCV(x, p);
     ctype tmp[VEC];
     for (int j = 0; j < VEC; ++j) tmp[j] = j < nvalid ? LDC(x, p + j) : (ctype)0;
@@ -360,6 +393,24 @@ inline ctypeV load_ch_c(__global const dtype_t* x, int p, int nvalid)
 #else
     return PRIV_LDV(tmp);
 #endif
+}
+
+/* the work-item's nvalid outputs */
+inline void store_ch(__global dtype_t* y, int obase, int nvalid, int raw, floatV out)
+{
+#if ADAPT_RAW
+    if (raw) {
+        RAW_STV(out, y + obase);
+        return;
+    }
+#endif
+    if (nvalid == VEC) {
+        STV(out, y, obase);
+    } else {
+        float tv[VEC];
+        PRIV_STV(out, tv);
+        for (int j = 0; j < nvalid; ++j) ST(tv[j], y, obase + j);
+    }
 }
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
@@ -371,20 +422,13 @@ void adaptive_pool2d_max(__global const dtype_t* restrict x, __global dtype_t* r
     intV bidx = (intV)(hs * IW + ws);
     for (int ih = hs; ih < he; ++ih) {
         for (int iw = ws; iw < we; ++iw) {
-            const ctypeV v = load_ch_c(x, ((n * IH + ih) * IW + iw) * C + c0, nvalid);
+            const ctypeV v = load_ch_c(x, ((n * IH + ih) * IW + iw) * C + c0, nvalid, raw);
             const cmaskV take = (v > best) | isnan(v);
             best = select(best, v, take);
             bidx = select(bidx, (intV)(ih * IW + iw), CMASK_TO_INT(take));
         }
     }
-    const floatV out = CTOFLOATV(best);
-    if (nvalid == VEC) {
-        STV(out, y, obase);
-    } else {
-        float tv[VEC];
-        PRIV_STV(out, tv);
-        for (int j = 0; j < nvalid; ++j) ST(tv[j], y, obase + j);
-    }
+    store_ch(y, obase, nvalid, raw, CTOFLOATV(best));
     if (indices) ST_IDX(bidx, indices, obase, nvalid);
 }
 
@@ -395,15 +439,8 @@ void adaptive_pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* r
     ITEM_PROLOGUE
     floatV sum = (floatV)0.0f;
     for (int ih = hs; ih < he; ++ih)
-        for (int iw = ws; iw < we; ++iw) sum += load_ch_f(x, ((n * IH + ih) * IW + iw) * C + c0, nvalid);
-    const floatV out = sum / (float)((he - hs) * (we - ws));
-    if (nvalid == VEC) {
-        STV(out, y, obase);
-    } else {
-        float tv[VEC];
-        PRIV_STV(out, tv);
-        for (int j = 0; j < nvalid; ++j) ST(tv[j], y, obase + j);
-    }
+        for (int iw = ws; iw < we; ++iw) sum += load_ch_f(x, ((n * IH + ih) * IW + iw) * C + c0, nvalid, raw);
+    store_ch(y, obase, nvalid, raw, sum / (float)((he - hs) * (we - ws)));
 }
 
 #elif ADAPTIVE_GROUP && !LAYOUT_NHWC
@@ -463,9 +500,18 @@ void adaptive_pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* r
     if (bw == IW) {
         /* whole rows: the bin is one contiguous run, read VEC-wide */
         __global const dtype_t* run = xp + hs * IW;
+#if ADAPT_RAW
+        /* scalars up to the first aligned element, then aligned raw vectors */
+        const int head = min((VEC - RAW_MIS(run)) % VEC, taps);
+        if (lid < head) sum += LD(run, lid);
+        const int nv = (taps - head) / VEC;
+        for (int t = lid; t < nv; t += WG) sum += HSUM(RAW_LDV(run + head + t * VEC));
+        for (int t = head + nv * VEC + lid; t < taps; t += WG) sum += LD(run, t);
+#else
         const int nv = taps / VEC;
         for (int t = lid; t < nv; t += WG) sum += HSUM(LDV(run, t * VEC));
         for (int t = nv * VEC + lid; t < taps; t += WG) sum += LD(run, t);
+#endif
     } else {
         for (int t = lid; t < taps; t += WG) sum += LD(xp, (hs + t / bw) * IW + ws + t % bw);
     }
@@ -501,7 +547,8 @@ void adaptive_pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* r
     const int ws = BIN_START(ow, IW, OW), we = BIN_END(ow, IW, OW);                    \
     const int bw = we - ws;                                                            \
     const int taps = (he - hs) * bw;                                                   \
-    const int obase = o * C + c0;
+    const int obase = o * C + c0;                                                      \
+    const int raw = RAW_OK;
 
 inline float lane_load(__global const dtype_t* x, int p, int j, int nvalid)
 {
@@ -527,7 +574,11 @@ void adaptive_pool2d_max(__global const dtype_t* restrict x, __global dtype_t* r
             const int ih = hs + t / bw, iw = ws + t % bw;
             const int p = ((n * IH + ih) * IW + iw) * C + c0;
             float v[VEC];
-            if (nvalid == VEC) {
+            if (raw) {
+#if ADAPT_RAW
+                PRIV_STV(RAW_LDV(x + p), v);
+#endif
+            } else if (nvalid == VEC) {
                 PRIV_STV(LDV(x, p), v);
             } else {
                 for (int j = 0; j < VEC; ++j) v[j] = lane_load(x, p, j, nvalid);
@@ -570,7 +621,11 @@ void adaptive_pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* r
     if (nvalid > 0) {
         for (int t = r; t < taps; t += ROWS) {
             const int p = ((n * IH + hs + t / bw) * IW + ws + t % bw) * C + c0;
-            if (nvalid == VEC) {
+            if (raw) {
+#if ADAPT_RAW
+                sum += RAW_LDV(x + p);
+#endif
+            } else if (nvalid == VEC) {
                 sum += LDV(x, p);
             } else {
                 float v[VEC];

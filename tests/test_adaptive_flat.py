@@ -231,7 +231,7 @@ def test_adaptive_flat_fits_local_memory(local, wg, dtype):
     from hal.backends.opencl import SCHEMAS
 
     info = _info(local=local)
-    params = {"WG": wg, "VEC": 8, "MODE": 3, "HALF_ARITH": 0}
+    params = {"WG": wg, "VEC": 8, "MODE": 3, "HALF_ARITH": 0, "HALF_RAW": 0}
     if SCHEMAS["adaptive_pool2d"].validate(params, info):
         return
     elems = _flat(info, plane=(1, 1), dtype=dtype, **params)
