@@ -908,6 +908,9 @@ class OpenCLBackend(Backend):
             defines["BAND_ELEMS"] = elems
         if half and p["HALF_RAW"] and not tile:
             defines["HALF_RAW"] = 1
+        if spec.kind == "max" and not spec.return_indices and mode == 0 and not quant:
+            # the vector max paths then keep no index vector (8 ints and a select per tap)
+            defines["POOL_NO_IDX"] = 1
         if mode == 3:  # built for its window only; the left pad picks the taps
             defines.update(STRIP_ROWS=p["STRIP_ROWS"], POOL_PL=spec.pads[2])
             if quant:  # qpool2d.cl's strips take the window size alone (stride 2, dilation 1)

@@ -30,7 +30,18 @@
  *         every vector is VEC-aligned and loads/stores go through the aligned forms.
  * Max: start at -inf, take a tap when v > best || isnan(v) in row-major tap order, the
  * first valid tap's index if none is taken. Avg: float sum / divisor rule.
+ * POOL_NO_IDX=1 (the launcher's, when no indices are asked for): the vector max paths
+ * (NCHW direct, NHWC) keep no index vector; indices must then be NULL.
  */
+
+#ifndef POOL_NO_IDX
+#define POOL_NO_IDX 0
+#endif
+#if POOL_NO_IDX
+#define IDX_TRACK(stmt)
+#else
+#define IDX_TRACK(stmt) stmt
+#endif
 
 #ifndef LOCAL_TILE
 #define LOCAL_TILE 0
@@ -212,7 +223,7 @@ void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y
     const int base = (nc * OH + oh) * OW + ow0;
     if (INTERIOR) {
         ctypeV best = (ctypeV)(-INFINITY);
-        intV bidx = h0 * IW + w0 + lane * WSW; /* the first tap, kept when every tap is -inf */
+        IDX_TRACK(intV bidx = h0 * IW + w0 + lane * WSW;) /* the first tap, kept when every tap is -inf */
         /* the stride test stays outside the loops: a select between both loads would issue both */
 #define MAX_TAPS(LOAD)                                                                      \
         for (int kh = 0; kh < WKH; ++kh) {                                                   \
@@ -223,7 +234,7 @@ void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y
                 const ctypeV v = LOAD(row, iwb);                                            \
                 const cmaskV take = (v > best) | isnan(v);                                  \
                 best = select(best, v, take);                                               \
-                bidx = select(bidx, ih * IW + iwb + lane * WSW, CMASK_TO_INT(take));         \
+                IDX_TRACK(bidx = select(bidx, ih * IW + iwb + lane * WSW, CMASK_TO_INT(take));) \
             }                                                                               \
         }
         if (WSW == 1) {
@@ -232,13 +243,13 @@ void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y
             MAX_TAPS(LDC2V_EVEN)
         }
         STV(CTOFLOATV(best), y, base);
-        if (indices) ST_IDX(bidx, indices, base, VEC);
+        IDX_TRACK(if (indices) ST_IDX(bidx, indices, base, VEC);)
         return;
     }
     const intV lane_ok = lane < nvalid;
 
     ctypeV best = (ctypeV)(-INFINITY);
-    intV bidx = (intV)0;
+    IDX_TRACK(intV bidx = (intV)0;)
     intV unseen = (intV)VTRUE; /* no valid tap taken yet */
     for (int kh = 0; kh < WKH; ++kh) {
         const int ih = h0 + kh * WDH;
@@ -251,12 +262,12 @@ void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y
             const ctypeV v = taps_c(row, iwb, WSW, IW, nvalid);
             const intV take = ok & (unseen | CMASK_TO_INT((v > best) | isnan(v)));
             best = select(best, v, TO_CMASK(take));
-            bidx = select(bidx, ih * IW + iw, take);
+            IDX_TRACK(bidx = select(bidx, ih * IW + iw, take);)
             unseen &= ~ok;
         }
     }
     store_out(y, base, CTOFLOATV(best), nvalid);
-    if (indices) ST_IDX(bidx, indices, base, nvalid);
+    IDX_TRACK(if (indices) ST_IDX(bidx, indices, base, nvalid);)
 }
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
@@ -703,7 +714,7 @@ void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y
 {
     NHWC_PROLOGUE
     ctypeV best = (ctypeV)(-INFINITY);
-    intV bidx = (intV)0;
+    IDX_TRACK(intV bidx = (intV)0;)
     int unseen = 1;
     for (int kh = 0; kh < WKH; ++kh) {
         const int ih = h0 + kh * WDH;
@@ -726,12 +737,12 @@ void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y
             }
             if (unseen) {
                 best = v;
-                bidx = (intV)(ih * IW + iw);
+                IDX_TRACK(bidx = (intV)(ih * IW + iw);)
                 unseen = 0;
             } else {
                 const cmaskV take = (v > best) | isnan(v);
                 best = select(best, v, take);
-                bidx = select(bidx, (intV)(ih * IW + iw), CMASK_TO_INT(take));
+                IDX_TRACK(bidx = select(bidx, (intV)(ih * IW + iw), CMASK_TO_INT(take));)
             }
         }
     }
@@ -744,7 +755,7 @@ void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y
         PRIV_STV(out, tv);
         for (int j = 0; j < nvalid; ++j) ST(tv[j], y, obase + j);
     }
-    if (indices) ST_IDX(bidx, indices, obase, nvalid);
+    IDX_TRACK(if (indices) ST_IDX(bidx, indices, obase, nvalid);)
 }
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))

@@ -393,6 +393,9 @@ def test_opencl_launch_signature_names_the_kernel_that_runs():
     assert sig(nchw, {"LOCAL_TILE": 3, "VEC": 4}) != sig(nchw, {"LOCAL_TILE": 0, "VEC": 4})
     assert sig(nchw, {"LOCAL_TILE": 3, "HALF_RAW": 1}) == sig(nchw, {"LOCAL_TILE": 3})
     assert sig(nchw16, {"LOCAL_TILE": 3, "HALF_RAW": 1}) != sig(nchw16, {"LOCAL_TILE": 3})
+    # max pooling without indices builds the vector max paths without index tracking
+    with_idx = S.pool2d_spec("max", S.TensorGeometry(2, 8, 32, 48, "NHWC", f32), 3, 2, 1, 1, False, True, None, True)
+    assert ("POOL_NO_IDX", 1) in sig(nhwc, {"VEC": 4})[2] and ("POOL_NO_IDX", 1) not in sig(with_idx, {"VEC": 4})[2]
     bn32 = S.batch_norm_spec(S.TensorGeometry(2, 8, 32, 48, "NCHW", f32), False, 0.1, 1e-5, True)
     bn16 = S.batch_norm_spec(S.TensorGeometry(2, 8, 32, 48, "NCHW", f16), False, 0.1, 1e-5, True)
     assert sig(bn32, {"VEC": 4, "HALF_RAW": 1}) == sig(bn32, {"VEC": 4}) != sig(bn32, {"VEC": 8})
