@@ -10,7 +10,7 @@ selected device (``hal.use_device``, ``HAL_DEVICE``, automatic).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import replace
@@ -136,8 +136,8 @@ def _launch(dev: Device, kernel: str, spec: Any, *buffers: Any) -> None:
         recorder.append((dev, kernel, spec, buffers, params))
 
 
-#: per-call plans of float pooling calls: (op, device, input shape, layout, dtype, arguments)
-#: -> (spec, ReLU still to apply). A repeated call (the usual case: one network, fixed shapes)
+#: per-call plans of float pooling calls: (op's plan builder, device, input shape, layout,
+#: dtype, arguments) -> (spec, ReLU still to apply). A repeated call (the usual case: one network, fixed shapes)
 #: skips validation, the spec memo and the fusion decision, about 2 µs of the 6 µs the op
 #: layer took per call. Only calls that passed validation are stored; the arguments are
 #: keyed with their types (``hal.spec._arg_key``), so 3 and 3.0 do not share a plan.
@@ -145,23 +145,28 @@ _PLANS: dict[object, tuple[Any, bool]] = {}
 _PLAN_LIMIT = 4096
 
 
-def _plan(op: str, x: Any, args: tuple[object, ...]) -> tuple[object | None, tuple[Any, bool] | None]:
-    """(key, stored plan or None) of a call on a float hal.Tensor; (None, None) for other
-    inputs and for unhashable arguments (lists, arrays), which are validated every call."""
-    if x.__class__ is not Tensor or x.dtype.kind != "f":
-        return None, None
-    key = (op, x.device, x.shape, x.layout, x.dtype, _arg_key(args))
-    try:
-        return key, _PLANS.get(key)
-    except TypeError:
-        return None, None
-
-
-def _store_plan(key: object | None, plan: tuple[Any, bool]) -> None:
+def _planned(
+    build: Callable[..., tuple[Device, Tensor, tuple[Any, bool]]], input: Any, *args: Any
+) -> tuple[Device, Tensor, tuple[Any, bool]]:
+    """(device, input tensor, (spec, ReLU still to apply)) of a pooling call: the stored plan
+    of a float hal.Tensor call seen before, else ``build(input, *args)`` (which validates;
+    its result is stored when the call can be keyed: a float Tensor, hashable arguments)."""
+    x = input
+    key: object | None = None
+    if x.__class__ is Tensor and x.dtype.kind == "f":
+        key = (build, x.device, x.shape, x.layout, x.dtype, _arg_key(args))
+        try:
+            plan = _PLANS.get(key)
+        except TypeError:  # a list or an array among the arguments: validated every call
+            key = plan = None
+        if plan is not None:
+            return x.device, x, plan
+    dev, x, plan = build(input, *args)
     if key is not None:
         if len(_PLANS) >= _PLAN_LIMIT:
             _PLANS.clear()  # bounded; a fuzzing run's shapes would otherwise crowd out the network's
         _PLANS[key] = plan
+    return dev, x, plan
 
 
 def _new_output(shape: tuple[int, ...], x: Tensor, dtype: np.dtype | None = None) -> Tensor:
@@ -202,6 +207,41 @@ def relu(input: Any) -> Tensor:
 # ----------------------------------------------------------------------------
 
 
+def _max_pool2d_plan(input: Any, kernel_size: Any, stride: Any, padding: PaddingArg, dilation: Any, ceil_mode: bool,
+                     return_indices: bool, relu: bool) -> tuple[Device, Tensor, tuple[Any, bool]]:
+    dev = _pick_device([("input", input)])
+    x = _activation(input, dev, allow_int=True)
+    _require_quantized_pooling(dev, x)
+    spec = pool2d_spec("max", _plane_geometry(x), kernel_size, stride, padding, dilation, ceil_mode, True, None,
+                       return_indices)
+    return dev, x, _fuse(dev, spec, relu and x.dtype not in QUANT_DTYPES)
+
+
+def _avg_pool2d_plan(input: Any, kernel_size: Any, stride: Any, padding: PaddingArg, ceil_mode: bool,
+                     count_include_pad: bool, divisor_override: int | None, dilation: Any,
+                     relu: bool) -> tuple[Device, Tensor, tuple[Any, bool]]:
+    dev = _pick_device([("input", input)])
+    x = _activation(input, dev, allow_int=True)
+    zero_point = 0
+    if x.dtype in QUANT_DTYPES:
+        if x.scale is None:
+            raise HalTypeError("input: average pooling of int8/uint8 needs a quantized tensor "
+                               "(hal.quantize or hal.asarray(..., scale=, zero_point=))")
+        zero_point = qparams(x.scale, x.zero_point, x.dtype, name="input.scale").zero_point[0]
+    _require_quantized_pooling(dev, x)
+    spec = pool2d_spec("avg", _plane_geometry(x), kernel_size, stride, padding, dilation, ceil_mode,
+                       count_include_pad, divisor_override, False)
+    if zero_point:  # quantized inputs are never stored as plans: the zero point is the tensor's
+        spec = replace(spec, zero_point=zero_point)
+    return dev, x, _fuse(dev, spec, relu and x.dtype not in QUANT_DTYPES)
+
+
+def _adaptive_avg_pool2d_plan(input: Any, output_size: Any, relu: bool) -> tuple[Device, Tensor, tuple[Any, bool]]:
+    dev = _pick_device([("input", input)])
+    x = _activation(input, dev)
+    return dev, x, _fuse(dev, adaptive_pool2d_spec("avg", _plane_geometry(x), output_size, False), relu)
+
+
 def max_pool2d(
     input: Any,
     kernel_size: Any,
@@ -221,19 +261,8 @@ def max_pool2d(
     int8/uint8 input (quantized or raw) pools the integers; the output keeps the
     input's scale and zero point.
     """
-    key, plan = _plan("max_pool2d", input, (kernel_size, stride, padding, dilation, ceil_mode, return_indices, relu))
-    if plan is not None:
-        x = input
-        dev = x.device
-        spec, relu_after = plan
-    else:
-        dev = _pick_device([("input", input)])
-        x = _activation(input, dev, allow_int=True)
-        _require_quantized_pooling(dev, x)
-        spec = pool2d_spec("max", _plane_geometry(x), kernel_size, stride, padding, dilation, ceil_mode, True, None,
-                           return_indices)
-        spec, relu_after = _fuse(dev, spec, relu and x.dtype not in QUANT_DTYPES)
-        _store_plan(key, (spec, relu_after))
+    dev, x, (spec, relu_after) = _planned(_max_pool2d_plan, input, kernel_size, stride, padding, dilation, ceil_mode,
+                                          return_indices, relu)
     y = _new_output(spec.out_shape, x)
     y.scale, y.zero_point = x.scale, x.zero_point
     idx = _new_output(spec.out_shape, x, I64) if return_indices else None
@@ -260,28 +289,8 @@ def avg_pool2d(
     A quantized int8/uint8 input gives ``saturate(round_half_even(sum(q - zp) / divisor) + zp)``
     with the input's scale and zero point (ONNX QLinearAveragePool with equal scales).
     """
-    key, plan = _plan("avg_pool2d", input,
-                      (kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, dilation, relu))
-    if plan is not None:
-        x = input
-        dev = x.device
-        spec, relu_after = plan
-    else:
-        dev = _pick_device([("input", input)])
-        x = _activation(input, dev, allow_int=True)
-        zero_point = 0
-        if x.dtype in QUANT_DTYPES:
-            if x.scale is None:
-                raise HalTypeError("input: average pooling of int8/uint8 needs a quantized tensor "
-                                   "(hal.quantize or hal.asarray(..., scale=, zero_point=))")
-            zero_point = qparams(x.scale, x.zero_point, x.dtype, name="input.scale").zero_point[0]
-        _require_quantized_pooling(dev, x)
-        spec = pool2d_spec("avg", _plane_geometry(x), kernel_size, stride, padding, dilation, ceil_mode,
-                           count_include_pad, divisor_override, False)
-        if zero_point:
-            spec = replace(spec, zero_point=zero_point)
-        spec, relu_after = _fuse(dev, spec, relu and x.dtype not in QUANT_DTYPES)
-        _store_plan(key, (spec, relu_after))  # float inputs only: a quantized one keys nothing
+    dev, x, (spec, relu_after) = _planned(_avg_pool2d_plan, input, kernel_size, stride, padding, ceil_mode,
+                                          count_include_pad, divisor_override, dilation, relu)
     y = _new_output(spec.out_shape, x)
     y.scale, y.zero_point = x.scale, x.zero_point
     _launch(dev, "pool2d", spec, x.buffer, y.buffer, None)
@@ -292,16 +301,7 @@ def avg_pool2d(
 
 def adaptive_avg_pool2d(input: Any, output_size: Any, *, relu: bool = False) -> Tensor:
     """Adaptive average pooling (``output_size`` 1 is global average pooling)."""
-    key, plan = _plan("adaptive_avg_pool2d", input, (output_size, relu))
-    if plan is not None:
-        x = input
-        dev = x.device
-        spec, relu_after = plan
-    else:
-        dev = _pick_device([("input", input)])
-        x = _activation(input, dev)
-        spec, relu_after = _fuse(dev, adaptive_pool2d_spec("avg", _plane_geometry(x), output_size, False), relu)
-        _store_plan(key, (spec, relu_after))
+    dev, x, (spec, relu_after) = _planned(_adaptive_avg_pool2d_plan, input, output_size, relu)
     y = _new_output(spec.out_shape, x)
     _launch(dev, "adaptive_pool2d", spec, x.buffer, y.buffer, None)
     if relu_after:
