@@ -642,6 +642,11 @@ class OpenCLBackend(Backend):
         self._queue = runtime.queue  # the profiling queue while time_launches runs
         self._warned: set[str] = set()
         self._events: list[Any] | None = None  # collects events while time_launches runs
+        #: pool2d launches planned once per (spec, parameter set, exact_params): the kernel,
+        #: its scalar arguments and the work sizes (the -D set, the build-cache lookup and
+        #: the argument conversion took about 8 of the launcher's 14 µs of Python per call)
+        self._pool_plans: dict[tuple[object, ...], tuple[Any, tuple[Any, ...], tuple[int], tuple[int]]] = {}
+        self._param_keys: dict[int, tuple[Mapping[str, int], tuple[tuple[str, int], ...]]] = {}
 
     # -- discovery -------------------------------------------------------------------
     @classmethod
@@ -936,18 +941,42 @@ class OpenCLBackend(Backend):
             return spec.n * spec.out_h * spec.out_w * -(-spec.c // p["VEC"])
         return spec.n * spec.c * spec.out_h * -(-spec.out_w // p["VEC"])
 
+    def _pkey(self, params: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
+        """A plan-cache key for ``params``; the tuner hands out the same dict each call, so memoise by identity."""
+        hit = self._param_keys.get(id(params))
+        if hit is not None and hit[0] is params:
+            return hit[1]
+        key = tuple(sorted(params.items()))
+        if len(self._param_keys) > 4096:
+            self._param_keys.clear()
+        self._param_keys[id(params)] = (params, key)  # holding params keeps its id from being reused
+        return key
+
     def pool2d(
         self, spec: Pool2dSpec, x: Buffer, y: Buffer, indices: Buffer | None, params: Mapping[str, int]
     ) -> None:
         """Max or average pooling; int8/uint8 specs run ``qpool2d.cl`` (the zero point as a last argument)."""
+        key = (spec, self._pkey(params), self.exact_params)
+        plan = self._pool_plans.get(key)
+        if plan is None:
+            plan = self._plan_pool2d(spec, params)
+            if len(self._pool_plans) > 4096:
+                self._pool_plans.clear()
+            self._pool_plans[key] = plan
+        kernel, scalars, global_size, local_size = plan
+        self._launch(kernel, global_size, local_size, [x, y, indices if spec.kind == "max" else None, *scalars])
+
+    def _plan_pool2d(
+        self, spec: Pool2dSpec, params: Mapping[str, int]
+    ) -> tuple[Any, tuple[Any, ...], tuple[int], tuple[int]]:
+        """(kernel, scalar arguments, global size, local size) of a pooling call."""
         p = self._params("pool2d", params)
-        args = [
-            x, y, indices if spec.kind == "max" else None,
+        scalars = [
             *map(_i32, (spec.n, spec.c, spec.in_h, spec.in_w, spec.out_h, spec.out_w, *spec.kernel, *spec.stride,
                         *spec.pads, *spec.dilation, spec.divisor or 0, int(spec.count_include_pad))),
         ]
         if np.dtype(spec.dtype) in QUANT_DTYPES:
-            args.append(_i32(spec.zero_point))
+            scalars.append(_i32(spec.zero_point))
         while True:
             file, name, defines, mode, band = self._pool2d_build(spec, p)
             try:
@@ -956,9 +985,9 @@ class OpenCLBackend(Backend):
             except _TooLarge as exc:
                 p = self._shrink(p, "WG", WG_VALUES, str(exc))
         if mode == 2:
-            args.append(_i32(band))
+            scalars.append(_i32(band))
         wg = p["WG"]
-        self._launch(kernel, (_round_up(self._pool2d_items(spec, p, mode, band), wg),), (wg,), args)
+        return kernel, tuple(scalars), (_round_up(self._pool2d_items(spec, p, mode, band), wg),), (wg,)
 
     def launch_signature(self, spec: object, params: Mapping[str, int]) -> Hashable | None:
         """What a pooling or BatchNorm call would build and launch (file, kernel, -D set,
