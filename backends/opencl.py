@@ -642,10 +642,11 @@ class OpenCLBackend(Backend):
         self._queue = runtime.queue  # the profiling queue while time_launches runs
         self._warned: set[str] = set()
         self._events: list[Any] | None = None  # collects events while time_launches runs
-        #: pool2d launches planned once per (spec, parameter set, exact_params): the kernel,
-        #: its scalar arguments and the work sizes (the -D set, the build-cache lookup and
-        #: the argument conversion took about 8 of the launcher's 14 µs of Python per call)
+        #: pool2d and batch_norm launches planned once per (spec, parameter set, exact_params):
+        #: kernels, scalar arguments, work sizes (rebuilding the -D set, looking up the build
+        #: and converting the arguments took most of pool2d's 14 µs of Python per call)
         self._pool_plans: dict[tuple[object, ...], tuple[Any, tuple[Any, ...], tuple[int], tuple[int]]] = {}
+        self._bn_plans: dict[tuple[object, ...], tuple[dict[str, Any], int, int, int, int, int]] = {}
         self._param_keys: dict[int, tuple[Mapping[str, int], tuple[tuple[str, int], ...]]] = {}
 
     # -- discovery -------------------------------------------------------------------
@@ -1192,6 +1193,48 @@ class OpenCLBackend(Backend):
         params: Mapping[str, int],
     ) -> None:
         """BatchNorm forward: training = stats, finalize, apply; inference = one pass."""
+        key = (spec, self._pkey(params), self.exact_params)
+        plan = self._bn_plans.get(key)
+        if plan is None:
+            plan = self._plan_batch_norm(spec, params)
+            if len(self._bn_plans) > 4096:
+                self._bn_plans.clear()
+            self._bn_plans[key] = plan
+        kernels, wg, items, chunks, tiles, per_group = plan
+        c, hw = spec.c, spec.h * spec.w
+        if not spec.training:
+            self._launch(
+                kernels["batch_norm_infer"], (items,), (wg,),
+                [x, y, weight, bias, running_mean, running_var, _i32(spec.n), _i32(c), _i32(hw),
+                 np.float32(spec.eps)],
+            )
+            return
+        mean = self.allocate(4 * c)
+        var = self.allocate(4 * c)
+        scale = self.allocate(4 * c)
+        shift = self.allocate(8 * c)
+        partial = self.allocate(12 * c * chunks)
+        self._launch(
+            kernels["batch_norm_stats"], (chunks * wg, tiles), (wg, 1),
+            [x, mean, var, _i32(spec.n), _i32(c), _i32(hw), partial, _i32(chunks)],
+        )
+        running = spec.has_running
+        self._launch(
+            kernels["batch_norm_finalize"], (-(-c // per_group) * wg,), (wg,),
+            [x, partial, _i32(chunks), _i32(hw), weight, bias,
+             running_mean if running else None, running_var if running else None,
+             mean, var, scale, shift, _i32(c), np.float32(spec.eps), np.float32(spec.momentum), _i32(1)],
+        )
+        self._launch(
+            kernels["batch_norm_apply"], (items,), (wg,),
+            [x, y, scale, shift, _i32(spec.n), _i32(c), _i32(hw)],
+        )
+
+    def _plan_batch_norm(
+        self, spec: BatchNormSpec, params: Mapping[str, int]
+    ) -> tuple[dict[str, Any], int, int, int, int, int]:
+        """(kernels, work-group, elementwise work-items rounded up to it, statistics chunks,
+        statistics tiles, channels per finalize group) of a BatchNorm call."""
         p = self._params("batch_norm", params)
         nhwc = spec.layout == "NHWC"
         c, hw = spec.c, spec.h * spec.w
@@ -1205,18 +1248,9 @@ class OpenCLBackend(Backend):
             except _TooLarge as exc:
                 p = self._shrink(p, "WG", WG_VALUES, str(exc))
         wg, vec = p["WG"], p["VEC"]
-        items = spec.n * hw * -(-c // vec) if nhwc else spec.n * c * -(-hw // vec)
+        items = _round_up(spec.n * hw * -(-c // vec) if nhwc else spec.n * c * -(-hw // vec), wg)
         if not spec.training:
-            self._launch(
-                kernels["batch_norm_infer"], (_round_up(items, wg),), (wg,),
-                [x, y, weight, bias, running_mean, running_var, _i32(spec.n), _i32(c), _i32(hw),
-                 np.float32(spec.eps)],
-            )
-            return
-        mean = self.allocate(4 * c)
-        var = self.allocate(4 * c)
-        scale = self.allocate(4 * c)
-        shift = self.allocate(8 * c)
+            return kernels, wg, items, 0, 0, 0
         count = spec.count
         # Statistics grid: the groups split each channel's values evenly, so the pass takes
         # as long as its slowest wave; aim for one wave of about BN_ITEMS_PER_CU work-items
@@ -1234,23 +1268,8 @@ class OpenCLBackend(Backend):
             tiles = c
             most = max(1, count // (wg * 2 * BN_VALUES))
         chunks = int(min(max(1, target // tiles), most, 1024))
-        partial = self.allocate(12 * c * chunks)
-        self._launch(
-            kernels["batch_norm_stats"], (chunks * wg, tiles), (wg, 1),
-            [x, mean, var, _i32(spec.n), _i32(c), _i32(hw), partial, _i32(chunks)],
-        )
-        running = spec.has_running
         per_group = wg // _bn_segment(chunks, wg)  # channels per finalize group
-        self._launch(
-            kernels["batch_norm_finalize"], (-(-c // per_group) * wg,), (wg,),
-            [x, partial, _i32(chunks), _i32(hw), weight, bias,
-             running_mean if running else None, running_var if running else None,
-             mean, var, scale, shift, _i32(c), np.float32(spec.eps), np.float32(spec.momentum), _i32(1)],
-        )
-        self._launch(
-            kernels["batch_norm_apply"], (_round_up(items, wg),), (wg,),
-            [x, y, scale, shift, _i32(spec.n), _i32(c), _i32(hw)],
-        )
+        return kernels, wg, items, chunks, tiles, per_group
 
     def eltwise(self, spec: EltwiseSpec, x: Buffer, y: Buffer, params: Mapping[str, int]) -> None:
         """Elementwise ReLU over ``spec.count`` elements (``x`` may be ``y``)."""

@@ -382,3 +382,50 @@ def test_opencl_pool_plans_keep_the_launch_limits(device, monkeypatch):
             be.pool2d(spec, xt.buffer, y.buffer, None, params)
     finally:
         be.exact_params = False
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_opencl_batch_norm_plans_keep_the_launch_limits(device, monkeypatch, training):
+    """The same for the OpenCL BatchNorm launcher's plans (inference, and training's three
+    launches with their per-call workspaces); running statistics checked too."""
+    _opencl(device)
+    from hal.backends import opencl as ocl
+    from hal.errors import LaunchLimitExceeded
+
+    be = device.backend
+    be._bn_plans.clear()
+    real_kernel = be._kernel
+
+    def limited(file: str, name: str, defines: Mapping[str, int], local: int) -> object:
+        if local > 64:
+            raise ocl._TooLarge(f"{name}: work-group {local} above this test's limit 64")
+        return real_kernel(file, name, defines, local)
+
+    monkeypatch.setattr(be, "_kernel", limited)
+    shape = (3, 5, 7, 9)
+    x = random_input(22, shape, "float32", mean=2.0)
+    rng = np.random.default_rng(23)
+    weight, bias = rng.standard_normal(5).astype(np.float32), rng.standard_normal(5).astype(np.float32)
+    xt = hal.asarray(x, device=device)
+    spec = hal.spec.batch_norm_spec(xt.geometry(), training, 0.1, 1e-5, True)
+    params = {**device.tuner.schemas["batch_norm"].defaults(), "WG": 256}
+    for i in range(2):  # planned, then served from the plan
+        rm = rng.standard_normal(5).astype(np.float32)
+        rv = rng.uniform(0.5, 2.0, 5).astype(np.float32)
+        ref_rm, ref_rv = rm.astype(np.float64), rv.astype(np.float64)
+        want = reference.batch_norm(x.astype(np.float64), ref_rm, ref_rv, weight, bias, training, 0.1, 1e-5)
+        bufs = [hal.asarray(a, device=device) for a in (weight, bias, rm, rv)]
+        with poison_outputs(), pytest.warns(UserWarning) if i == 0 else contextlib.nullcontext():
+            y = hal.tensor.empty(shape, np.float32, device)
+            be.batch_norm(spec, xt.buffer, y.buffer, *(b.buffer for b in bufs), params)
+        r = compare("batch_norm", "float32", y.numpy(), want)
+        assert r.ok, r.detail
+        for got, ref in ((bufs[2].numpy(), ref_rm), (bufs[3].numpy(), ref_rv)):
+            r = compare("batch_norm", "float32", got, ref)
+            assert r.ok, r.detail
+    be.exact_params = True
+    try:
+        with pytest.raises(LaunchLimitExceeded):
+            be.batch_norm(spec, xt.buffer, y.buffer, *(b.buffer for b in bufs), params)
+    finally:
+        be.exact_params = False
