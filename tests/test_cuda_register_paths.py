@@ -167,3 +167,32 @@ def test_cuda_depthwise_block_plan(cols, crows):
     items = n * rows * -(-w // cols) * (c // 4)
     assert launch.grid[0] * launch.block[0] >= items > (launch.grid[0] - 1) * launch.block[0]
 
+
+
+@pytest.mark.parametrize("merge", [0, 1])
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_cuda_batch_norm_merge_plan(merge, layout):
+    """Without a GPU: NCHW training with BN_APPLY_MERGE is two launches, statistics first (the
+    launcher reads the slab count from its blob), then batch_norm_apply_merged with one
+    argument per parameter of its signature; NHWC, or BN_APPLY_MERGE 0, keeps three launches."""
+    import re
+
+    from hal.backends.cuda import CudaBackend
+    from hal.resources import kernel_source
+    from hal.spec import TensorGeometry, batch_norm_spec
+
+    planner = CudaBackend.__new__(CudaBackend)  # planning needs no context
+    planner.force_generic, planner._cc, planner._arch, planner._sms = False, (9, 0), "sm_90", 132
+    planner._smem_default = 48 * 1024
+    spec = batch_norm_spec(TensorGeometry(7, 6, 5, 9, layout, np.dtype(np.float32)), True, 0.1, 1e-5, True)
+    plan = planner._plan_batch_norm(spec, {"BN_APPLY_MERGE": merge, "BN_THREADS": 128}, True)
+    names = [launch.kernel for launch in plan]
+    if merge and layout == "NCHW":
+        assert names == ["batch_norm_stats", "batch_norm_apply_merged"]
+        merged = plan[1]
+        source = kernel_source("kernels_cu", "batch_norm.cu")
+        signature = re.search(r"batch_norm_apply_merged\(([^)]*)\)", source).group(1)
+        assert len(merged.args) == signature.count(",") + 1 == len(re.findall(r"\d*[A-Za-z]", merged.fmt))
+        assert merged.grid == plan[0].grid and merged.block == plan[0].block
+    else:
+        assert names == ["batch_norm_stats", "batch_norm_finalize", "batch_norm_apply_ex"]
