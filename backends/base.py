@@ -29,13 +29,17 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
 from hal.errors import HalValueError, UnsupportedOperation
 from hal.spec import AdaptivePool2dSpec, BatchNormSpec, Conv2dSpec, EltwiseSpec, Pool2dSpec, QConv2dSpec
 from hal.tuning.schema import KernelSchema
+
+_Plan = TypeVar("_Plan")
+#: entries a backend's plan caches hold before they start over
+PLAN_CACHE_LIMIT = 4096
 
 #: an opaque device allocation owned by a backend (numpy array, cl.Buffer, DeviceAllocation...).
 Buffer = Any
@@ -115,6 +119,31 @@ class Backend(ABC):
         #: True (the tuner, benchmark sweeps): it raises HalError instead, so that a
         #: measurement is never stored under parameters other than the ones that ran.
         self.exact_params = False
+        #: launch plans by key (``_planned``) and parameter-set keys by identity (``_pkey``)
+        self._plans: dict[Hashable, Any] = {}
+        self._param_keys: dict[int, tuple[Mapping[str, int], tuple[tuple[str, int], ...]]] = {}
+
+    # -- launch plans (helpers for launchers) ---------------------------------------------
+    def _pkey(self, params: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
+        """A plan-cache key for ``params``; the tuner hands out the same dict each call, so memoise by identity."""
+        hit = self._param_keys.get(id(params))
+        if hit is not None and hit[0] is params:
+            return hit[1]
+        key = tuple(sorted(params.items()))
+        if len(self._param_keys) > PLAN_CACHE_LIMIT:
+            self._param_keys.clear()
+        self._param_keys[id(params)] = (params, key)  # holding params keeps its id from being reused
+        return key
+
+    def _planned(self, key: Hashable, make: Callable[[], _Plan]) -> _Plan:
+        """The plan stored under ``key``, else ``make()`` (stored; errors are not)."""
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = make()
+            if len(self._plans) > PLAN_CACHE_LIMIT:
+                self._plans.clear()
+            self._plans[key] = plan
+        return plan
 
     # -- discovery -------------------------------------------------------------------
     @classmethod

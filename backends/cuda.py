@@ -514,9 +514,7 @@ class CudaBackend(Backend):
         self._lock = threading.RLock()
         self._modules: dict[tuple[str, tuple[tuple[str, int], ...]], Any] = {}
         self._functions: dict[tuple[str, tuple[tuple[str, int], ...], str], Any] = {}
-        self._plans: dict[tuple[object, ...], tuple[Launch, ...]] = {}
         self._plan_fns: dict[int, tuple[tuple[Launch, ...], tuple[Any, ...], bool]] = {}
-        self._param_keys: dict[int, tuple[Mapping[str, int], tuple[tuple[str, int], ...]]] = {}
         self._workspace: dict[str, CudaBuffer] = {}
         #: tests only: use the contract entry points (one thread per output) everywhere
         self.force_generic = False
@@ -839,17 +837,6 @@ class CudaBackend(Backend):
             fn.hal_max_shared = launch.shared
         return fn
 
-    def _pkey(self, params: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
-        """A plan-cache key for ``params``; the tuner hands out the same dict each call, so memoise by identity."""
-        hit = self._param_keys.get(id(params))
-        if hit is not None and hit[0] is params:
-            return hit[1]
-        key = tuple(sorted(params.items()))
-        if len(self._param_keys) > 4096:
-            self._param_keys.clear()
-        self._param_keys[id(params)] = (params, key)  # holding params keeps its id from being reused
-        return key
-
     def _run(self, launches: tuple[Launch, ...], buffers: Mapping[str, Buffer | None]) -> None:
         # the per-call path: functions cached per plan, one context push, PyCUDA's launch
         # primitive called directly where it has one (prepared_async_call re-checks its
@@ -879,15 +866,6 @@ class CudaBackend(Backend):
         """Build (or load from cache) everything ``launches`` need."""
         for launch in launches:
             self._function(launch)
-
-    def _planned(self, key: tuple[object, ...], make: Callable[[], tuple[Launch, ...]]) -> tuple[Launch, ...]:
-        plan = self._plans.get(key)
-        if plan is None:
-            plan = make()
-            if len(self._plans) > 4096:
-                self._plans.clear()
-            self._plans[key] = plan
-        return plan
 
     # -- helpers -----------------------------------------------------------------------------
     def _grid_1d(self, total: int, threads: int) -> tuple[int, int, int]:

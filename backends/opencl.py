@@ -642,12 +642,6 @@ class OpenCLBackend(Backend):
         self._queue = runtime.queue  # the profiling queue while time_launches runs
         self._warned: set[str] = set()
         self._events: list[Any] | None = None  # collects events while time_launches runs
-        #: pool2d and batch_norm launches planned once per (spec, parameter set, exact_params):
-        #: kernels, scalar arguments, work sizes (rebuilding the -D set, looking up the build
-        #: and converting the arguments took most of pool2d's 14 µs of Python per call)
-        self._pool_plans: dict[tuple[object, ...], tuple[Any, tuple[Any, ...], tuple[int], tuple[int]]] = {}
-        self._bn_plans: dict[tuple[object, ...], tuple[dict[str, Any], int, int, int, int, int]] = {}
-        self._param_keys: dict[int, tuple[Mapping[str, int], tuple[tuple[str, int], ...]]] = {}
 
     # -- discovery -------------------------------------------------------------------
     @classmethod
@@ -942,29 +936,14 @@ class OpenCLBackend(Backend):
             return spec.n * spec.out_h * spec.out_w * -(-spec.c // p["VEC"])
         return spec.n * spec.c * spec.out_h * -(-spec.out_w // p["VEC"])
 
-    def _pkey(self, params: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
-        """A plan-cache key for ``params``; the tuner hands out the same dict each call, so memoise by identity."""
-        hit = self._param_keys.get(id(params))
-        if hit is not None and hit[0] is params:
-            return hit[1]
-        key = tuple(sorted(params.items()))
-        if len(self._param_keys) > 4096:
-            self._param_keys.clear()
-        self._param_keys[id(params)] = (params, key)  # holding params keeps its id from being reused
-        return key
-
     def pool2d(
         self, spec: Pool2dSpec, x: Buffer, y: Buffer, indices: Buffer | None, params: Mapping[str, int]
     ) -> None:
         """Max or average pooling; int8/uint8 specs run ``qpool2d.cl`` (the zero point as a last argument)."""
-        key = (spec, self._pkey(params), self.exact_params)
-        plan = self._pool_plans.get(key)
-        if plan is None:
-            plan = self._plan_pool2d(spec, params)
-            if len(self._pool_plans) > 4096:
-                self._pool_plans.clear()
-            self._pool_plans[key] = plan
-        kernel, scalars, global_size, local_size = plan
+        # planned once per (spec, parameters, exact_params): rebuilding the -D set, looking up
+        # the build and converting 18 arguments took most of 14 µs of Python per call
+        kernel, scalars, global_size, local_size = self._planned(
+            ("pool2d", spec, self._pkey(params), self.exact_params), lambda: self._plan_pool2d(spec, params))
         self._launch(kernel, global_size, local_size, [x, y, indices if spec.kind == "max" else None, *scalars])
 
     def _plan_pool2d(
@@ -1193,14 +1172,8 @@ class OpenCLBackend(Backend):
         params: Mapping[str, int],
     ) -> None:
         """BatchNorm forward: training = stats, finalize, apply; inference = one pass."""
-        key = (spec, self._pkey(params), self.exact_params)
-        plan = self._bn_plans.get(key)
-        if plan is None:
-            plan = self._plan_batch_norm(spec, params)
-            if len(self._bn_plans) > 4096:
-                self._bn_plans.clear()
-            self._bn_plans[key] = plan
-        kernels, wg, items, chunks, tiles, per_group = plan
+        kernels, wg, items, chunks, tiles, per_group = self._planned(
+            ("batch_norm", spec, self._pkey(params), self.exact_params), lambda: self._plan_batch_norm(spec, params))
         c, hw = spec.c, spec.h * spec.w
         if not spec.training:
             self._launch(

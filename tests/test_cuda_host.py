@@ -88,3 +88,52 @@ def test_cuda_allocate_reuses_a_dead_block_of_the_same_size():
     other = backend.allocate(100)  # another size: the dead block goes back to the pool
     assert Ctx.pushes == 2 and from_pool == [4096, 100] and block.freed == 1 and backend._freed == []
     assert other.nbytes == 100
+
+
+def test_cuda_launchers_plan_once_without_a_gpu():
+    """Without a GPU: every CUDA launcher's host side (parameter key, plan, workspace) runs,
+    with the launch itself recorded instead; a repeated call reuses its stored plan, and
+    NCHW training with BN_APPLY_MERGE plans two launches instead of three."""
+    import threading
+
+    import numpy as np
+
+    from hal import spec as S
+    from hal.backends.base import Backend
+    from hal.backends.cuda import CudaBackend, CudaBuffer
+    from hal.device import DeviceInfo
+
+    info = DeviceInfo("cuda", 0, "NVIDIA H200", "nvidia", "sm_90", "sm_90", 132, 1024, 232448, 140 << 30, True, 32,
+                      "cuda", "580", (("compute_capability", "9.0"), ("shared_memory_per_block_default", "49152"),
+                                      ("shared_memory_per_sm", "233472"), ("max_threads_per_sm", "2048")))
+    be = CudaBackend.__new__(CudaBackend)
+    Backend.__init__(be, info)
+    be.force_generic, be._cc, be._arch, be._sms, be._smem_default = False, (9, 0), "sm_90", 132, 48 * 1024
+    be._lock, be._workspace = threading.RLock(), {}
+    runs: list[tuple[str, ...]] = []
+    be._run = lambda plan, buffers: runs.append(tuple(launch.kernel for launch in plan))
+    be._workspace_buffer = lambda name, nbytes: CudaBuffer(0x100000, nbytes, None)
+    x, y = CudaBuffer(0x10000, 1 << 30, None), CudaBuffer(0x20000, 1 << 30, None)
+    for dtype in (np.float32, np.float16):
+        for layout in ("NCHW", "NHWC"):
+            g = S.TensorGeometry(4, 16, 33, 35, layout, np.dtype(dtype))
+            pg = S.plane_geometry(g)
+            calls = [
+                lambda pg=pg: be.pool2d(S.pool2d_spec("max", pg, 3, 2, 1, 1, False, True, None, False), x, y, None,
+                                        {}),
+                lambda pg=pg: be.adaptive_pool2d(S.adaptive_pool2d_spec("avg", pg, 1, False), x, y, None, {}),
+                lambda g=g: be.conv2d(S.conv2d_spec(g, (16, 1, 3, 3), True, (16,), 1, 1, 1, 16), x, x, x, y, {}),
+                *(lambda t=t, m=m, pg=pg: be.batch_norm(S.batch_norm_spec(pg, t, 0.1, 1e-5, True), x, y, x, x, x, x,
+                                                        {"BN_APPLY_MERGE": m})
+                  for t in (False, True) for m in (0, 1)),
+            ]
+            for call in calls:
+                before = len(be._plans)
+                call()
+                assert len(be._plans) == before + 1
+                call()
+                assert len(be._plans) == before + 1 and runs[-1] == runs[-2]
+            merged = runs[-2] if layout == "NCHW" else None
+            if merged is not None:
+                assert merged == ("batch_norm_stats", "batch_norm_apply_merged")
+    assert ("batch_norm_stats", "batch_norm_finalize", "batch_norm_apply_ex") in runs

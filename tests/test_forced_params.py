@@ -347,31 +347,37 @@ def test_opencl_quantized_strip_path(device, dtype, path):
                 np.testing.assert_array_equal(y.numpy(), want, err_msg=str((shape, k, pad, ceil, kind, divisor, zp)))
 
 
+def _limit_work_groups(be: object, monkeypatch: pytest.MonkeyPatch, limit: int = 64) -> None:
+    """Make every kernel the OpenCL backend builds refuse work-groups above ``limit``."""
+    from hal.backends import opencl as ocl
+
+    real_kernel = be._kernel
+
+    def limited(file: str, name: str, defines: Mapping[str, int], local: int) -> object:
+        if local > limit:
+            raise ocl._TooLarge(f"{name}: work-group {local} above this test's limit {limit}")
+        return real_kernel(file, name, defines, local)
+
+    monkeypatch.setattr(be, "_kernel", limited)
+
+
 def test_opencl_pool_plans_keep_the_launch_limits(device, monkeypatch):
     """The OpenCL pooling launcher plans a (spec, parameters) pair once. A work-group the built
     kernel refuses is shrunk once (served calls) and refused under ``exact_params`` (the tuner):
     the stored plan of the first must not serve the second. Outputs checked against the oracle."""
     _opencl(device)
-    from hal.backends import opencl as ocl
     from hal.errors import LaunchLimitExceeded
 
     be = device.backend
-    be._pool_plans.clear()
-    real_kernel = be._kernel
-
-    def limited(file: str, name: str, defines: Mapping[str, int], local: int) -> object:
-        if local > 64:
-            raise ocl._TooLarge(f"{name}: work-group {local} above this test's limit 64")
-        return real_kernel(file, name, defines, local)
-
-    monkeypatch.setattr(be, "_kernel", limited)
+    be._plans.clear()
+    _limit_work_groups(be, monkeypatch)
     x = random_input(21, (2, 5, 13, 11), "float32")
     xt = hal.asarray(x, device=device)
     spec = hal.spec.pool2d_spec("max", xt.geometry(), 3, 2, 1, 1, False, True, None, False)
     params = {**device.tuner.schemas["pool2d"].defaults(), "WG": 256, "VEC": 1, "LOCAL_TILE": 0}
     want = reference.max_pool2d(x.astype(np.float64), 3, 2, 1)
     for _ in range(2):  # planned, then served from the plan
-        with poison_outputs(), pytest.warns(UserWarning) if not be._pool_plans else contextlib.nullcontext():
+        with poison_outputs(), pytest.warns(UserWarning) if not be._plans else contextlib.nullcontext():
             y = hal.tensor.empty(spec.out_shape, np.float32, device)
             be.pool2d(spec, xt.buffer, y.buffer, None, params)
         r = compare("max_pool2d", "float32", y.numpy(), want)
@@ -389,19 +395,11 @@ def test_opencl_batch_norm_plans_keep_the_launch_limits(device, monkeypatch, tra
     """The same for the OpenCL BatchNorm launcher's plans (inference, and training's three
     launches with their per-call workspaces); running statistics checked too."""
     _opencl(device)
-    from hal.backends import opencl as ocl
     from hal.errors import LaunchLimitExceeded
 
     be = device.backend
-    be._bn_plans.clear()
-    real_kernel = be._kernel
-
-    def limited(file: str, name: str, defines: Mapping[str, int], local: int) -> object:
-        if local > 64:
-            raise ocl._TooLarge(f"{name}: work-group {local} above this test's limit 64")
-        return real_kernel(file, name, defines, local)
-
-    monkeypatch.setattr(be, "_kernel", limited)
+    be._plans.clear()
+    _limit_work_groups(be, monkeypatch)
     shape = (3, 5, 7, 9)
     x = random_input(22, shape, "float32", mean=2.0)
     rng = np.random.default_rng(23)
