@@ -653,22 +653,28 @@ DW_ROWS_KERNEL(conv2d_dw_rows4_k3s1, 4)
 // 3 x 3 window of 4-channel input vectors in registers (each input column is loaded once
 // per thread, 3 x (M + 2) loads for M outputs), with the 36 weights in registers as floats.
 // Threads are numbered channel group fastest, then column strip, then row. M is 2, 4 or 8.
-__device__ __forceinline__ void dw_ld4(const act_t* p, float (&f)[4]) {
 #if DTYPE_HALF
-    const uint2 u = __ldg(reinterpret_cast<const uint2*>(p));
-    const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&u.x));
-    const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&u.y));
+typedef uint2 dw_raw_t;  // 4 halves
+#else
+typedef float4 dw_raw_t;
+#endif
+__device__ __forceinline__ void dw_unpack(const dw_raw_t& v, float (&f)[4]) {
+#if DTYPE_HALF
+    const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&v.x));
+    const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&v.y));
     f[0] = a.x;
     f[1] = a.y;
     f[2] = b.x;
     f[3] = b.y;
 #else
-    const float4 v = __ldg(reinterpret_cast<const float4*>(p));
     f[0] = v.x;
     f[1] = v.y;
     f[2] = v.z;
     f[3] = v.w;
 #endif
+}
+__device__ __forceinline__ void dw_ld4(const act_t* p, float (&f)[4]) {
+    dw_unpack(__ldg(reinterpret_cast<const dw_raw_t*>(p)), f);
 }
 __device__ __forceinline__ void dw_st4(act_t* p, const float (&f)[4]) {
 #if DTYPE_HALF
@@ -681,25 +687,46 @@ __device__ __forceinline__ void dw_st4(act_t* p, const float (&f)[4]) {
 #endif
 }
 
+// one NHWC register-path thread: its image, first output row (rows of R), first output
+// column (strips of M) and first channel (groups of 4); threads are numbered channel group
+// fastest, then column strip, then row strip, then image
+struct DwThread {
+    unsigned n;
+    int row0, ow0, c;
+};
+template <int M, int R>
+__device__ __forceinline__ DwThread dw_thread(unsigned it, const DwRegParams& p) {
+    const unsigned q = fdiv(it, p.fd_a);
+    const int cg = (int)(it - q * p.fd_a.d);
+    const unsigned q2 = fdiv(q, p.fd_b);
+    DwThread t;
+    t.ow0 = (int)(q - q2 * p.fd_b.d) * M;
+    t.n = fdiv(q2, p.fd_c);
+    t.row0 = (int)(q2 - t.n * p.fd_c.d) * R;
+    t.c = cg * 4;
+    return t;
+}
+// the 4 channels' 3 x 3 weights and biases, as floats in registers
+__device__ __forceinline__ void dw_consts4(const act_t* __restrict__ w, const float* __restrict__ bias, int c,
+                                           float (&wt)[4][9], float (&b)[4]) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) dw_weights(w, c + i, wt[i]);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) b[i] = bias ? bias[c + i] : 0.0f;
+}
+
 template <int M>
 __device__ __forceinline__ void dw_cols(const act_t* __restrict__ x, const act_t* __restrict__ w,
                                         const float* __restrict__ bias, act_t* __restrict__ y,
                                         const DwRegParams& p) {
     const unsigned it = blockIdx.x * blockDim.x + threadIdx.x;
     if (it >= p.items) return;
-    const unsigned q = fdiv(it, p.fd_a);
-    const int cg = (int)(it - q * p.fd_a.d);
-    const unsigned q2 = fdiv(q, p.fd_b);
-    const int ow0 = (int)(q - q2 * p.fd_b.d) * M;
-    const unsigned n = fdiv(q2, p.fd_c);
-    const int oh = (int)(q2 - n * p.fd_c.d);
-    const int C = p.C, IH = p.IH, IW = p.IW, OW = p.OW, c = cg * 4;
-    float wt[4][9];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) dw_weights(w, c + i, wt[i]);
-    float b[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) b[i] = bias ? bias[c + i] : 0.0f;
+    const DwThread t = dw_thread<M, 1>(it, p);
+    const unsigned n = t.n;
+    const int oh = t.row0, ow0 = t.ow0, c = t.c;
+    const int C = p.C, IH = p.IH, IW = p.IW, OW = p.OW;
+    float wt[4][9], b[4];
+    dw_consts4(w, bias, c, wt, b);
     const int ih0 = oh - p.PT, iw0 = ow0 - p.PL;
     const act_t* __restrict__ xn = x + (size_t)n * IH * IW * C + c;
     bool rin[3];
@@ -732,12 +759,7 @@ __device__ __forceinline__ void dw_cols(const act_t* __restrict__ x, const act_t
             float* f = win[kh][col % 3];
 #if DTYPE_HALF
             if (true) {
-                const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&pre[kh][col].x));
-                const float2 b2 = __half22float2(*reinterpret_cast<const __half2*>(&pre[kh][col].y));
-                f[0] = a.x;
-                f[1] = a.y;
-                f[2] = b2.x;
-                f[3] = b2.y;
+                dw_unpack(pre[kh][col], win[kh][col % 3]);
                 (void)cin;
             } else {
 #else
@@ -786,11 +808,6 @@ DW_COLS_KERNEL(conv2d_dw_cols8_k3s1, 8)
 // channel group fastest, then column strip, then row strip, then image. Same taps, same
 // FMA order and the same padding rule as the one-row walk (zero columns enter the FMAs,
 // rows outside the input are skipped).
-#if DTYPE_HALF
-typedef uint2 dw_raw_t;  // 4 halves
-#else
-typedef float4 dw_raw_t;
-#endif
 // one input row of a block: M + 2 vectors of 4 channels, zeros outside the input
 template <int M>
 __device__ __forceinline__ void dw_load_row(const act_t* __restrict__ xn, int ih, int iw0, int IW, int C, bool row_in,
@@ -806,41 +823,18 @@ __device__ __forceinline__ void dw_load_row(const act_t* __restrict__ xn, int ih
             out[col] = __ldg(reinterpret_cast<const dw_raw_t*>(xn + ((size_t)ih * IW + (iw0 + col)) * C));
     }
 }
-__device__ __forceinline__ void dw_unpack(const dw_raw_t& v, float (&f)[4]) {
-#if DTYPE_HALF
-    const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&v.x));
-    const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&v.y));
-    f[0] = a.x;
-    f[1] = a.y;
-    f[2] = b.x;
-    f[3] = b.y;
-#else
-    f[0] = v.x;
-    f[1] = v.y;
-    f[2] = v.z;
-    f[3] = v.w;
-#endif
-}
-
 template <int M, int R>
 __device__ __forceinline__ void dw_block(const act_t* __restrict__ x, const act_t* __restrict__ w,
                                          const float* __restrict__ bias, act_t* __restrict__ y,
                                          const DwRegParams& p) {
     const unsigned it = blockIdx.x * blockDim.x + threadIdx.x;
     if (it >= p.items) return;
-    const unsigned q = fdiv(it, p.fd_a);
-    const int cg = (int)(it - q * p.fd_a.d);
-    const unsigned q2 = fdiv(q, p.fd_b);
-    const int ow0 = (int)(q - q2 * p.fd_b.d) * M;
-    const unsigned n = fdiv(q2, p.fd_c);
-    const int oh0 = (int)(q2 - n * p.fd_c.d) * R;
-    const int C = p.C, IH = p.IH, IW = p.IW, OW = p.OW, OH = p.OH, c = cg * 4;
-    float wt[4][9];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) dw_weights(w, c + i, wt[i]);
-    float b[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) b[i] = bias ? bias[c + i] : 0.0f;
+    const DwThread t = dw_thread<M, R>(it, p);
+    const unsigned n = t.n;
+    const int oh0 = t.row0, ow0 = t.ow0, c = t.c;
+    const int C = p.C, IH = p.IH, IW = p.IW, OW = p.OW, OH = p.OH;
+    float wt[4][9], b[4];
+    dw_consts4(w, bias, c, wt, b);
     const int ih0 = oh0 - p.PT, iw0 = ow0 - p.PL;
     const act_t* __restrict__ xn = x + (size_t)n * IH * IW * C + c;
     act_t* __restrict__ yn = y + (size_t)n * OH * OW * C + c;
@@ -853,8 +847,8 @@ __device__ __forceinline__ void dw_block(const act_t* __restrict__ x, const act_
     // the next input row's loads are issued before the current row is converted and used,
     // so a row of loads is in flight while the FMAs run (raw vectors: float4 or 4 halves)
     // (DW_PREFETCH 0: each row loaded where it is used, fewer registers)
-    dw_raw_t nxt[M + 2];
 #if DW_PREFETCH
+    dw_raw_t nxt[M + 2];
     dw_load_row<M>(xn, ih0, iw0, IW, C, rin[0], cin, nxt);
 #endif
     float win[3][M + 2][4];  // input rows r - 2, r - 1, r at slots (r - 2) % 3 ...
