@@ -715,6 +715,24 @@ __device__ __forceinline__ void dw_consts4(const act_t* __restrict__ w, const fl
     for (int i = 0; i < 4; ++i) b[i] = bias ? bias[c + i] : 0.0f;
 }
 
+// acc[i] = b[i] + the 3 x 3 taps of channel i (tap(kh, kw, i) x weight), rows whose
+// row_in(kh) is false skipped: zero padding rows, as in the tiles
+template <class RowIn, class Tap>
+__device__ __forceinline__ void dw_taps4(const float (&b)[4], const float (&wt)[4][9], RowIn row_in, Tap tap,
+                                         float (&acc)[4]) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        float a = b[i];
+#pragma unroll
+        for (int kh = 0; kh < 3; ++kh) {
+            if (!row_in(kh)) continue;
+#pragma unroll
+            for (int kw = 0; kw < 3; ++kw) a = fmaf(tap(kh, kw, i), wt[i][kh * 3 + kw], a);
+        }
+        acc[i] = a;
+    }
+}
+
 template <int M>
 __device__ __forceinline__ void dw_cols(const act_t* __restrict__ x, const act_t* __restrict__ w,
                                         const float* __restrict__ bias, act_t* __restrict__ y,
@@ -774,17 +792,9 @@ __device__ __forceinline__ void dw_cols(const act_t* __restrict__ x, const act_t
         if (col < 2) continue;
         const int ow = ow0 + col - 2;  // its window: columns col - 2 .. col
         float acc[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            float a = b[i];
-#pragma unroll
-            for (int kh = 0; kh < 3; ++kh) {
-                if (!rin[kh]) continue;  // zero padding rows: skipped taps, as in the tiles
-#pragma unroll
-                for (int kw = 0; kw < 3; ++kw) a = fmaf(win[kh][(col - 2 + kw) % 3][i], wt[i][kh * 3 + kw], a);
-            }
-            acc[i] = a;
-        }
+        dw_taps4(
+            b, wt, [&](int kh) { return rin[kh]; },
+            [&](int kh, int kw, int i) { return win[kh][(col - 2 + kw) % 3][i]; }, acc);
         if (ow < OW) dw_st4(y + (((size_t)n * p.OH + oh) * OW + ow) * C + c, acc);
     }
 }
@@ -870,17 +880,9 @@ __device__ __forceinline__ void dw_block(const act_t* __restrict__ x, const act_
 #pragma unroll
         for (int m = 0; m < M; ++m) {
             float acc[4];
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                float a = b[i];
-#pragma unroll
-                for (int kh = 0; kh < 3; ++kh) {
-                    if (!rin[r - 2 + kh]) continue;  // zero padding rows: skipped taps, as in the tiles
-#pragma unroll
-                    for (int kw = 0; kw < 3; ++kw) a = fmaf(win[(r - 2 + kh) % 3][m + kw][i], wt[i][kh * 3 + kw], a);
-                }
-                acc[i] = a;
-            }
+            dw_taps4(
+                b, wt, [&](int kh) { return rin[r - 2 + kh]; },
+                [&](int kh, int kw, int i) { return win[(r - 2 + kh) % 3][m + kw][i]; }, acc);
             if (ow0 + m < OW) dw_st4(yn + ((size_t)oh * OW + ow0 + m) * C, acc);
         }
     }
