@@ -137,10 +137,10 @@ def _launch(dev: Device, kernel: str, spec: Any, *buffers: Any) -> None:
 
 
 #: per-call plans of float pooling calls: (op's plan builder, device, input shape, layout,
-#: dtype, arguments) -> (spec, ReLU still to apply). A repeated call (the usual case: one network, fixed shapes)
-#: skips validation, the spec memo and the fusion decision, about 2 µs of the 6 µs the op
-#: layer took per call. Only calls that passed validation are stored; the arguments are
-#: keyed with their types (``hal.spec._arg_key``), so 3 and 3.0 do not share a plan.
+#: dtype, arguments) -> (spec, ReLU still to apply). A repeated call (one network, fixed
+#: shapes) skips validation, the spec memo and the fusion decision, about 2 µs of the 6 µs
+#: the op layer took per call. Only calls that passed validation are stored; the arguments
+#: are keyed with their types (``hal.spec._arg_key``), so 3 and 3.0 do not share a plan.
 _PLANS: dict[object, tuple[Any, bool]] = {}
 _PLAN_LIMIT = 4096
 
@@ -170,7 +170,8 @@ def _planned(
 
 
 def _new_output(shape: tuple[int, ...], x: Tensor, dtype: np.dtype | None = None) -> Tensor:
-    """``empty`` for a spec's output shape (already a tuple of ints) in x's layout, on x's device."""
+    """``empty`` for a spec's output shape (already a tuple of ints) in x's layout, on x's
+    device, without ``empty``'s argument conversions (0.4-0.5 µs of a 5 µs op call)."""
     dt = x.dtype if dtype is None else dtype
     if _poison.get():
         return empty(shape, dt, x.device, x.layout)
