@@ -642,8 +642,6 @@ class OpenCLBackend(Backend):
         self._queue = runtime.queue  # the profiling queue while time_launches runs
         self._warned: set[str] = set()
         self._events: list[Any] | None = None  # collects events while time_launches runs
-        # NVIDIA's own OpenCL compiles inline PTX: fp16 raw vectors convert there (hal_prelude.h)
-        self._ptx_half = info.platform.lower().startswith("nvidia")
 
     # -- discovery -------------------------------------------------------------------
     @classmethod
@@ -865,15 +863,14 @@ class OpenCLBackend(Backend):
         if self._events is not None:
             self._events.append(event)
 
-    def _base_defines(self, spec: Any) -> dict[str, int]:
+    @staticmethod
+    def _base_defines(spec: Any) -> dict[str, int]:
         dtype = np.dtype(spec.dtype)
         defines = {
             "DTYPE_HALF": int(dtype == np.float16),
             "LAYOUT_NHWC": int(getattr(spec, "layout", "NCHW") == "NHWC"),
             "FUSE_RELU": int(bool(getattr(spec, "relu", False))),
         }
-        if dtype == np.float16 and self._ptx_half:  # only then: other builds keep their option strings
-            defines["HAL_PTX_HALF"] = 1
         if dtype in QUANT_DTYPES:  # only then: float builds keep their option strings (driver caches)
             defines["DTYPE_INT8"] = int(dtype == np.int8)
             defines["DTYPE_UINT8"] = int(dtype == np.uint8)

@@ -41,57 +41,15 @@
 #define HAL_CAT(a, b) HAL_CAT_(a, b)
 
 /* ---- float16 vectors as raw 16-bit words (HALF_RAW=1, a family's tuning parameter) ----
- * One load or store of N halves at an N-element-aligned offset: NVIDIA's OpenCL splits
+ * One load or store of N halves at an N-element-aligned offset, converted through
+ * vload_half / vstore_half on a private copy (registers): NVIDIA's OpenCL splits
  * vloada_halfN / vstorea_halfN into N 16-bit accesses (benchmarks/opencl_ptx.py counts
- * them). The words travel as 32-bit vectors (uint, uint2, uint4).
- * HAL_PTX_HALF=1 (set by the backend for fp16 builds on NVIDIA devices, never tuned): each
- * 32-bit word converts to and from two halves in inline PTX. Converted in OpenCL C
- * (vload_half / vstore_half on a private copy), NVIDIA's compiler folds the uint4 access
- * back into two 8-byte <4 x u16> ones, since PTX vectors have at most 4 elements. */
+ * them). The words travel as 32-bit vectors (uint, uint2, uint4): PTX vectors have at most
+ * 4 elements, so a ushort8 access becomes two 8-byte ones, a uint4 access one of 16 bytes. */
 #ifndef HALF_RAW
 #define HALF_RAW 0
 #endif
-#ifndef HAL_PTX_HALF
-#define HAL_PTX_HALF 0
-#endif
-#if DTYPE_HALF && HALF_RAW && HAL_PTX_HALF
-inline float2 hal_word_to_float2(uint w)
-{
-    float lo, hi;
-    __asm__("{ .reg .b16 l, h; mov.b32 {l, h}, %2; cvt.f32.f16 %0, l; cvt.f32.f16 %1, h; }"
-        : "=f"(lo), "=f"(hi) : "r"(w));
-    return (float2)(lo, hi);
-}
-inline uint hal_float2_to_word(float2 v)
-{
-    uint w;
-    __asm__("{ .reg .b16 l, h; cvt.rn.f16.f32 l, %1; cvt.rn.f16.f32 h, %2; mov.b32 %0, {l, h}; }"
-        : "=r"(w) : "f"(v.x), "f"(v.y));
-    return w;
-}
-inline float2 hal_ldraw2(__global const half* p) { return hal_word_to_float2(*(__global const uint*)p); }
-inline void hal_straw2(float2 v, __global half* p) { *(__global uint*)p = hal_float2_to_word(v); }
-inline float4 hal_ldraw4(__global const half* p)
-{
-    const uint2 w = *(__global const uint2*)p;
-    return (float4)(hal_word_to_float2(w.x), hal_word_to_float2(w.y));
-}
-inline void hal_straw4(float4 v, __global half* p)
-{
-    *(__global uint2*)p = (uint2)(hal_float2_to_word(v.lo), hal_float2_to_word(v.hi));
-}
-inline float8 hal_ldraw8(__global const half* p)
-{
-    const uint4 w = *(__global const uint4*)p;
-    return (float8)(hal_word_to_float2(w.x), hal_word_to_float2(w.y), hal_word_to_float2(w.z),
-                    hal_word_to_float2(w.w));
-}
-inline void hal_straw8(float8 v, __global half* p)
-{
-    *(__global uint4*)p = (uint4)(hal_float2_to_word(v.s01), hal_float2_to_word(v.s23),
-                                  hal_float2_to_word(v.s45), hal_float2_to_word(v.s67));
-}
-#elif DTYPE_HALF && HALF_RAW
+#if DTYPE_HALF && HALF_RAW
 #define HAL_RAW_IO(N, WORDS)                                                               \
     inline HAL_CAT(float, N) HAL_CAT(hal_ldraw, N)(__global const half* p)                \
     {                                                                                      \
