@@ -41,30 +41,28 @@
 #define HAL_CAT(a, b) HAL_CAT_(a, b)
 
 /* ---- float16 vectors as raw 16-bit words (HALF_RAW=1, a family's tuning parameter) ----
- * One load or store of N halves at an N-element-aligned offset, converted through
- * vload_half / vstore_half on a private copy (registers): NVIDIA's OpenCL splits
- * vloada_halfN / vstorea_halfN into N 16-bit accesses (benchmarks/opencl_ptx.py counts
- * them). The words travel as 32-bit vectors (uint, uint2, uint4): PTX vectors have at most
- * 4 elements, so a ushort8 access becomes two 8-byte ones, a uint4 access one of 16 bytes. */
+ * One ushortN load or store at an N-element-aligned offset, converted through vload_half /
+ * vstore_half on a private copy (registers): NVIDIA's OpenCL splits vloada_halfN /
+ * vstorea_halfN into N 16-bit accesses (benchmarks/opencl_ptx.py counts them). */
 #ifndef HALF_RAW
 #define HALF_RAW 0
 #endif
 #if DTYPE_HALF && HALF_RAW
-#define HAL_RAW_IO(N, WORDS)                                                               \
+#define HAL_RAW_IO(N)                                                                      \
     inline HAL_CAT(float, N) HAL_CAT(hal_ldraw, N)(__global const half* p)                \
     {                                                                                      \
-        const HAL_CAT(ushort, N) r = HAL_CAT(as_ushort, N)(*(__global const WORDS*)p);     \
+        const HAL_CAT(ushort, N) r = *(__global const HAL_CAT(ushort, N)*)p;               \
         return HAL_CAT(vload_half, N)(0, (const __private half*)&r);                       \
     }                                                                                      \
     inline void HAL_CAT(hal_straw, N)(HAL_CAT(float, N) v, __global half* p)              \
     {                                                                                      \
         HAL_CAT(ushort, N) r;                                                              \
         HAL_CAT(vstore_half, N)(v, 0, (__private half*)&r);                                \
-        *(__global WORDS*)p = HAL_CAT(as_, WORDS)(r);                                      \
+        *(__global HAL_CAT(ushort, N)*)p = r;                                              \
     }
-HAL_RAW_IO(2, uint)
-HAL_RAW_IO(4, uint2)
-HAL_RAW_IO(8, uint4)
+HAL_RAW_IO(2)
+HAL_RAW_IO(4)
+HAL_RAW_IO(8)
 #endif
 
 /* ---- scalar storage access: LD returns float, ST rounds once ------------------------- */
