@@ -318,6 +318,11 @@ def adaptive_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
         ("g stages 2 U1", (2, 72, 9, 7), {"ADAPT_GSTAGES": 2, "ADAPT_VSPLIT_U": 1}),
         ("g stages 3 U2 128", (2, 72, 9, 7), {"ADAPT_GSTAGES": 3, "ADAPT_VSPLIT_U": 2, "ADAPT_THREADS": 128}),
         ("g U4", (5, 64, 13, 12), {"ADAPT_VSPLIT_U": 4}),
+        # the fixed-plane build (ADAPT_GHW): even planes (6x6 fixed for float16 only, 2x3 for
+        # both) and 8x8, which stays on the runtime loop (all lanes in one bank)
+        ("g 6x6", (2, 40, 6, 6), {}),
+        ("g 2x3", (3, 45, 2, 3), {}),
+        ("g 8x8", (2, 33, 8, 8), {}),
     ]
     for dtype in (np.float32, np.float16):
         for layout in ("NCHW", "NHWC"):

@@ -31,13 +31,13 @@ for s in "$@"; do
       grep -E "^FAILED|passed|failed" "$R/pytest-nn.txt" | tail -8 ;;
     conformance) step conformance ${T_CONF:-90} hal conformance --device ${CONF_DEVICES:-cuda:0,opencl:nvidia} --seed 11
       grep -E "FAIL|passed" "$R/conformance.txt" | tail -8 ;;
-    check) step check 300 python3 benchmarks/check_cuda.py --out "$R"; tail -3 "$R/check.txt" ;;
+    check) step check 300 python3 benchmarks/check_cuda.py --out "$R" ${CHECK_ARGS:-}; tail -3 "$R/check.txt" ;;
     sanitize) step sanitize 240 bash -c 'for t in memcheck racecheck; do compute-sanitizer --tool $t --print-limit 20 python3 benchmarks/check_cuda.py --only one --out /tmp 2>&1 | tail -6; done'
       cat "$R/sanitize.txt" ;;
     overhead) step overhead 60 python3 benchmarks/host_overhead.py --device cuda:0 --json "$R/overhead.json" --profile --micro
       step overhead-ocl 60 python3 benchmarks/host_overhead.py --device opencl:nvidia --calls 500
       grep -E "^micro|^cuda" "$R/overhead.txt"; tail -4 "$R/overhead-ocl.txt" ;;
-    bench-cuda) step cuda-ops 240 python3 benchmarks/cuda_ops.py --out "$R"; tail -40 "$R/cuda-ops.txt" ;;
+    bench-cuda) step cuda-ops 240 python3 benchmarks/cuda_ops.py --out "$R" ${BENCH_ARGS:-}; tail -40 "$R/cuda-ops.txt" ;;
     sweep) step cuda-sweep ${T_SWEEP:-300} python3 benchmarks/cuda_ops.py --sweep --out "$R" --only "${ONLY:-}"
       tail -40 "$R/cuda-sweep.txt" ;;
     tune-cuda-rapid) tune cuda:0 rapid ${B_RAPID:-120} cuda-rapid ;;

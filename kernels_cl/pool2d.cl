@@ -715,7 +715,7 @@ void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y
     NHWC_PROLOGUE
     ctypeV best = (ctypeV)(-INFINITY);
     IDX_TRACK(intV bidx = (intV)0;)
-    int unseen = 1;
+    IDX_TRACK(int unseen = 1;)
     for (int kh = 0; kh < WKH; ++kh) {
         const int ih = h0 + kh * WDH;
         if (ih < 0 || ih >= IH) continue;
@@ -735,15 +735,22 @@ void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y
                 v = PRIV_LDV(tmp);
 #endif
             }
+#if POOL_NO_IDX
+            /* from -inf, the first tap needs no branch of its own (a -inf tap leaves -inf), so
+             * the taps unroll with their loads hoisted, as the average's do; with the
+             * flag below NVIDIA's compiler kept a loop, one load in flight per tap */
+            best = select(best, v, (v > best) | isnan(v));
+#else
             if (unseen) {
                 best = v;
-                IDX_TRACK(bidx = (intV)(ih * IW + iw);)
+                bidx = (intV)(ih * IW + iw);
                 unseen = 0;
             } else {
                 const cmaskV take = (v > best) | isnan(v);
                 best = select(best, v, take);
-                IDX_TRACK(bidx = select(bidx, (intV)(ih * IW + iw), CMASK_TO_INT(take));)
+                bidx = select(bidx, (intV)(ih * IW + iw), CMASK_TO_INT(take));
             }
+#endif
         }
     }
     const floatV out = CTOFLOATV(best);

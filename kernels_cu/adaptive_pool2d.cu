@@ -400,6 +400,47 @@ ADAPT_VSPLIT_KERNEL(adaptive_pool2d_avg_vsplit, WIN_AVG, false)
 #else
 #define ADAPT_GST ADAPT_GSTAGES
 #endif
+// ADAPT_GHW > 0 (the launcher's, never tuned): every plane has ADAPT_GHW elements, fixed at
+// build time, so a full group's copies and each lane's reduction unroll with constant
+// offsets. float16 lanes then read their plane as 32-bit words (two halves per shared
+// load; a plane of odd size starts at an odd half on odd lanes, and the one half of the
+// first or last word that is not theirs is replaced by the identity). The launcher sets it
+// only where lane strides leave at most 2-way bank conflicts. Without it (0), the runtime
+// HW loop below serves: it spent ~8 issued instructions per float16 element (ncu: issue
+// 59 % busy, DRAM 59 %), the fixed path about 3.
+#ifndef ADAPT_GHW
+#define ADAPT_GHW 0
+#endif
+#if ADAPT_GHW
+template <int OP>
+__device__ __forceinline__ float fixed_plane_reduce(const act_t* group, int lane) {
+    constexpr int HW = ADAPT_GHW;
+    const float ID = OP == WIN_MAX ? HAL_NEG_INF : 0.0f;
+    float acc = ID;
+#if DTYPE_HALF
+    // plane `lane` is halves [lane * HW, lane * HW + HW) of the group: NW words from its first
+    constexpr int NW = (HW + 1) / 2;
+    const int e0 = lane * HW;
+    const bool odd = (HW & 1) && (e0 & 1);
+    const unsigned* w = reinterpret_cast<const unsigned*>(group) + (e0 >> 1);
+#pragma unroll
+    for (int j = 0; j < NW; ++j) {
+        const unsigned word = w[j];
+        float lo = __half2float(__ushort_as_half((unsigned short)(word & 0xffffu)));
+        float hi = __half2float(__ushort_as_half((unsigned short)(word >> 16)));
+        if ((HW & 1) && j == 0) lo = odd ? ID : lo;           // odd lanes start at the high half
+        if ((HW & 1) && j == NW - 1) hi = odd ? hi : ID;      // even lanes end at the low half
+        acc = OP == WIN_MAX ? max_nan(max_nan(acc, lo), hi) : (acc + lo) + hi;
+    }
+#else
+    const act_t* pl = group + lane * HW;
+#pragma unroll
+    for (int k = 0; k < HW; ++k) acc = OP == WIN_MAX ? max_nan(acc, pl[k]) : acc + pl[k];
+#endif
+    return OP == WIN_AVG ? acc / (float)HW : acc;
+}
+#endif
+
 template <int OP>
 __device__ __forceinline__ void adaptive_global_flat(const act_t* __restrict__ x, act_t* __restrict__ y, int P,
                                                      int HW) {
@@ -412,9 +453,22 @@ __device__ __forceinline__ void adaptive_global_flat(const act_t* __restrict__ x
     const int groups = (P + 31) / 32;
     const int nw = gridDim.x * (blockDim.x >> 5);
     // even HW: lane l starts at element l mod HW of its plane (fewer bank conflicts)
+#if !ADAPT_GHW
     const int start = (HW & 1) ? 0 : lane % HW;
+#endif
     auto issue = [&](int g, act_t* b) {
         const act_t* src = x + (long long)g * ge;
+#if ADAPT_GHW
+        if (g * 32 + 32 <= P) {  // a full group: a constant count of 16-byte copies
+            constexpr int NV = 32 * ADAPT_GHW / HAL_VEC;
+#pragma unroll
+            for (int j = 0; j < (NV + 31) / 32; ++j) {
+                const int i = lane + 32 * j;
+                if (NV % 32 == 0 || i < NV) cp_async16(b + i * HAL_VEC, src + i * HAL_VEC);
+            }
+            return;
+        }
+#endif
         const int ne = min(32, P - g * 32) * HW;
         const int nv = ne / HAL_VEC;
         for (int i = lane; i < nv; i += 32) cp_async16(b + i * HAL_VEC, src + i * HAL_VEC);
@@ -440,6 +494,9 @@ __device__ __forceinline__ void adaptive_global_flat(const act_t* __restrict__ x
         cp_async_wait<ST - 1>();  // this lane's copies of group g are done
         __syncwarp();             // ... and every lane's are visible
         const int plane = g * 32 + lane;
+#if ADAPT_GHW
+        if (plane < P) st_act(y + plane, fixed_plane_reduce<OP>(cur, lane));
+#else
         if (plane < P) {
             const act_t* pl = cur + lane * HW;
             float acc = OP == WIN_MAX ? HAL_NEG_INF : 0.0f;
@@ -455,6 +512,7 @@ __device__ __forceinline__ void adaptive_global_flat(const act_t* __restrict__ x
             if (OP == WIN_AVG) acc /= (float)HW;
             st_act(y + plane, acc);
         }
+#endif
         __syncwarp();  // cur is refilled ST - 1 iterations later
         slot = slot + 1 == ST ? 0 : slot + 1;
     }

@@ -90,15 +90,10 @@ def test_cuda_allocate_reuses_a_dead_block_of_the_same_size():
     assert other.nbytes == 100
 
 
-def test_cuda_launchers_plan_once_without_a_gpu():
-    """Without a GPU: every CUDA launcher's host side (parameter key, plan, workspace) runs,
-    with the launch itself recorded instead; a repeated call reuses its stored plan, and
-    NCHW training with BN_APPLY_MERGE plans two launches instead of three."""
+def _h200_without_gpu():
+    """A CudaBackend that plans as on an H200 and records its launches (kernel names) instead of making them."""
     import threading
 
-    import numpy as np
-
-    from hal import spec as S
     from hal.backends.base import Backend
     from hal.backends.cuda import CudaBackend, CudaBuffer
     from hal.device import DeviceInfo
@@ -113,6 +108,44 @@ def test_cuda_launchers_plan_once_without_a_gpu():
     runs: list[tuple[str, ...]] = []
     be._run = lambda plan, buffers: runs.append(tuple(launch.kernel for launch in plan))
     be._workspace_buffer = lambda name, nbytes: CudaBuffer(0x100000, nbytes, None)
+    return be, runs
+
+
+def test_cuda_global_pooling_fixes_small_planes_at_build_time():
+    """Without a GPU: NCHW global pooling builds small planes fixed (ADAPT_GHW) where the
+    lanes' shared-memory strides leave at most 2-way bank conflicts: 7x7 in both dtypes,
+    6x6 in float16 only, never 8x8 (every lane in one bank) or planes over 64."""
+    import numpy as np
+
+    from hal import spec as S
+    from hal.backends.cuda import CudaBuffer, _fixed_plane_ok
+
+    assert _fixed_plane_ok(49, 2) and _fixed_plane_ok(49, 4) and _fixed_plane_ok(36, 2)
+    assert not _fixed_plane_ok(36, 4) and not _fixed_plane_ok(64, 2) and not _fixed_plane_ok(65, 4)
+    be, _ = _h200_without_gpu()
+    plans: list[object] = []
+    be._run = lambda plan, buffers: plans.append(plan)
+    buf = CudaBuffer(0x10000, 1 << 30, None)
+    for dtype, h, w, fixed in ((np.float16, 7, 7, 49), (np.float32, 7, 7, 49), (np.float16, 6, 6, 36),
+                               (np.float32, 6, 6, None), (np.float16, 8, 8, None), (np.float32, 9, 9, None)):
+        g = S.TensorGeometry(8, 64, h, w, "NCHW", np.dtype(dtype))
+        be.adaptive_pool2d(S.adaptive_pool2d_spec("avg", S.plane_geometry(g), 1, False), buf, buf, None,
+                           {"ADAPT_GFLAT": 1})
+        (launch,) = plans[-1]
+        assert launch.kernel == "adaptive_pool2d_avg_gflat"
+        assert dict(launch.defines).get("ADAPT_GHW") == fixed, (dtype, h, w, launch.defines)
+
+
+def test_cuda_launchers_plan_once_without_a_gpu():
+    """Without a GPU: every CUDA launcher's host side (parameter key, plan, workspace) runs,
+    with the launch itself recorded instead; a repeated call reuses its stored plan, and
+    NCHW training with BN_APPLY_MERGE plans two launches instead of three."""
+    import numpy as np
+
+    from hal import spec as S
+    from hal.backends.cuda import CudaBuffer
+
+    be, runs = _h200_without_gpu()
     x, y = CudaBuffer(0x10000, 1 << 30, None), CudaBuffer(0x20000, 1 << 30, None)
     for dtype in (np.float32, np.float16):
         for layout in ("NCHW", "NHWC"):
