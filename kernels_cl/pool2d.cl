@@ -707,6 +707,14 @@ void pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* restrict y
     const int obase = ((n * OH + oh) * OW + ow) * C + c0;                                  \
     const int aligned = C % VEC == 0; /* every full vector then starts VEC-aligned */
 
+/* a fixed window without indices: every tap unrolled, its load issued with the others'
+ * (NVIDIA's compiler kept the max taps a loop, one load in flight, where the average's unrolled) */
+#if POOL_FIXED && POOL_NO_IDX
+#define NHWC_MAX_UNROLL _Pragma("unroll")
+#else
+#define NHWC_MAX_UNROLL
+#endif
+
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y, __global long* restrict indices,
                 int N, int C, int IH, int IW, int OH, int OW, int KH, int KW, int SH, int SW,
@@ -716,10 +724,10 @@ void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y
     ctypeV best = (ctypeV)(-INFINITY);
     IDX_TRACK(intV bidx = (intV)0;)
     IDX_TRACK(int unseen = 1;)
-    for (int kh = 0; kh < WKH; ++kh) {
+    NHWC_MAX_UNROLL for (int kh = 0; kh < WKH; ++kh) {
         const int ih = h0 + kh * WDH;
         if (ih < 0 || ih >= IH) continue;
-        for (int kw = 0; kw < WKW; ++kw) {
+        NHWC_MAX_UNROLL for (int kw = 0; kw < WKW; ++kw) {
             const int iw = w0 + kw * WDW;
             if (iw < 0 || iw >= IW) continue;
             const int p = ((n * IH + ih) * IW + iw) * C + c0;
@@ -736,9 +744,7 @@ void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y
 #endif
             }
 #if POOL_NO_IDX
-            /* from -inf, the first tap needs no branch of its own (a -inf tap leaves -inf), so
-             * the taps unroll with their loads hoisted, as the average's do; with the
-             * flag below NVIDIA's compiler kept a loop, one load in flight per tap */
+            /* from -inf, the first tap needs no branch of its own (a -inf tap leaves -inf) */
             best = select(best, v, (v > best) | isnan(v));
 #else
             if (unseen) {
