@@ -342,11 +342,17 @@ def build_cases(quick: bool) -> list[Case]:
                               + ([{"ADAPT_GFLAT": 0}, {"ADAPT_THREADS": 512, "ADAPT_GFLAT": 0},
                                   {"ADAPT_GSTAGES": 2}, {"ADAPT_GSTAGES": 3}, {"ADAPT_GSTAGES": 4},
                                   {"ADAPT_GSTAGES": 3, "ADAPT_THREADS": 128},
-                                  {"ADAPT_GSTAGES": 4, "ADAPT_THREADS": 128}]
+                                  {"ADAPT_GSTAGES": 4, "ADAPT_THREADS": 128},
+                                  {"ADAPT_GSTAGES": 2, "ADAPT_THREADS": 128},
+                                  {"ADAPT_GSTAGES": 2, "ADAPT_THREADS": 512},
+                                  {"ADAPT_GSTAGES": 3, "ADAPT_THREADS": 512}]
                                  if layout == "NCHW" else
                                  [{"ADAPT_VSPLIT_U": 1}, {"ADAPT_VSPLIT_U": 4}, {"ADAPT_VSPLIT_U": 2},
                                   {"ADAPT_VSPLIT_U": 4, "ADAPT_THREADS": 128},
-                                  {"ADAPT_VSPLIT_U": 8, "ADAPT_THREADS": 512}])))
+                                  {"ADAPT_VSPLIT_U": 8, "ADAPT_THREADS": 512},
+                                  {"ADAPT_VSPLIT_U": 8, "ADAPT_THREADS": 128},
+                                  {"ADAPT_VSPLIT_U": 2, "ADAPT_THREADS": 128},
+                                  {"ADAPT_VSPLIT_U": 4, "ADAPT_THREADS": 512}])))
         for layout in ("NCHW", "NHWC"):
             x = 256 * 64 * 32 * 32
             dense = [{}, {"CONV_SIMT_CI": 4}] if dtype == "float32" else [{}, {"CONV_TC": 0}]
