@@ -642,6 +642,11 @@ class OpenCLBackend(Backend):
         self._queue = runtime.queue  # the profiling queue while time_launches runs
         self._warned: set[str] = set()
         self._events: list[Any] | None = None  # collects events while time_launches runs
+        # NVIDIA's OpenCL compiles inline PTX; max.NaN.f32 needs sm_80 (not under emulation,
+        # where the profile's code paths are what is asked for)
+        arch = "" if "emulated_profile" in dict(info.extras) else info.arch
+        self._ptx_maxnan = (info.platform.lower().startswith("nvidia") and arch.startswith("sm_")
+                            and arch[3:].isdigit() and int(arch[3:]) >= 80)
 
     # -- discovery -------------------------------------------------------------------
     @classmethod
@@ -911,6 +916,9 @@ class OpenCLBackend(Backend):
         if spec.kind == "max" and not spec.return_indices and mode == 0 and not quant:
             # the vector max paths then keep no index vector (8 ints and a select per tap)
             defines["POOL_NO_IDX"] = 1
+        if (self._ptx_maxnan and spec.kind == "max" and not spec.return_indices and mode in (0, 3) and not quant
+                and not defines["HALF_ARITH"]):
+            defines["HAL_PTX_MAXNAN"] = 1  # index-free max as PTX max.NaN.f32 (pool2d.cl)
         if mode == 3:  # built for its window only; the left pad picks the taps
             defines.update(STRIP_ROWS=p["STRIP_ROWS"], POOL_PL=spec.pads[2])
             if quant:  # qpool2d.cl's strips take the window size alone (stride 2, dilation 1)

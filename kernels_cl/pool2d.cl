@@ -43,6 +43,34 @@
 #define IDX_TRACK(stmt) stmt
 #endif
 
+/* MAX_NANV(best, v): the running max of the index-free paths, NaN wins. HAL_PTX_MAXNAN=1
+ * (the launcher's, on NVIDIA's OpenCL for sm_80 and later, float arithmetic, never tuned):
+ * one PTX max.NaN.f32 per element, where the select of (v > best) | isnan(v) compiles to
+ * about six instructions (opencl_ptx.py); the value is the same, up to the sign of a zero
+ * max (+0 here, the first zero otherwise) and the NaN payload (canonical here), as the CUDA
+ * backend's max_nan. */
+#ifndef HAL_PTX_MAXNAN
+#define HAL_PTX_MAXNAN 0
+#endif
+#if HAL_PTX_MAXNAN
+inline float hal_maxnan1(float a, float b)
+{
+    float r;
+    __asm__("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+}
+inline float2 hal_maxnan2(float2 a, float2 b) { return (float2)(hal_maxnan1(a.x, b.x), hal_maxnan1(a.y, b.y)); }
+inline float4 hal_maxnan4(float4 a, float4 b) { return (float4)(hal_maxnan2(a.lo, b.lo), hal_maxnan2(a.hi, b.hi)); }
+inline float8 hal_maxnan8(float8 a, float8 b) { return (float8)(hal_maxnan4(a.lo, b.lo), hal_maxnan4(a.hi, b.hi)); }
+inline float16 hal_maxnan16(float16 a, float16 b)
+{
+    return (float16)(hal_maxnan8(a.lo, b.lo), hal_maxnan8(a.hi, b.hi));
+}
+#define MAX_NANV(best, v) HAL_CAT(hal_maxnan, VEC)(best, v)
+#else
+#define MAX_NANV(best, v) select((best), (v), ((v) > (best)) | isnan(v))
+#endif
+
 #ifndef LOCAL_TILE
 #define LOCAL_TILE 0
 #endif
@@ -224,6 +252,16 @@ void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y
     if (INTERIOR) {
         ctypeV best = (ctypeV)(-INFINITY);
         IDX_TRACK(intV bidx = h0 * IW + w0 + lane * WSW;) /* the first tap, kept when every tap is -inf */
+#if POOL_NO_IDX
+#define MAX_STEP(best, bidx, v, idx) best = MAX_NANV(best, v)
+#else
+#define MAX_STEP(best, bidx, v, idx)                                                        \
+    {                                                                                       \
+        const cmaskV take_ = ((v) > (best)) | isnan(v);                                     \
+        best = select(best, v, take_);                                                      \
+        bidx = select(bidx, (idx), CMASK_TO_INT(take_));                                    \
+    }
+#endif
         /* the stride test stays outside the loops: a select between both loads would issue both */
 #define MAX_TAPS(LOAD)                                                                      \
         for (int kh = 0; kh < WKH; ++kh) {                                                   \
@@ -232,9 +270,7 @@ void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y
             for (int kw = 0; kw < WKW; ++kw) {                                               \
                 const int iwb = w0 + kw * WDW;                                               \
                 const ctypeV v = LOAD(row, iwb);                                            \
-                const cmaskV take = (v > best) | isnan(v);                                  \
-                best = select(best, v, take);                                               \
-                IDX_TRACK(bidx = select(bidx, ih * IW + iwb + lane * WSW, CMASK_TO_INT(take));) \
+                MAX_STEP(best, bidx, v, ih * IW + iwb + lane * WSW);                         \
             }                                                                               \
         }
         if (WSW == 1) {
@@ -559,7 +595,11 @@ typedef int4 intH;
  * the rows gives the row-major scan's value (indices are not asked for on this path). */
 inline floatH strip_max(floatH best, floatH v)
 {
+#if HAL_PTX_MAXNAN
+    return HAL_CAT(hal_maxnan, HV)(best, v);
+#else
     return select(best, v, (v > best) | isnan(v));
+#endif
 }
 
 #define STRIP_PROLOGUE                                                                     \
@@ -745,7 +785,7 @@ void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y
             }
 #if POOL_NO_IDX
             /* from -inf, the first tap needs no branch of its own (a -inf tap leaves -inf) */
-            best = select(best, v, (v > best) | isnan(v));
+            best = MAX_NANV(best, v);
 #else
             if (unseen) {
                 best = v;

@@ -1,0 +1,41 @@
+"""Host-side logic of the OpenCL backend that needs no device (CI runs it)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+
+def _builder(ptx_maxnan: bool):
+    """An OpenCLBackend that can plan pooling builds without a context."""
+    from hal.backends.opencl import OpenCLBackend
+
+    be = OpenCLBackend.__new__(OpenCLBackend)
+    be._ptx_maxnan = ptx_maxnan
+    return be
+
+
+@pytest.mark.parametrize("layout, local_tile", [("NHWC", 0), ("NCHW", 0), ("NCHW", 3)])
+def test_index_free_max_builds_ptx_max_only_where_asked(layout: str, local_tile: int) -> None:
+    """HAL_PTX_MAXNAN (pool2d.cl's max.NaN.f32) is defined only on a device that can take it
+    (NVIDIA's OpenCL, sm_80+: the backend's _ptx_maxnan), only for max pooling without
+    indices, float arithmetic, float dtypes; everything else keeps its option string."""
+    from hal import spec as S
+    from hal.backends.opencl import OpenCLBackend
+
+    defaults = OpenCLBackend.schemas()["pool2d"].defaults()
+    params = {**defaults, "VEC": 4, "LOCAL_TILE": local_tile, "HALF_ARITH": 0}
+    for dtype in (np.float32, np.float16):
+        g = S.plane_geometry(S.TensorGeometry(2, 8, 32, 48, layout, np.dtype(dtype)))  # type: ignore[arg-type]
+        for kind, indices in (("max", False), ("max", True), ("avg", False)):
+            spec = S.pool2d_spec(kind, g, 3, 2, 1, 1, False, True, None, indices)
+            for nvidia in (True, False):
+                _, _, defines, _, _ = _builder(nvidia)._pool2d_build(spec, params)
+                want = nvidia and kind == "max" and not indices
+                assert defines.get("HAL_PTX_MAXNAN", 0) == int(want), (dtype, kind, indices, nvidia, defines)
+    g = S.plane_geometry(S.TensorGeometry(2, 8, 32, 48, layout, np.dtype(np.float16)))  # type: ignore[arg-type]
+    spec = S.pool2d_spec("max", g, 3, 2, 1, 1, False, True, None, False)
+    _, _, defines, _, _ = _builder(True)._pool2d_build(spec, {**params, "HALF_ARITH": 1})
+    # native half compares (HALF_ARITH, NCHW direct and NHWC) keep the select; the strips compute in float
+    assert defines.get("HAL_PTX_MAXNAN", 0) == int(defines["HALF_ARITH"] == 0), defines
+    assert defines["HALF_ARITH"] == int(local_tile == 0)
