@@ -47,8 +47,8 @@
  * (the launcher's, on NVIDIA's OpenCL for sm_80 and later, float arithmetic, never tuned):
  * one PTX max.NaN.f32 per element, where the select of (v > best) | isnan(v) compiles to
  * about six instructions (opencl_ptx.py); the value is the same, up to the sign of a zero
- * max (+0 here, the first zero otherwise) and the NaN payload (canonical here), as the CUDA
- * backend's max_nan. */
+ * max (either zero here, the first one otherwise) and the NaN payload (canonical here), as
+ * the CUDA backend's max_nan. */
 #ifndef HAL_PTX_MAXNAN
 #define HAL_PTX_MAXNAN 0
 #endif
