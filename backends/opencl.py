@@ -398,6 +398,16 @@ def _strip_vec(params: Mapping[str, int], device: DeviceInfo) -> str | None:
     return None
 
 
+def ptx_maxnan_ok(info: DeviceInfo) -> bool:
+    """Whether pool2d.cl may take its index-free max as inline PTX ``max.NaN.f32``
+    (HAL_PTX_MAXNAN): NVIDIA's own OpenCL (which compiles ``__asm__``) on sm_80 or later,
+    and no emulated profile (emulation asks for the profile's code paths)."""
+    if "emulated_profile" in dict(info.extras) or not info.platform.lower().startswith("nvidia"):
+        return False
+    arch = info.arch
+    return arch.startswith("sm_") and arch[3:].isdigit() and int(arch[3:]) >= 80
+
+
 def _strip_applies(spec: Pool2dSpec, vec: int) -> bool:
     """Whether pool2d's LOCAL_TILE=3 path (aligned row strips) serves ``spec``: NCHW (float or
     int8/uint8), a 2x2 or 3x3 window of stride 2 and dilation 1, left pad 0 or 1, no indices, every input
@@ -642,11 +652,7 @@ class OpenCLBackend(Backend):
         self._queue = runtime.queue  # the profiling queue while time_launches runs
         self._warned: set[str] = set()
         self._events: list[Any] | None = None  # collects events while time_launches runs
-        # NVIDIA's OpenCL compiles inline PTX; max.NaN.f32 needs sm_80 (not under emulation,
-        # where the profile's code paths are what is asked for)
-        arch = "" if "emulated_profile" in dict(info.extras) else info.arch
-        self._ptx_maxnan = (info.platform.lower().startswith("nvidia") and arch.startswith("sm_")
-                            and arch[3:].isdigit() and int(arch[3:]) >= 80)
+        self._ptx_maxnan = ptx_maxnan_ok(info)
 
     # -- discovery -------------------------------------------------------------------
     @classmethod

@@ -39,3 +39,21 @@ def test_index_free_max_builds_ptx_max_only_where_asked(layout: str, local_tile:
     # native half compares (HALF_ARITH, NCHW direct and NHWC) keep the select; the strips compute in float
     assert defines.get("HAL_PTX_MAXNAN", 0) == int(defines["HALF_ARITH"] == 0), defines
     assert defines["HALF_ARITH"] == int(local_tile == 0)
+
+
+def test_ptx_maxnan_only_on_nvidia_opencl_sm80_and_later() -> None:
+    """The device rule behind HAL_PTX_MAXNAN: NVIDIA's platform, sm_80 or later, not emulated."""
+    from dataclasses import replace
+
+    from hal.backends.opencl import ptx_maxnan_ok
+    from hal.device import DeviceInfo
+
+    h200 = DeviceInfo("opencl", 0, "NVIDIA H200", "nvidia", "sm_90", "sm_90", 132, 1024, 49152, 140 << 30, False, 32,
+                      "NVIDIA CUDA", "580", ())
+    assert ptx_maxnan_ok(h200)
+    assert ptx_maxnan_ok(replace(h200, arch="sm_80")) and ptx_maxnan_ok(replace(h200, arch="sm_120"))
+    assert not ptx_maxnan_ok(replace(h200, arch="sm_75"))
+    assert not ptx_maxnan_ok(replace(h200, arch="gfx90a"))
+    assert not ptx_maxnan_ok(replace(h200, platform="Portable Computing Language"))  # pocl-cuda, pocl-cpu
+    assert not ptx_maxnan_ok(replace(h200, arch="valhall", extras=(("emulated_profile", "mali-valhall"),)))
+
