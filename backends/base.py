@@ -45,6 +45,25 @@ PLAN_CACHE_LIMIT = 4096
 Buffer = Any
 
 
+#: the largest plane the global-pooling kernels build fixed (CUDA's ADAPT_GHW, OpenCL's
+#: PIPE_HW): 7x7, 8x8 and smaller
+FIXED_PLANE_MAX = 64
+
+
+def fixed_plane_ok(hw: int, itemsize: int) -> bool:
+    """Whether a global-pooling kernel may build planes of ``hw`` elements fixed, one plane
+    per lane read from shared/local memory: small planes whose lane strides leave at most
+    2-way bank conflicts among 32 lanes of 32 4-byte banks (lane l reads word
+    l * hw * itemsize / 4 + j; a fixed build cannot rotate the start as a runtime loop does)."""
+    if not 0 < hw <= FIXED_PLANE_MAX:
+        return False
+    banks: dict[int, set[int]] = {}
+    for lane in range(32):
+        word = lane * hw * itemsize // 4
+        banks.setdefault(word % 32, set()).add(word)
+    return max(len(words) for words in banks.values()) <= 2
+
+
 @dataclass(frozen=True)
 class DeviceInfo:
     """What hal knows about one device: identity, signature and limits."""

@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from hal import cache, resources
-from hal.backends.base import Backend, BackendProbe, Buffer, DeviceInfo
+from hal.backends.base import Backend, BackendProbe, Buffer, DeviceInfo, fixed_plane_ok
 from hal.errors import HalError, KernelCompileError, OutOfMemory, UnsupportedOperation
 from hal.spec import AdaptivePool2dSpec, BatchNormSpec, Conv2dSpec, EltwiseSpec, Pool2dSpec
 from hal.tuning.schema import KernelSchema, Param
@@ -166,24 +166,6 @@ def fastdiv(d: int) -> tuple[int, int, int]:
     s = (d - 1).bit_length()
     m = ((1 << 32) * ((1 << s) - d)) // d + 1
     return d, m & 0xFFFFFFFF, s
-
-
-#: the largest plane the global-pooling kernel unrolls (ADAPT_GHW): 7x7, 8x8 and smaller
-FIXED_PLANE_MAX = 64
-
-
-def _fixed_plane_ok(hw: int, itemsize: int) -> bool:
-    """Whether adaptive_pool2d's global kernel builds for planes of ``hw`` elements fixed
-    (ADAPT_GHW): small planes whose lane strides leave at most 2-way shared-memory bank
-    conflicts (lane l reads 4-byte word l * hw * itemsize / 4 + j; a fixed build cannot
-    rotate the start as the runtime loop does)."""
-    if not 0 < hw <= FIXED_PLANE_MAX:
-        return False
-    banks: dict[int, set[int]] = {}
-    for lane in range(32):
-        word = lane * hw * itemsize // 4
-        banks.setdefault(word % 32, set()).add(word)
-    return max(len(words) for words in banks.values()) <= 2
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -1314,7 +1296,7 @@ class CudaBackend(Backend):
                                            {**p, "ADAPT_GSTAGES": 2}, spec.relu)
         if per_warp > limit:  # large planes: the tile and block kernels suffice
             return None
-        if _fixed_plane_ok(hw, spec.dtype.itemsize):
+        if fixed_plane_ok(hw, spec.dtype.itemsize):
             defines = tuple(sorted((*defines, ("ADAPT_GHW", hw))))
         groups = _cdiv(planes, 32)
         warps = max(1, min(int(p["ADAPT_THREADS"]) // 32, self._max_smem() // per_warp, groups))

@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from hal.backends.base import Backend, BackendProbe, Buffer, DeviceInfo
+from hal.backends.base import Backend, BackendProbe, Buffer, DeviceInfo, fixed_plane_ok
 from hal.cache import cache_dir, cache_disabled
 from hal.errors import BackendUnavailable, HalError, KernelCompileError, LaunchLimitExceeded, OutOfMemory
 from hal.resources import kernel_source
@@ -388,8 +388,12 @@ def _pool_canonical(params: dict[str, int]) -> dict[str, int]:
 
 
 def _adaptive_canonical(params: dict[str, int]) -> dict[str, int]:
-    """HALF_RAW changes only vector loads and stores: VEC 1 has none."""
-    return {**params, "HALF_RAW": 0} if params["VEC"] == 1 else dict(params)
+    """HALF_RAW changes only vector loads and stores: VEC 1 has none. PIPE_GROUPS only
+    sizes MODE 4's launch."""
+    out = {**params, "HALF_RAW": 0} if params["VEC"] == 1 else dict(params)
+    if out["MODE"] != 4:
+        out["PIPE_GROUPS"] = 4
+    return out
 
 
 def _strip_vec(params: Mapping[str, int], device: DeviceInfo) -> str | None:
@@ -463,6 +467,7 @@ def _adaptive_local(params: Mapping[str, int]) -> int:
     and for MODE 3 the flat scratch, slack and a minimal float32 staging buffer (MODE 0
     sizes its buffer to the local memory left, or runs without one)."""
     mode, wg = params["MODE"], params["WG"]
+    # MODE 4 runs as MODE 0 where its stage does not fit (the launcher checks per shape)
     group = 0 if mode == 1 else wg * params["VEC"] * 8
     flat = _flat_scratch(wg) + FLAT_SLACK + FLAT_MIN_PER_ITEM * wg * 4 + 4 * params["VEC"] if mode == 3 else 0
     return max(group, flat)
@@ -513,11 +518,14 @@ SCHEMAS: dict[str, KernelSchema] = {
         (
             _WG,
             _VEC,
-            Param("MODE", (0, 1, 2, 3), 0,
+            Param("MODE", (0, 1, 2, 3, 4), 0,
                   "0 auto, 1 one work-item per output, 2 one work-group per output, "
-                  "3 flat: whole NCHW planes staged in local memory"),
+                  "3 flat: whole NCHW planes staged in local memory, 4 pipe: NCHW global pooling "
+                  "of small planes (size fixed at build time, the next planes' loads in flight "
+                  "while these are reduced; elsewhere as 0)"),
             _HALF,
             _HALF_RAW,
+            Param("PIPE_GROUPS", (2, 4, 8, 16), 4, "MODE 4: work-groups per compute unit"),
         ),
         (
             _wg_limit("WG"),
@@ -1017,8 +1025,24 @@ class OpenCLBackend(Backend):
         args = [x, y, indices if spec.kind == "max" else None,
                 *map(_i32, (spec.n, spec.c, spec.in_h, spec.in_w, spec.out_h, spec.out_w))]
         while True:
+            pipe = self._adaptive_pipe(spec, p)
+            if pipe:
+                defines = {**self._base_defines(spec), "WG": p["WG"], "VEC": p["VEC"], "ADAPTIVE_GROUP": 3,
+                           "PIPE_HW": pipe}
+                try:
+                    kernel = self._kernel("adaptive_pool2d.cl", name, defines, p["WG"])
+                except _TooLarge as exc:
+                    p = self._shrink(p, "WG", WG_VALUES, str(exc))
+                    continue
+                planes, wg = spec.n * spec.c, p["WG"]
+                full = planes // wg
+                # enough groups to keep loads in flight on every compute unit, each then
+                # looping over its chunks; the planes past the full chunks are read directly
+                groups = min(full, p["PIPE_GROUPS"] * max(self.info.compute_units, 1)) if full else -(-planes // wg)
+                self._launch(kernel, (groups * wg,), (wg,), args)
+                return
             flat = self._adaptive_flat(spec, p)
-            if p["MODE"] in (0, 3):
+            if p["MODE"] in (0, 3, 4):
                 # a work-group per output pays off once a bin holds a few rows of taps
                 taps = -(-spec.in_h // spec.out_h) * -(-spec.in_w // spec.out_w)
                 group = taps >= 64
@@ -1063,6 +1087,20 @@ class OpenCLBackend(Backend):
             items = outputs * spec.c
         self._launch(kernel, (_round_up(items, wg),), (wg,), args)
 
+    def _adaptive_pipe(self, spec: AdaptivePool2dSpec, p: Mapping[str, int]) -> int:
+        """The plane size (``PIPE_HW``) when this call runs the pipelined global kernels
+        (MODE 4), else 0: NCHW global pooling of planes that :func:`fixed_plane_ok` admits,
+        whose stage (a chunk of WG planes and one vector) fits the device's local memory
+        (less ``FLAT_SLACK``). Elsewhere MODE 4 runs as MODE 0."""
+        if p["MODE"] != 4 or spec.layout == "NHWC" or spec.out_h != 1 or spec.out_w != 1:
+            return 0
+        es = np.dtype(spec.dtype).itemsize
+        hw = spec.in_h * spec.in_w
+        if not fixed_plane_ok(hw, es) or p["WG"] % p["VEC"]:
+            return 0
+        stage = (p["WG"] * hw + p["VEC"]) * es
+        return hw if stage <= self.info.local_mem_bytes - FLAT_SLACK else 0
+
     def _adaptive_flat(self, spec: AdaptivePool2dSpec, p: Mapping[str, int]) -> int:
         """Staging capacity in elements (``FLAT_ELEMS``) when this call runs the flat NCHW
         kernels, else 0.
@@ -1076,7 +1114,7 @@ class OpenCLBackend(Backend):
         holds fewer.
         """
         mode = p["MODE"]
-        if mode not in (0, 3) or spec.layout == "NHWC":
+        if mode not in (0, 3, 4) or spec.layout == "NHWC":
             return 0
         es = np.dtype(spec.dtype).itemsize
         wg, vec = p["WG"], p["VEC"]

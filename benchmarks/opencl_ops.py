@@ -88,7 +88,12 @@ SWEEP: dict[str, list[dict[str, int]]] = {
     # float16 as raw 16-bit words (a no-op for float32)
     + [{"WG": wg, "VEC": v, "LOCAL_TILE": t, "STRIP_ROWS": 2, "HALF_RAW": 1}
        for wg in (128, 256) for v in (4, 8) for t in (0, 3)],
-    "adaptive_pool2d": [{"WG": wg, "VEC": v, "MODE": m} for wg in (64, 256) for v in (1, 4) for m in (1, 2)],
+    "adaptive_pool2d": [{"WG": wg, "VEC": v, "MODE": m} for wg in (64, 256) for v in (1, 4) for m in (1, 2)]
+    # flat (3), and the pipelined global kernels (4: NCHW 1x1 outputs of small planes, else as 0)
+    + [{"WG": 128, "VEC": 8, "MODE": 3, "HALF_RAW": 1}, {"WG": 256, "VEC": 8, "MODE": 0},
+       {"WG": 64, "VEC": 8, "MODE": 2, "HALF_RAW": 1}]
+    + [{"WG": wg, "VEC": v, "MODE": 4, "PIPE_GROUPS": g} for wg in (64, 128, 256) for v in (4, 8)
+       for g in (2, 4, 8, 16)],
     "conv2d": [{"ALGO": 2, "TILE": t, "TK": k} for t in (32, 64) for k in (8, 16)]
     + [{"ALGO": 1, "WG": wg, "VEC": v} for wg in (64, 256) for v in (1, 4)],
     "batch_norm": [{"WG": wg, "VEC": v} for wg in (64, 128, 256, 512) for v in (1, 4, 8)]

@@ -12,6 +12,8 @@
  *      as global pooling.
  *   2  NCHW only, "flat": a work-group stages a run of whole planes in local memory with
  *      coalesced loads, then reduces their bins there; for small planes (see below).
+ *   3  NCHW global pooling only, "pipe": as flat, for planes of a build-time size, with
+ *      the next run's loads in flight while a run is reduced (see below).
  * Max pooling scans taps row-major, takes v > best || isnan(v); partial results combine
  * by flat index (first maximum, last NaN), which equals the sequential scan order.
  */
@@ -63,6 +65,25 @@ inline void max_merge_slots(__local float* sv, __local int* si, int a, int b)
     si[a] = bi;
 }
 
+/* raw element bits (the flat and pipe kernels copy them unconverted: NaN payloads and -0 kept) */
+#if ADAPTIVE_GROUP >= 2
+#if DTYPE_HALF
+typedef ushort raw_t;
+#if VEC == 1
+typedef ushort rawV;
+#else
+typedef HAL_CAT(ushort, VEC) rawV;
+#endif
+#else
+typedef uint raw_t;
+#if VEC == 1
+typedef uint rawV;
+#else
+typedef HAL_CAT(uint, VEC) rawV;
+#endif
+#endif
+#endif
+
 #if ADAPTIVE_GROUP == 2
 #if LAYOUT_NHWC
 #error "ADAPTIVE_GROUP 2 (flat) is NCHW only"
@@ -86,22 +107,6 @@ inline void max_merge_slots(__local float* sv, __local int* si, int a, int b)
 #endif
 #ifndef FLAT_U
 #define FLAT_U 4 /* vector loads each work-item issues before storing them */
-#endif
-
-#if DTYPE_HALF
-typedef ushort raw_t;
-#if VEC == 1
-typedef ushort rawV;
-#else
-typedef HAL_CAT(ushort, VEC) rawV;
-#endif
-#else
-typedef uint raw_t;
-#if VEC == 1
-typedef uint rawV;
-#else
-typedef HAL_CAT(uint, VEC) rawV;
-#endif
 #endif
 
 /* Copy elements [s0, s0 + ne) of x to local element off + j (j = 0 .. ne - 1), where off =
@@ -291,6 +296,160 @@ void adaptive_pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* r
         }
         barrier(CLK_LOCAL_MEM_FENCE); /* the next chunk overwrites the stage and ss */
     }
+}
+
+#elif ADAPTIVE_GROUP == 3
+#if LAYOUT_NHWC
+#error "ADAPTIVE_GROUP 3 (pipe) is NCHW only"
+#endif
+#ifndef PIPE_HW
+#error "ADAPTIVE_GROUP 3 (pipe) needs PIPE_HW, the plane size"
+#endif
+#if WG % VEC
+#error "ADAPTIVE_GROUP 3 (pipe) needs WG to be a multiple of VEC"
+#endif
+/* ---- NCHW global pooling of small planes, pipelined ("pipe") ------------------------
+ * Every plane has PIPE_HW elements, fixed at build time (the launcher's), and one output.
+ * A chunk is WG consecutive planes: WG * PIPE_HW contiguous elements, VEC-aligned when x
+ * is (WG is a multiple of VEC). Work-group g takes the full chunks g, g + G, ...: each
+ * work-item holds its vectors of the next chunk in registers (vector lid + j * WG, a
+ * constant count), writes them to local memory, issues the loads of the chunk after, and
+ * while those are in flight reduces plane lid of this one with unrolled local loads; the
+ * flat kernel instead waits for each chunk's loads before it reduces. float16 planes are
+ * read as 32-bit words (two halves per local load; a plane of odd size starts at an odd
+ * half on odd work-items, and the half of its first or last word that is not its own is
+ * replaced by the identity). The launcher builds it where the lane strides leave at most
+ * 2-way bank conflicts. Sums run in element order; max takes v > best || isnan(v) in
+ * order (the first maximum, the last NaN: the sequential scan). The planes of a last
+ * partial chunk (and every plane, should x not be VEC-aligned) are read directly.
+ */
+#define PIPE_VECS (WG * PIPE_HW / VEC) /* aligned vectors of one chunk */
+#define PIPE_J CEIL_DIV(PIPE_HW, VEC)  /* of which work-item lid takes lid + j * WG */
+#define PIPE_FULL(j) (PIPE_HW % VEC == 0 || (j) * WG + lid < PIPE_VECS)
+
+/* element k of plane lid of the staged chunk, as float (words of two halves for float16) */
+#if DTYPE_HALF
+#define PIPE_NW ((PIPE_HW + 1) / 2)
+inline float2 pipe_word(__local const uint* w, int j)
+{
+    const uint v = w[j];
+    return vload_half2(0, (const __private half*)&v);
+}
+#endif
+
+/* plane lid of the staged chunk: max (and the index of the taken element) or sum */
+inline float pipe_reduce(__local const raw_t* stage, int lid, const int is_max, int* bidx)
+{
+    const float id = is_max ? -INFINITY : 0.0f;
+    float acc = id;
+    int bi = 0;
+#if DTYPE_HALF
+    const int e0 = lid * PIPE_HW;
+    const int odd = (PIPE_HW & 1) ? (e0 & 1) : 0;
+    __local const uint* w = (__local const uint*)stage + (e0 >> 1);
+#pragma unroll
+    for (int j = 0; j < PIPE_NW; ++j) {
+        float2 h = pipe_word(w, j);
+#if PIPE_HW & 1
+        if (j == 0 && odd) h.x = id; /* the neighbour's half */
+        if (j == PIPE_NW - 1 && !odd) h.y = id;
+#endif
+        if (is_max) {
+            if (h.x > acc || isnan(h.x)) { acc = h.x; bi = 2 * j - odd; }
+            if (h.y > acc || isnan(h.y)) { acc = h.y; bi = 2 * j + 1 - odd; }
+        } else {
+            acc = (acc + h.x) + h.y;
+        }
+    }
+#else
+    __local const float* pl = (__local const float*)stage + lid * PIPE_HW;
+#pragma unroll
+    for (int k = 0; k < PIPE_HW; ++k) {
+        const float v = pl[k];
+        if (is_max) {
+            if (v > acc || isnan(v)) { acc = v; bi = k; }
+        } else {
+            acc += v;
+        }
+    }
+#endif
+    *bidx = bi;
+    return is_max ? acc : acc / (float)PIPE_HW;
+}
+
+/* the same from global memory (a partial chunk, or x not VEC-aligned) */
+inline float pipe_reduce_direct(__global const dtype_t* xp, const int is_max, int* bidx)
+{
+    float acc = is_max ? -INFINITY : 0.0f;
+    int bi = 0;
+    for (int k = 0; k < PIPE_HW; ++k) {
+        const float v = LD(xp, k);
+        if (is_max) {
+            if (v > acc || isnan(v)) { acc = v; bi = k; }
+        } else {
+            acc += v;
+        }
+    }
+    *bidx = bi;
+    return is_max ? acc : acc / (float)PIPE_HW;
+}
+
+/* stage: PIPE_VECS + 1 vectors of local memory (+ 1: a float16 plane's last word may pass
+ * the chunk's end) */
+inline void pipe_body(__global const dtype_t* restrict x, __global dtype_t* restrict y,
+                      __global long* restrict indices, int NC, __local rawV* stage, const int is_max)
+{
+    const int lid = get_local_id(0);
+    const int G = get_num_groups(0);
+    __global const rawV* xv = (__global const rawV*)x;
+    /* full chunks staged through registers; none when x is not VEC-aligned */
+    const int full = ((ulong)x % (VEC * sizeof(dtype_t))) ? 0 : NC / WG;
+    int c = get_group_id(0);
+    rawV r[PIPE_J];
+    if (c < full) {
+#pragma unroll
+        for (int j = 0; j < PIPE_J; ++j)
+            if (PIPE_FULL(j)) r[j] = xv[c * PIPE_VECS + j * WG + lid];
+    }
+    for (; c < full; c += G) {
+        barrier(CLK_LOCAL_MEM_FENCE); /* the previous chunk's reads of the stage are done */
+#pragma unroll
+        for (int j = 0; j < PIPE_J; ++j)
+            if (PIPE_FULL(j)) stage[j * WG + lid] = r[j];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (c + G < full) { /* the next chunk's loads, in flight during the reduction */
+#pragma unroll
+            for (int j = 0; j < PIPE_J; ++j)
+                if (PIPE_FULL(j)) r[j] = xv[(c + G) * PIPE_VECS + j * WG + lid];
+        }
+        int bidx;
+        const float v = pipe_reduce((__local const raw_t*)stage, lid, is_max, &bidx);
+        const int plane = c * WG + lid;
+        ST(v, y, plane);
+        if (is_max && indices) indices[plane] = bidx;
+    }
+    for (int plane = full * WG + get_global_id(0); plane < NC; plane += get_global_size(0)) {
+        int bidx;
+        const float v = pipe_reduce_direct(x + plane * PIPE_HW, is_max, &bidx);
+        ST(v, y, plane);
+        if (is_max && indices) indices[plane] = bidx;
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void adaptive_pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y,
+                         __global long* restrict indices, int N, int C, int IH, int IW, int OH, int OW)
+{
+    __local rawV stage[PIPE_VECS + 1];
+    pipe_body(x, y, indices, N * C, stage, 1);
+}
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void adaptive_pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* restrict y,
+                         __global long* restrict indices, int N, int C, int IH, int IW, int OH, int OW)
+{
+    __local rawV stage[PIPE_VECS + 1];
+    pipe_body(x, y, indices, N * C, stage, 0);
 }
 
 #elif !ADAPTIVE_GROUP && !LAYOUT_NHWC

@@ -118,10 +118,11 @@ def test_cuda_global_pooling_fixes_small_planes_at_build_time():
     import numpy as np
 
     from hal import spec as S
-    from hal.backends.cuda import CudaBuffer, _fixed_plane_ok
+    from hal.backends.base import fixed_plane_ok
+    from hal.backends.cuda import CudaBuffer
 
-    assert _fixed_plane_ok(49, 2) and _fixed_plane_ok(49, 4) and _fixed_plane_ok(36, 2)
-    assert not _fixed_plane_ok(36, 4) and not _fixed_plane_ok(64, 2) and not _fixed_plane_ok(65, 4)
+    assert fixed_plane_ok(49, 2) and fixed_plane_ok(49, 4) and fixed_plane_ok(36, 2)
+    assert not fixed_plane_ok(36, 4) and not fixed_plane_ok(64, 2) and not fixed_plane_ok(65, 4)
     be, _ = _h200_without_gpu()
     plans: list[object] = []
     be._run = lambda plan, buffers: plans.append(plan)
