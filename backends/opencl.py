@@ -388,10 +388,10 @@ def _pool_canonical(params: dict[str, int]) -> dict[str, int]:
 
 
 def _adaptive_canonical(params: dict[str, int]) -> dict[str, int]:
-    """HALF_RAW changes only vector loads and stores: VEC 1 has none. PIPE_GROUPS only
-    sizes MODE 4's launch."""
+    """HALF_RAW changes only vector loads and stores: VEC 1 has none. PIPE_GROUPS only sizes
+    the pipe kernels' launch, which MODE 0 and 4 may run."""
     out = {**params, "HALF_RAW": 0} if params["VEC"] == 1 else dict(params)
-    if out["MODE"] != 4:
+    if out["MODE"] not in (0, 4):
         out["PIPE_GROUPS"] = 4
     return out
 
@@ -522,10 +522,10 @@ SCHEMAS: dict[str, KernelSchema] = {
                   "0 auto, 1 one work-item per output, 2 one work-group per output, "
                   "3 flat: whole NCHW planes staged in local memory, 4 pipe: NCHW global pooling "
                   "of small planes (size fixed at build time, the next planes' loads in flight "
-                  "while these are reduced; elsewhere as 0)"),
+                  "while these are reduced; elsewhere as 0; 0 picks it where it would pick flat)"),
             _HALF,
             _HALF_RAW,
-            Param("PIPE_GROUPS", (2, 4, 8, 16), 4, "MODE 4: work-groups per compute unit"),
+            Param("PIPE_GROUPS", (2, 4, 8, 16), 4, "the pipe kernels (MODE 0 or 4): work-groups per compute unit"),
         ),
         (
             _wg_limit("WG"),
@@ -1088,17 +1088,23 @@ class OpenCLBackend(Backend):
         self._launch(kernel, (_round_up(items, wg),), (wg,), args)
 
     def _adaptive_pipe(self, spec: AdaptivePool2dSpec, p: Mapping[str, int]) -> int:
-        """The plane size (``PIPE_HW``) when this call runs the pipelined global kernels
-        (MODE 4), else 0: NCHW global pooling of planes that :func:`fixed_plane_ok` admits,
-        whose stage (a chunk of WG planes and one vector) fits the device's local memory
-        (less ``FLAT_SLACK``). Elsewhere MODE 4 runs as MODE 0."""
-        if p["MODE"] != 4 or spec.layout == "NHWC" or spec.out_h != 1 or spec.out_w != 1:
+        """The plane size (``PIPE_HW``) when this call runs the pipelined global kernels, else
+        0: NCHW global pooling of planes that :func:`fixed_plane_ok` admits, whose stage (a
+        chunk of WG planes and one vector) fits the device's local memory (less
+        ``FLAT_SLACK``). MODE 4 asks for them (elsewhere it runs as MODE 0); MODE 0 takes them
+        where its rule would take the flat kernels (:meth:`_adaptive_flat`). H200, 7x7 planes:
+        1.4x (float32) and 1.6x (float16) faster than the flat kernels
+        (benchmarks/results/h200-2026-12-01-session9)."""
+        mode = p["MODE"]
+        if mode not in (0, 4) or spec.layout == "NHWC" or spec.out_h != 1 or spec.out_w != 1:
+            return 0
+        if mode == 0 and not self._adaptive_flat(spec, p):
             return 0
         es = np.dtype(spec.dtype).itemsize
         hw = spec.in_h * spec.in_w
         if not fixed_plane_ok(hw, es) or p["WG"] % p["VEC"]:
             return 0
-        stage = (p["WG"] * hw + p["VEC"]) * es
+        stage = -(-(p["WG"] * hw + p["VEC"]) * es // 16) * 16  # PIPE_STAGE16 words of 16 bytes
         return hw if stage <= self.info.local_mem_bytes - FLAT_SLACK else 0
 
     def _adaptive_flat(self, spec: AdaptivePool2dSpec, p: Mapping[str, int]) -> int:

@@ -30,7 +30,8 @@ Method
   so those columns are empty for them.
 * --sweep times a few parameter sets per case (each validated against the schema and
   the device) and writes the fastest, when it beats the served set by 5 %, as suggested
-  tuning-table entries with a "measured on ..." provenance to OUT/opencl_tuning.json.
+  tuning-table entries with a "measured on ..." provenance to OUT/opencl_tuning.json;
+  every candidate's time is in OUT/opencl_ops.json (each row's "sweep").
 
     python benchmarks/opencl_ops.py [--device opencl:0] [--quick] [--sweep] [--repeats 20]
                                     [--only SUBSTR] [--out DIR]
@@ -362,6 +363,7 @@ def main(argv: list[str] | None = None) -> int:
                     if args.sweep:
                         schema = dev.backend.schemas()[case.family]
                         best = (ms, params)
+                        row["sweep"] = tried = []  # every candidate timed, for the record
                         for cand in SWEEP[case.family]:
                             full = {**schema.defaults(), **cand}
                             if schema.validate(full, info) or full == params:
@@ -373,6 +375,7 @@ def main(argv: list[str] | None = None) -> int:
                                 continue
                             finally:
                                 dev.backend.exact_params = False
+                            tried.append({"ms": t, "params": cand})
                             if t < best[0]:
                                 best = (t, full)
                         row["sweep_best"] = {"ms": best[0], "params": best[1]}

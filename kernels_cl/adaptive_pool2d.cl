@@ -394,8 +394,11 @@ inline float pipe_reduce_direct(__global const dtype_t* xp, const int is_max, in
     return is_max ? acc : acc / (float)PIPE_HW;
 }
 
-/* stage: PIPE_VECS + 1 vectors of local memory (+ 1: a float16 plane's last word may pass
- * the chunk's end) */
+/* stage: PIPE_STAGE16 16-byte words of local memory: PIPE_VECS + 1 vectors (+ 1: a float16
+ * plane's last word may pass the chunk's end), declared as uint4 so that the 32-bit word
+ * loads of float16 are aligned at VEC 1 too (a ushort array is 2-byte aligned; NVIDIA's
+ * OpenCL faulted on it) */
+#define PIPE_STAGE16 CEIL_DIV((PIPE_VECS + 1) * VEC * (int)sizeof(raw_t), 16)
 inline void pipe_body(__global const dtype_t* restrict x, __global dtype_t* restrict y,
                       __global long* restrict indices, int NC, __local rawV* stage, const int is_max)
 {
@@ -440,16 +443,16 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void adaptive_pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y,
                          __global long* restrict indices, int N, int C, int IH, int IW, int OH, int OW)
 {
-    __local rawV stage[PIPE_VECS + 1];
-    pipe_body(x, y, indices, N * C, stage, 1);
+    __local uint4 stage[PIPE_STAGE16];
+    pipe_body(x, y, indices, N * C, (__local rawV*)stage, 1);
 }
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void adaptive_pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* restrict y,
                          __global long* restrict indices, int N, int C, int IH, int IW, int OH, int OW)
 {
-    __local rawV stage[PIPE_VECS + 1];
-    pipe_body(x, y, indices, N * C, stage, 0);
+    __local uint4 stage[PIPE_STAGE16];
+    pipe_body(x, y, indices, N * C, (__local rawV*)stage, 0);
 }
 
 #elif !ADAPTIVE_GROUP && !LAYOUT_NHWC

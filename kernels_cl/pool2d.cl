@@ -695,20 +695,6 @@ void pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* restrict y
 #else
     STRIP_ROWS_LOAD(0.0f, T0 + T1)
 #endif
-    /* every window of the strip inside the input (the common case): each output divides by
-     * DIVISOR or the window's size, whichever the rule, and no taps are counted (the
-     * counting below took about a third of the float16 kernel's instructions) */
-    if (h0 >= 0 && h0 + 2 * STRIP_ROWS + SK - 3 < IH && c0 >= POOL_PL && c0 + VEC + SK - 3 - POOL_PL < IW) {
-        const float d = DIVISOR > 0 ? (float)DIVISOR : (float)(SK * SK);
-#pragma unroll
-        for (int r = 0; r < STRIP_ROWS; ++r) {
-            if (oh0 + r >= OH) break;
-            floatH sum = hrow[2 * r];
-            for (int kh = 1; kh < SK; ++kh) sum += hrow[2 * r + kh];
-            strip_store(y, obase + (oh0 + r) * OW, nv, vstore_ok, sum / d);
-        }
-        return;
-    }
     /* the divisor rule's column counts, per lane (the same for every row of the strip) */
     intH cols_in = (intH)0, cols_pad = (intH)0;
     for (int kw = 0; kw < SK; ++kw) {

@@ -53,6 +53,18 @@ def test_wrong_hanging_and_crashing_candidates_are_rejected(monkeypatch, tmp_pat
     assert o.default_ms is not None and o.best_ms is not None
 
 
+def test_a_candidate_that_breaks_the_device_costs_only_itself(monkeypatch, tmp_path):
+    """A launch that faults can leave the context unusable (on the H200, NVIDIA's OpenCL then
+    failed every later candidate with OUT_OF_RESOURCES): the worker is restarted after it."""
+    monkeypatch.setenv("HAL_TUNE_INJECT", "poison:2")
+    outcomes = tuner.tune(hal.device("cpu"), _plan(), mode="rapid", size="tiny", repeats=3, seed=1,
+                          journal_path=tmp_path / "j.jsonl")
+    (o,) = outcomes
+    assert [status for _, status, _ in o.rejected] == ["error"], o.rejected
+    assert "OUT_OF_RESOURCES" in o.rejected[0][2]
+    assert o.default_ms is not None and o.best_ms is not None
+
+
 def test_candidates_over_a_kernel_limit_are_replaced_by_spares_not_rejected(monkeypatch):
     """A per-kernel limit (known after the build) makes a candidate infeasible, not wrong:
     it is reported apart and a spare takes its place, so rapid still measures 8 sets."""

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from hal.errors import LaunchLimitExceeded
+from hal.errors import KernelCompileError, LaunchLimitExceeded
 from hal.tuning.table import TABLE_FORMAT, TABLE_VERSION, bucket, kernel_key
 from hal.tuning.workloads import Workload
 
@@ -77,7 +77,7 @@ class Task:
     repeats: int
     seed: int
     validate: bool = True
-    fault: str = ""  # test-only: "wrong", "hang", "crash" or "over-limit"
+    fault: str = ""  # test-only: "wrong", "hang", "crash", "over-limit" or "poison"
 
 
 #: assumed where a device does not report its last-level cache
@@ -143,6 +143,9 @@ def _evaluate(backend: Any, task: Task, oracle_cache: dict[Any, Any]) -> dict[st
         os.abort()
     if task.fault == "over-limit":
         raise LaunchLimitExceeded("test-only: a kernel limit the candidate is over")
+    if task.fault == "poison" or getattr(backend, "_test_poisoned", False):
+        backend._test_poisoned = True  # as a faulting kernel leaves the context: every later call fails
+        raise RuntimeError("test-only: clEnqueueReadBuffer failed: OUT_OF_RESOURCES")
     if task.validate:
         for i, check_shape in enumerate(bucket_shapes(shape)):
             try:
@@ -215,8 +218,12 @@ def worker_main(conn: Connection, device_id: str) -> None:
         except LaunchLimitExceeded as exc:  # infeasible on this device, not wrong: the tuner draws a spare
             conn.send({"status": "over-limit", "detail": str(exc)[:2000]})
         except Exception as exc:  # a failing build or launch is this candidate's result
+            # a launch that faulted may leave the context unusable (NVIDIA's OpenCL then fails
+            # every later call with OUT_OF_RESOURCES): the next candidate gets a fresh worker.
+            # A build error leaves the context as it was.
             conn.send({"status": "error", "detail": f"{type(exc).__name__}: {exc}".strip()[:2000],
-                       "trace": traceback.format_exc(limit=3)[-2000:]})
+                       "trace": traceback.format_exc(limit=3)[-2000:],
+                       "restart": not isinstance(exc, KernelCompileError)})
 
 
 class Worker:
@@ -243,9 +250,13 @@ class Worker:
         self._conn.send(task)
         if self._conn.poll(timeout):
             try:
-                return self._conn.recv()
+                result = self._conn.recv()
             except EOFError:
                 pass
+            else:
+                if result.get("restart"):
+                    self.stop(kill=True)
+                return result
             self.stop(kill=True)
             return {"status": "crashed", "detail": "the worker process died"}
         alive = self._proc.is_alive()
@@ -421,7 +432,8 @@ def _sources_id(device: Any, kernel: str) -> str:
 
 
 def parse_faults() -> dict[int, str]:
-    """Test-only fault injection: ``HAL_TUNE_INJECT="wrong:1,hang:3,crash:5"`` (candidate ordinals)."""
+    """Test-only fault injection: ``HAL_TUNE_INJECT="wrong:1,hang:3,crash:5,poison:7"`` (candidate
+    ordinals; poison: an error that leaves the worker's device unusable, as a faulting launch does)."""
     faults = {}
     for item in os.environ.get("HAL_TUNE_INJECT", "").split(","):
         if ":" in item:
