@@ -67,6 +67,29 @@ inline float16 hal_maxnan16(float16 a, float16 b)
     return (float16)(hal_maxnan8(a.lo, b.lo), hal_maxnan8(a.hi, b.hi));
 }
 #define MAX_NANV(best, v) HAL_CAT(hal_maxnan, VEC)(best, v)
+/* float16 pairs: max.NaN.f16x2 on raw 32-bit words (two halves each; sm_80+). The max of
+ * halves is a half, so the NHWC path below keeps whole vectors packed, with no conversion
+ * per element (8 cvt + 8 max per float16 vector of 8 become 4 max). */
+#if DTYPE_HALF && HALF_RAW && (VEC == 4 || VEC == 8)
+#define HAL_PACKED_HMAX 1
+inline uint hal_hmax2(uint a, uint b)
+{
+    uint r;
+    __asm__("max.NaN.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+#if VEC == 4
+typedef uint2 hpackV; /* VEC halves as VEC / 2 words */
+inline hpackV hal_hmaxv(hpackV a, hpackV b) { return (uint2)(hal_hmax2(a.x, b.x), hal_hmax2(a.y, b.y)); }
+#else
+typedef uint4 hpackV;
+inline hpackV hal_hmaxv(hpackV a, hpackV b)
+{
+    return (uint4)(hal_hmax2(a.x, b.x), hal_hmax2(a.y, b.y), hal_hmax2(a.z, b.z), hal_hmax2(a.w, b.w));
+}
+#endif
+#define HPACK_NEG_INF ((hpackV)(0xFC00FC00u))
+#endif
 #else
 #define MAX_NANV(best, v) select((best), (v), ((v) > (best)) | isnan(v))
 #endif
@@ -664,12 +687,100 @@ inline void strip_store(__global dtype_t* y, int o, int nv, int vstore_ok, float
     }
 }
 
+#if HAL_PACKED_HMAX
+/* float16 max on packed halves (HAL_PACKED_HMAX, above): a row's vector stays VEC/2 raw words;
+ * PTX prmt gathers the lanes' taps (even, odd, the odd ones shifted right with the left halo,
+ * the even ones shifted left with the right halo) as HV/2 words of two halves, and
+ * max.NaN.f16x2 reduces them: no conversion until a partial or ReLU store */
+inline uint hal_prmt(uint a, uint b, uint sel)
+{
+    uint r;
+    __asm__("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
+    return r;
+}
+#define HALF_NEG_INF 0xFC00u
+/* prmt selectors: (low halves of a, b), (high halves), (low of a, high of b) */
+#define PRMT_LO 0x5410u
+#define PRMT_HI 0x7632u
+#define PRMT_LOHI 0x7610u
+#if VEC == 4
+typedef uint hpackH; /* HV = 2 halves */
+#define hmaxH hal_hmax2
+#define HPACKH_NEG_INF 0xFC00FC00u
+inline hpackH strip_row_packed(hpackV w, uint l, uint r)
+{
+    const uint E = hal_prmt(w.x, w.y, PRMT_LO), O = hal_prmt(w.x, w.y, PRMT_HI);
+#if SK == 3 && POOL_PL == 1
+    return hmaxH(hmaxH(hal_prmt(l, w.x, PRMT_LOHI), E), O);
+#elif SK == 3
+    return hmaxH(hmaxH(E, O), hal_prmt(w.y, r, PRMT_LO));
+#elif POOL_PL == 1
+    return hmaxH(hal_prmt(l, w.x, PRMT_LOHI), E);
+#else
+    return hmaxH(E, O);
+#endif
+}
+#else
+typedef uint2 hpackH; /* HV = 4 halves */
+inline hpackH hmaxH(hpackH a, hpackH b) { return (uint2)(hal_hmax2(a.x, b.x), hal_hmax2(a.y, b.y)); }
+#define HPACKH_NEG_INF ((uint2)(0xFC00FC00u))
+inline hpackH strip_row_packed(hpackV w, uint l, uint r)
+{
+    const uint2 E = (uint2)(hal_prmt(w.x, w.y, PRMT_LO), hal_prmt(w.z, w.w, PRMT_LO));
+    const uint2 O = (uint2)(hal_prmt(w.x, w.y, PRMT_HI), hal_prmt(w.z, w.w, PRMT_HI));
+#if SK == 3 && POOL_PL == 1
+    return hmaxH(hmaxH((uint2)(hal_prmt(l, w.x, PRMT_LOHI), hal_prmt(w.y, w.z, PRMT_HI)), E), O);
+#elif SK == 3
+    return hmaxH(hmaxH(E, O), (uint2)(hal_prmt(w.y, w.z, PRMT_LO), hal_prmt(w.w, r, PRMT_LO)));
+#elif POOL_PL == 1
+    return hmaxH((uint2)(hal_prmt(l, w.x, PRMT_LOHI), hal_prmt(w.y, w.z, PRMT_HI)), E);
+#else
+    return hmaxH(E, O);
+#endif
+}
+#endif
+
+inline void strip_store_packed(__global dtype_t* y, int o, int nv, int vstore_ok, hpackH v)
+{
+#if !FUSE_RELU
+    if (vstore_ok) {
+        *(__global hpackH*)(y + o) = v; /* the maxima's own bits */
+        return;
+    }
+#endif
+    strip_store(y, o, nv, vstore_ok, HAL_CAT(vload_half, HV)(0, (const __private half*)&v));
+}
+#endif
+
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y, __global long* restrict indices,
                 int N, int C, int IH, int IW, int OH, int OW, int KH, int KW, int SH, int SW,
                 int PT, int PB, int PL, int PR, int DH, int DW, int DIVISOR, int COUNT_INCLUDE_PAD)
 {
     STRIP_PROLOGUE
+#if HAL_PACKED_HMAX
+    hpackH hrow[STRIP_IN];
+#pragma unroll
+    for (int i = 0; i < STRIP_IN; ++i) {
+        const int ih = h0 + i;
+        hpackH acc = HPACKH_NEG_INF;
+        if (ih >= 0 && ih < ih_end) {
+            __global const ushort* row = (__global const ushort*)(xp + ih * IW);
+            const hpackV w = vin ? *(__global const hpackV*)(row + c0) : HPACK_NEG_INF;
+            const uint l = lin ? (uint)row[c0 - 1] : HALF_NEG_INF;
+            const uint r = rin ? (uint)row[c0 + VEC] : HALF_NEG_INF;
+            acc = strip_row_packed(w, l, r);
+        }
+        hrow[i] = acc;
+    }
+#pragma unroll
+    for (int r = 0; r < STRIP_ROWS; ++r) {
+        if (oh0 + r >= OH) break;
+        hpackH m = hrow[2 * r];
+        for (int kh = 1; kh < SK; ++kh) m = hmaxH(m, hrow[2 * r + kh]);
+        strip_store_packed(y, obase + (oh0 + r) * OW, nv, vstore_ok, m);
+    }
+#else
 #if SK == 3
     STRIP_ROWS_LOAD(-INFINITY, strip_max(strip_max(T0, T1), T2))
 #else
@@ -682,6 +793,7 @@ void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y
         for (int kh = 1; kh < SK; ++kh) m = strip_max(m, hrow[2 * r + kh]);
         strip_store(y, obase + (oh0 + r) * OW, nv, vstore_ok, m);
     }
+#endif
 }
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
@@ -761,6 +873,26 @@ void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y
                 int PT, int PB, int PL, int PR, int DH, int DW, int DIVISOR, int COUNT_INCLUDE_PAD)
 {
     NHWC_PROLOGUE
+#if HAL_PACKED_HMAX && POOL_NO_IDX
+    if (nvalid == VEC && aligned) { /* whole aligned vectors: max of packed halves (above) */
+        hpackV pbest = HPACK_NEG_INF;
+        NHWC_MAX_UNROLL for (int kh = 0; kh < WKH; ++kh) {
+            const int ih = h0 + kh * WDH;
+            if (ih < 0 || ih >= IH) continue;
+            NHWC_MAX_UNROLL for (int kw = 0; kw < WKW; ++kw) {
+                const int iw = w0 + kw * WDW;
+                if (iw < 0 || iw >= IW) continue;
+                pbest = hal_hmaxv(pbest, *(__global const hpackV*)(x + ((n * IH + ih) * IW + iw) * C + c0));
+            }
+        }
+#if FUSE_RELU
+        ASTV(HAL_CAT(vload_half, VEC)(0, (const __private half*)&pbest), y, obase);
+#else
+        *(__global hpackV*)(y + obase) = pbest; /* the maximum's own bits */
+#endif
+        return;
+    }
+#endif
     ctypeV best = (ctypeV)(-INFINITY);
     IDX_TRACK(intV bidx = (intV)0;)
     IDX_TRACK(int unseen = 1;)
