@@ -387,6 +387,20 @@ def _pool_canonical(params: dict[str, int]) -> dict[str, int]:
     return out
 
 
+#: BatchNorm inference with INFER_LOOP: work-groups per compute unit (each work-item then
+#: loops over the vectors of its channels)
+BN_LOOP_GROUPS_PER_CU = 8
+
+
+def _bn_infer_loop(spec: BatchNormSpec, params: Mapping[str, int]) -> bool:
+    """Whether batch_norm_infer runs its channel loop (INFER_LOOP): inference, NHWC, whole
+    channel vectors (C % VEC == 0), and C / VEC dividing WG (so that the global size, a
+    multiple of WG, keeps every work-item on the same channels)."""
+    vec = params["VEC"]
+    return bool(params["INFER_LOOP"] and not spec.training and spec.layout == "NHWC" and spec.c % vec == 0
+                and params["WG"] % (spec.c // vec) == 0)
+
+
 def _adaptive_canonical(params: dict[str, int]) -> dict[str, int]:
     """HALF_RAW changes only vector loads and stores: VEC 1 has none. PIPE_GROUPS only sizes
     the pipe kernels' launch, which MODE 0 and 4 may run."""
@@ -564,7 +578,10 @@ SCHEMAS: dict[str, KernelSchema] = {
     "batch_norm": KernelSchema(
         "opencl",
         "batch_norm",
-        (_WG, _VEC, _HALF_RAW),
+        (_WG, _VEC, _HALF_RAW,
+         Param("INFER_LOOP", (0, 1), 0,
+               "inference, NHWC: each work-item loops over vectors of the same VEC channels (their "
+               "scale computed once), where C % VEC == 0 and C / VEC divides WG")),
         (_wg_limit("WG"), _local_limit("statistics reduction", lambda p: 4 * p["WG"] * (1 + 2 * p["VEC"]))),
     ),
     "eltwise": KernelSchema("opencl", "eltwise", (_WG, _VEC), (_wg_limit("WG"),)),
@@ -1218,6 +1235,8 @@ class OpenCLBackend(Backend):
         defines = {**self._base_defines(spec), "WG": p["WG"], "VEC": p["VEC"]}
         if spec.dtype == np.float16 and p["HALF_RAW"] and p["VEC"] > 1:
             defines["HALF_RAW"] = 1
+        if _bn_infer_loop(spec, p):
+            defines["BN_INFER_LOOP"] = 1
         return defines
 
     def batch_norm(
@@ -1283,6 +1302,8 @@ class OpenCLBackend(Backend):
         wg, vec = p["WG"], p["VEC"]
         items = _round_up(spec.n * hw * -(-c // vec) if nhwc else spec.n * c * -(-hw // vec), wg)
         if not spec.training:
+            if "BN_INFER_LOOP" in defines:  # a grid-stride loop: enough groups to fill the device
+                items = min(items, BN_LOOP_GROUPS_PER_CU * max(self.info.compute_units, 1) * wg)
             return kernels, wg, items, 0, 0, 0
         count = spec.count
         # Statistics grid: the groups split each channel's values evenly, so the pass takes

@@ -5,7 +5,8 @@
  *   batch_norm_apply(x, y, scale, shift, N, C, HW)
  * plus this backend's batch_norm_finalize (merges the chunks' partial statistics) and
  * batch_norm_infer (inference in one pass: scale and shift computed per work-item from
- * the running statistics, so one launch instead of finalize + apply).
+ * the running statistics, so one launch instead of finalize + apply; NHWC with
+ * BN_INFER_LOOP=1: each work-item loops over vectors of the same channels).
  *
  * Statistics are Welford/Chan (never E[x^2] - E[x]^2): each work-item merges batches of
  * BN_VALUES values (two-pass inside the batch, then Chan's update; single vectors at the
@@ -28,6 +29,11 @@
  * NHWC: C % VEC == 0, a uniform branch) and then loads and stores through aligned vector
  * types (one 16-byte access for float4 and half8), else runs the element-aligned code.
  */
+
+#ifndef BN_INFER_LOOP
+#define BN_INFER_LOOP 0
+#endif
+#define BN_LOOP_U 4
 
 /* ---- aligned VEC-wide access (the offset a multiple of VEC); stores apply ACTV like STV -- */
 #if VEC == 1
@@ -487,6 +493,29 @@ void batch_norm_infer(__global const dtype_t* restrict x, __global dtype_t* rest
 #else
     const int CV = CEIL_DIV(C, VEC);
     if (gid >= N * HW * CV) return;
+#if BN_INFER_LOOP
+    {
+        /* the launcher's (C % VEC == 0, and the global size G a multiple of CV = C / VEC):
+         * vectors gid, gid + G, ... all hold channels c0 .. c0 + VEC - 1, so their scale and
+         * shift are computed once (a square root and a division per channel cost as much as
+         * a float16 vector's own arithmetic); BN_LOOP_U loads are issued before their stores */
+        const int c0 = (gid % CV) * VEC;
+        const floatV s = (weight ? FLDV_A(weight, c0) : (floatV)1.0f) / sqrt(FLDV_A(running_var, c0) + eps);
+        const floatV k = FLDV_A(running_mean, c0);
+        const floatV b = bias ? FLDV_A(bias, c0) : (floatV)0.0f;
+        const int nv = N * HW * CV, G = get_global_size(0);
+        int v = gid;
+        for (; v + (BN_LOOP_U - 1) * G < nv; v += BN_LOOP_U * G) {
+            floatV in[BN_LOOP_U];
+#pragma unroll
+            for (int u = 0; u < BN_LOOP_U; ++u) in[u] = LDV_A(x, (v + u * G) * VEC);
+#pragma unroll
+            for (int u = 0; u < BN_LOOP_U; ++u) STV_A((in[u] - k) * s + b, y, (v + u * G) * VEC);
+        }
+        for (; v < nv; v += G) STV_A((LDV_A(x, v * VEC) - k) * s + b, y, v * VEC);
+        return;
+    }
+#endif
     if (C % VEC == 0) {
         /* rows hold whole vectors: aligned activations and parameter vectors */
         const int c0 = (gid % CV) * VEC;

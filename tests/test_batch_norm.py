@@ -184,6 +184,35 @@ def test_batch_norm_half_raw(device, vec, layout):
                           seed=500 + 10 * i + vec)
 
 
+#: (shape, VEC, WG) for INFER_LOOP: C / VEC divides WG (the loop runs: C 8, 32 and 64, odd
+#: pixel counts, over 2 and 132 compute units: many vectors per work-item, a partial last
+#: batch of four), or does not (the plain kernel serves: C 24 / VEC 8, C 130, C 12 / VEC 8)
+INFER_LOOP_CASES = [((2, 8, 4, 6), 4, 32), ((5, 32, 17, 19), 8, 32), ((3, 64, 9, 11), 4, 64),
+                    ((3, 64, 9, 11), 8, 256), ((5, 24, 17, 19), 8, 64), ((3, 130, 7, 7), 4, 64),
+                    ((3, 12, 5, 7), 8, 32)]
+
+
+@pytest.mark.parametrize("compute_units", [2, 132])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_batch_norm_infer_loop(device, monkeypatch, dtype, compute_units):
+    """NHWC inference with INFER_LOOP: each work-item loops over the vectors of its channels
+    (the launcher caps the grid at 8 groups per compute unit), checked against the oracle
+    with NaN-poisoned outputs, with and without fused ReLU; and the build it asked for."""
+    from hal.backends.opencl import _bn_infer_loop
+
+    _opencl_only(device)
+    backend = device.backend
+    monkeypatch.setattr(backend, "info", dataclasses.replace(backend.info, compute_units=compute_units))
+    for i, (shape, vec, wg) in enumerate(INFER_LOOP_CASES):
+        params = {"VEC": vec, "WG": wg, "INFER_LOOP": 1, "HALF_RAW": int(dtype == "float16")}
+        spec = hal.spec.batch_norm_spec(hal.asarray(np.zeros(shape, dtype), device=device, layout="NHWC").geometry(),
+                                        False, 0.1, 1e-5, True)
+        loops = _bn_infer_loop(spec, {**device.tuner.schemas["batch_norm"].defaults(), **params})
+        assert loops == (shape[1] % vec == 0 and wg % (shape[1] // vec) == 0)
+        with forced(device, "batch_norm", params):
+            _check_bn(device, shape, dtype, "NHWC", False, relu=i % 2 == 1, seed=900 + 10 * i + vec)
+
+
 @pytest.mark.parametrize("wg", [32, 256])
 @pytest.mark.parametrize("vec", [1, 4, 8])
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
