@@ -773,27 +773,27 @@ void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y
         }
         hrow[i] = acc;
     }
-#pragma unroll
-    for (int r = 0; r < STRIP_ROWS; ++r) {
-        if (oh0 + r >= OH) break;
-        hpackH m = hrow[2 * r];
-        for (int kh = 1; kh < SK; ++kh) m = hmaxH(m, hrow[2 * r + kh]);
-        strip_store_packed(y, obase + (oh0 + r) * OW, nv, vstore_ok, m);
-    }
+#define STRIP_VMAX hmaxH
+#define STRIP_VSTORE strip_store_packed
+    typedef hpackH strip_t;
 #else
 #if SK == 3
     STRIP_ROWS_LOAD(-INFINITY, strip_max(strip_max(T0, T1), T2))
 #else
     STRIP_ROWS_LOAD(-INFINITY, strip_max(T0, T1))
 #endif
+#define STRIP_VMAX strip_max
+#define STRIP_VSTORE strip_store
+    typedef floatH strip_t;
+#endif
+    /* then the rows vertically: output row r takes input rows 2r .. 2r + SK - 1 */
 #pragma unroll
     for (int r = 0; r < STRIP_ROWS; ++r) {
         if (oh0 + r >= OH) break;
-        floatH m = hrow[2 * r];
-        for (int kh = 1; kh < SK; ++kh) m = strip_max(m, hrow[2 * r + kh]);
-        strip_store(y, obase + (oh0 + r) * OW, nv, vstore_ok, m);
+        strip_t m = hrow[2 * r];
+        for (int kh = 1; kh < SK; ++kh) m = STRIP_VMAX(m, hrow[2 * r + kh]);
+        STRIP_VSTORE(y, obase + (oh0 + r) * OW, nv, vstore_ok, m);
     }
-#endif
 }
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))

@@ -38,14 +38,14 @@ BATCHES = [(1, 3), (3, 37), (7, 151)]
 
 def _opencl(device: hal.Device) -> None:
     if device is None or device.kind != "opencl":
-        pytest.skip("MODE 3 is the OpenCL backend's")
+        pytest.skip("the flat and pipe kernels (MODE 3, 4) are the OpenCL backend's")
 
 
 @pytest.fixture
 def one_compute_unit(device, monkeypatch):
     """Launch geometry as on a device of one compute unit: the launcher's lower bound on the
-    number of work-groups (4 per compute unit) then leaves whole chunks to the groups, so the
-    same kernel branches run on every device for the same shape."""
+    number of work-groups (flat: 4 per compute unit; pipe: PIPE_GROUPS) then leaves whole
+    chunks to the groups, so the same kernel branches run on every device for the same shape."""
     _opencl(device)
     monkeypatch.setattr(device.backend, "info", replace(device.backend.info, compute_units=1))
 

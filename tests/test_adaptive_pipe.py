@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import types
 import zlib
-from dataclasses import replace
 
 import numpy as np
 import pytest
-from test_adaptive_flat import _info, built, check_avg, check_max, max_input
+from test_adaptive_flat import _info, _opencl, built, check_avg, check_max, max_input, one_compute_unit  # noqa: F401
 from test_forced_params import forced
 
 import hal
@@ -37,19 +36,6 @@ PLANES = [(7, 7), (3, 5), (6, 6), (1, 1), (2, 3)]
 BATCHES = [(1, 3), (3, 37), (7, 151)]
 
 
-def _opencl(device: hal.Device) -> None:
-    if device is None or device.kind != "opencl":
-        pytest.skip("MODE 4 is the OpenCL backend's")
-
-
-@pytest.fixture
-def one_compute_unit(device, monkeypatch):
-    """Launch geometry as on a device of one compute unit (PIPE_GROUPS groups in all), so
-    that the same kernel branches run on every device for the same shape."""
-    _opencl(device)
-    monkeypatch.setattr(device.backend, "info", replace(device.backend.info, compute_units=1))
-
-
 def _eligible(dtype: str, plane: tuple[int, int]) -> bool:
     from hal.backends.base import fixed_plane_ok
 
@@ -61,7 +47,8 @@ def _eligible(dtype: str, plane: tuple[int, int]) -> bool:
 @pytest.mark.parametrize("plane", PLANES, ids=lambda p: f"{p[0]}x{p[1]}")
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 @pytest.mark.parametrize("kind", ["max", "avg"])
-def test_adaptive_pipe_matches_oracle(device, one_compute_unit, kind, dtype, plane, batch, params):
+@pytest.mark.usefixtures("one_compute_unit")
+def test_adaptive_pipe_matches_oracle(device, kind, dtype, plane, batch, params):
     shape = (*batch, *plane)
     seed = zlib.crc32(repr(("pipe", kind, dtype, plane, batch, params)).encode())
     with forced(device, "adaptive_pool2d", params), built(device) as defines:
@@ -78,7 +65,8 @@ def test_adaptive_pipe_matches_oracle(device, one_compute_unit, kind, dtype, pla
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
-def test_adaptive_pipe_fused_relu(device, one_compute_unit, dtype):
+@pytest.mark.usefixtures("one_compute_unit")
+def test_adaptive_pipe_fused_relu(device, dtype):
     x = random_input(7, (3, 37, 7, 7), dtype)
     with forced(device, "adaptive_pool2d", PIPE_PARAMS[1]), built(device) as defines:
         check_avg(device, x, 1, relu=True)
