@@ -132,15 +132,27 @@ class Backend(ABC):
     fused_relu: ClassVar[bool] = False
 
     def __init__(self, info: DeviceInfo) -> None:
+        self._plans: dict[Hashable, Any] = {}
         self.info = info
         #: False (serving): a launcher whose parameters exceed a limit known only once the
         #: kernel is built (a kernel's own work-group limit) shrinks them, with one warning.
         #: True (the tuner, benchmark sweeps): it raises HalError instead, so that a
         #: measurement is never stored under parameters other than the ones that ran.
         self.exact_params = False
-        #: launch plans by key (``_planned``) and parameter-set keys by identity (``_pkey``)
-        self._plans: dict[Hashable, Any] = {}
+        #: parameter-set keys by identity (``_pkey``); the launch plans (``_planned``) are above
         self._param_keys: dict[int, tuple[Mapping[str, int], tuple[tuple[str, int], ...]]] = {}
+
+    @property
+    def info(self) -> DeviceInfo:
+        """The device the launchers plan for."""
+        return self._info
+
+    @info.setter
+    def info(self, value: DeviceInfo) -> None:
+        # launch plans depend on it (compute units, limits): a replaced description (tests
+        # emulate other devices so) must not be served plans made for the old one
+        self._info = value
+        self._plans.clear()
 
     # -- launch plans (helpers for launchers) ---------------------------------------------
     def _pkey(self, params: Mapping[str, int]) -> tuple[tuple[str, int], ...]:

@@ -1037,12 +1037,21 @@ class OpenCLBackend(Backend):
         params: Mapping[str, int],
     ) -> None:
         """Adaptive max or average pooling (``MODE``: 0 decides per call, see :meth:`_adaptive_flat`)."""
+        # planned once per (spec, parameters, exact_params), as pool2d
+        kernel, scalars, global_size, local_size = self._planned(
+            ("adaptive_pool2d", spec, self._pkey(params), self.exact_params),
+            lambda: self._plan_adaptive_pool2d(spec, params))
+        self._launch(kernel, global_size, local_size, [x, y, indices if spec.kind == "max" else None, *scalars])
+
+    def _plan_adaptive_pool2d(
+        self, spec: AdaptivePool2dSpec, params: Mapping[str, int]
+    ) -> tuple[Any, tuple[Any, ...], tuple[int], tuple[int]]:
+        """(kernel, scalar arguments, global size, local size) of an adaptive pooling call."""
         p = self._params("adaptive_pool2d", params)
         nhwc = spec.layout == "NHWC"
         half = np.dtype(spec.dtype) == np.float16
         name = "adaptive_pool2d_max" if spec.kind == "max" else "adaptive_pool2d_avg"
-        args = [x, y, indices if spec.kind == "max" else None,
-                *map(_i32, (spec.n, spec.c, spec.in_h, spec.in_w, spec.out_h, spec.out_w))]
+        scalars = tuple(map(_i32, (spec.n, spec.c, spec.in_h, spec.in_w, spec.out_h, spec.out_w)))
         while True:
             pipe = self._adaptive_pipe(spec, p)
             if pipe:
@@ -1058,8 +1067,7 @@ class OpenCLBackend(Backend):
                 # enough groups to keep loads in flight on every compute unit, each then
                 # looping over its chunks; the planes past the full chunks are read directly
                 groups = min(full, p["PIPE_GROUPS"] * max(self.info.compute_units, 1)) if full else -(-planes // wg)
-                self._launch(kernel, (groups * wg,), (wg,), args)
-                return
+                return kernel, scalars, (groups * wg,), (wg,)
             flat = self._adaptive_flat(spec, p)
             if p["MODE"] in (0, 3, 4):
                 # a work-group per output pays off once a bin holds a few rows of taps
@@ -1094,8 +1102,7 @@ class OpenCLBackend(Backend):
             planes = spec.n * spec.c
             groups = -(-planes // (flat // (spec.in_h * spec.in_w)))
             groups = max(groups, min(planes, 4 * max(self.info.compute_units, 1)))
-            self._launch(kernel, (groups * wg,), (wg,), args)
-            return
+            return kernel, scalars, (groups * wg,), (wg,)
         if group and nhwc:
             items = outputs * -(-spec.c // (BN_LANES * p["VEC"])) * wg
         elif group:
@@ -1104,7 +1111,7 @@ class OpenCLBackend(Backend):
             items = outputs * -(-spec.c // p["VEC"])
         else:
             items = outputs * spec.c
-        self._launch(kernel, (_round_up(items, wg),), (wg,), args)
+        return kernel, scalars, (_round_up(items, wg),), (wg,)
 
     def _adaptive_pipe(self, spec: AdaptivePool2dSpec, p: Mapping[str, int]) -> int:
         """The plane size (``PIPE_HW``) when this call runs the pipelined global kernels, else
@@ -1251,15 +1258,12 @@ class OpenCLBackend(Backend):
         params: Mapping[str, int],
     ) -> None:
         """BatchNorm forward: training = stats, finalize, apply; inference = one pass."""
-        kernels, wg, items, chunks, tiles, per_group = self._planned(
+        kernels, wg, items, chunks, tiles, per_group, infer_scalars = self._planned(
             ("batch_norm", spec, self._pkey(params), self.exact_params), lambda: self._plan_batch_norm(spec, params))
         c, hw = spec.c, spec.h * spec.w
         if not spec.training:
-            self._launch(
-                kernels["batch_norm_infer"], (items,), (wg,),
-                [x, y, weight, bias, running_mean, running_var, _i32(spec.n), _i32(c), _i32(hw),
-                 np.float32(spec.eps)],
-            )
+            self._launch(kernels["batch_norm_infer"], (items,), (wg,),
+                         [x, y, weight, bias, running_mean, running_var, *infer_scalars])
             return
         mean = self.allocate(4 * c)
         var = self.allocate(4 * c)
@@ -1284,9 +1288,10 @@ class OpenCLBackend(Backend):
 
     def _plan_batch_norm(
         self, spec: BatchNormSpec, params: Mapping[str, int]
-    ) -> tuple[dict[str, Any], int, int, int, int, int]:
+    ) -> tuple[dict[str, Any], int, int, int, int, int, tuple[Any, ...]]:
         """(kernels, work-group, elementwise work-items rounded up to it, statistics chunks,
-        statistics tiles, channels per finalize group) of a BatchNorm call."""
+        statistics tiles, channels per finalize group, inference's scalar arguments) of a
+        BatchNorm call."""
         p = self._params("batch_norm", params)
         nhwc = spec.layout == "NHWC"
         c, hw = spec.c, spec.h * spec.w
@@ -1304,7 +1309,7 @@ class OpenCLBackend(Backend):
         if not spec.training:
             if "BN_INFER_LOOP" in defines:  # a grid-stride loop: enough groups to fill the device
                 items = min(items, BN_LOOP_GROUPS_PER_CU * max(self.info.compute_units, 1) * wg)
-            return kernels, wg, items, 0, 0, 0
+            return kernels, wg, items, 0, 0, 0, (_i32(spec.n), _i32(c), _i32(hw), np.float32(spec.eps))
         count = spec.count
         # Statistics grid: the groups split each channel's values evenly, so the pass takes
         # as long as its slowest wave; aim for one wave of about BN_ITEMS_PER_CU work-items
@@ -1323,12 +1328,18 @@ class OpenCLBackend(Backend):
             most = max(1, count // (wg * 2 * BN_VALUES))
         chunks = int(min(max(1, target // tiles), most, 1024))
         per_group = wg // _bn_segment(chunks, wg)  # channels per finalize group
-        return kernels, wg, items, chunks, tiles, per_group
+        return kernels, wg, items, chunks, tiles, per_group, ()
 
     def eltwise(self, spec: EltwiseSpec, x: Buffer, y: Buffer, params: Mapping[str, int]) -> None:
         """Elementwise ReLU over ``spec.count`` elements (``x`` may be ``y``)."""
         if spec.op != "relu":
             raise HalError(f"{self.info.id}: elementwise op {spec.op!r} is not implemented")
+        kernel, count, global_size, local_size = self._planned(
+            ("eltwise", spec, self._pkey(params), self.exact_params), lambda: self._plan_eltwise(spec, params))
+        self._launch(kernel, global_size, local_size, [x, y, count])
+
+    def _plan_eltwise(self, spec: EltwiseSpec, params: Mapping[str, int]) -> tuple[Any, Any, tuple[int], tuple[int]]:
+        """(kernel, element count argument, global size, local size) of a ReLU call."""
         p = self._params("eltwise", params)
         while True:
             defines = {**self._base_defines(spec), "FUSE_RELU": 1, "WG": p["WG"], "VEC": p["VEC"]}
@@ -1338,7 +1349,7 @@ class OpenCLBackend(Backend):
             except _TooLarge as exc:
                 p = self._shrink(p, "WG", WG_VALUES, str(exc))
         items = -(-spec.count // p["VEC"])
-        self._launch(kernel, (_round_up(items, p["WG"]),), (p["WG"],), [x, y, _i32(spec.count)])
+        return kernel, _i32(spec.count), (_round_up(items, p["WG"]),), (p["WG"],)
 
 
 BACKEND = OpenCLBackend

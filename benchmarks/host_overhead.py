@@ -1,7 +1,8 @@
 """Host overhead of one small op call: Python to launch, through hal's public API.
 
-Method: a tiny input (8x16x16x16, max pooling 3x3/2 pad 1, float32; BatchNorm inference
-and ReLU as second and third cases) so that the GPU's work is far shorter than the host's.
+Method: a tiny input (8x16x16x16, max pooling 3x3/2 pad 1, float32; BatchNorm inference,
+ReLU and global average pooling as further cases) so that the GPU's work is far shorter
+than the host's.
 For each case, ``N`` calls are issued back to back from Python with no synchronize in
 between, and the host clock (``time.perf_counter``) is read around them after a
 synchronize, ending with one; the per-call figure is the elapsed time divided by ``N``,
@@ -11,13 +12,18 @@ allocation from the memory pool, and the launch. Three levels are timed:
 
 * ``op``: ``hal.max_pool2d(x, 3, 2, 1)`` - everything a user pays, a new output each call;
 * ``launcher``: the backend's launcher with a resolved spec and a preallocated output
-  (no validation, no lookup, no allocation: the backend's own cost);
+  (no validation, no lookup, no allocation: the backend's own cost; max pooling and
+  global average pooling);
 * ``replay``: ``graph.replay()`` of the op captured with ``hal.capture`` (one CUDA graph
   launch on CUDA, the launcher elsewhere);
 * ``torch``: ``torch.nn.functional.max_pool2d`` on the same device, when torch and a
   matching device are present (CUDA for ``cuda:*``).
 
-    python3 benchmarks/host_overhead.py [--device cuda:0] [--calls 2000] [--json FILE]
+``--no-enqueue`` replaces the backend's enqueue (OpenCL's ``_launch``, CUDA's ``_run``) with
+a no-op, leaving hal's Python alone: on a CPU OpenCL driver (PoCL), whose kernels run on the
+same cores, the other figures are mostly kernel time.
+
+    python3 benchmarks/host_overhead.py [--device cuda:0] [--calls 2000] [--json FILE] [--no-enqueue]
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from typing import Any
 import numpy as np
 
 import hal
-from hal.spec import pool2d_spec
+from hal.spec import adaptive_pool2d_spec, plane_geometry, pool2d_spec
 
 ROUNDS = 15
 
@@ -71,12 +77,19 @@ def measure(device: str, calls: int) -> list[dict[str, Any]]:
         "max_pool2d 3x3/2": lambda: hal.max_pool2d(x, 3, 2, 1),
         "batch_norm infer": lambda: hal.batch_norm(x, mean, var),
         "relu": lambda: hal.relu(x),
+        "adaptive_avg_pool2d 1x1": lambda: hal.adaptive_avg_pool2d(x, 1),
     }
-    # the launcher of the first case, spec resolved and output allocated once
+    # the launchers of max pooling and global pooling, spec resolved and output allocated once
     y = hal.max_pool2d(x, 3, 2, 1)
     spec = pool2d_spec("max", x.geometry(), 3, 2, 1, 1, False, True, None, False)
     params = dev.tuner.resolve_spec(spec).params
-    launcher: Callable[[], Any] = lambda: dev.backend.pool2d(spec, x.buffer, y.buffer, None, params)  # noqa: E731
+    yg = hal.adaptive_avg_pool2d(x, 1)
+    gspec = adaptive_pool2d_spec("avg", plane_geometry(x.geometry()), 1, False)
+    gparams = dev.tuner.resolve_spec(gspec).params
+    launchers: dict[str, Callable[[], Any]] = {
+        "max_pool2d 3x3/2": lambda: dev.backend.pool2d(spec, x.buffer, y.buffer, None, params),
+        "adaptive_avg_pool2d 1x1": lambda: dev.backend.adaptive_pool2d(gspec, x.buffer, yg.buffer, None, gparams),
+    }
 
     torch_calls: dict[str, Callable[[], Any]] = {}
     torch_sync: Callable[[], None] | None = None
@@ -93,6 +106,7 @@ def measure(device: str, calls: int) -> list[dict[str, Any]]:
                 "max_pool2d 3x3/2": lambda: F.max_pool2d(tx, 3, 2, 1),
                 "batch_norm infer": lambda: F.batch_norm(tx, tm, tv, training=False),
                 "relu": lambda: torch.relu(tx),
+                "adaptive_avg_pool2d 1x1": lambda: F.adaptive_avg_pool2d(tx, 1),
             }
             torch_sync = torch.cuda.synchronize if tdev == "cuda" else (lambda: None)
     except ImportError:
@@ -100,8 +114,9 @@ def measure(device: str, calls: int) -> list[dict[str, Any]]:
 
     for name, call in op_calls.items():
         row: dict[str, Any] = {"device": str(dev.id), "case": name, "op_us": per_call_us(call, sync, calls)}
+        if name in launchers:
+            row["launcher_us"] = per_call_us(launchers[name], sync, calls)
         if name.startswith("max_pool2d"):
-            row["launcher_us"] = per_call_us(launcher, sync, calls)
             with hal.capture() as graph:
                 hal.max_pool2d(x, 3, 2, 1)
             row["replay_us"] = per_call_us(graph.replay, sync, calls)
@@ -226,19 +241,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None, help="write the rows here")
     ap.add_argument("--profile", action="store_true", help="also print cProfile's top entries for the op call")
     ap.add_argument("--micro", action="store_true", help="also time the pieces of one call alone (CUDA)")
+    ap.add_argument("--no-enqueue", action="store_true",
+                    help="replace the backend's enqueue with a no-op (hal's Python alone; no torch column)")
     args = ap.parse_args(argv)
+    if args.no_enqueue:
+        backend = hal.device(args.device).backend
+        for name in ("_launch", "_run"):
+            if hasattr(backend, name):
+                setattr(backend, name, lambda *a, **k: None)
     rows = measure(args.device, args.calls)
+    if args.no_enqueue:
+        for r in rows:
+            r.pop("torch_us", None)
+            r["no_enqueue"] = True
     if args.profile:
         _profile(args.device, args.calls)
     if args.micro:
         for name, us in micro(args.device, args.calls):
             print(f"micro {name:<36} {us:8.2f} µs")
-    print(f"{'device':<12} {'case':<18} {'op µs':>8} {'launcher µs':>12} {'replay µs':>10} {'torch µs':>9}")
+    print(f"{'device':<12} {'case':<24} {'op µs':>8} {'launcher µs':>12} {'replay µs':>10} {'torch µs':>9}")
     for r in rows:
         launcher = f"{r['launcher_us']:.2f}" if "launcher_us" in r else "-"
         replay = f"{r['replay_us']:.2f}" if "replay_us" in r else "-"
         torch_us = f"{r['torch_us']:.2f}" if "torch_us" in r else "-"
-        print(f"{r['device']:<12} {r['case']:<18} {r['op_us']:>8.2f} {launcher:>12} {replay:>10} {torch_us:>9}"
+        print(f"{r['device']:<12} {r['case']:<24} {r['op_us']:>8.2f} {launcher:>12} {replay:>10} {torch_us:>9}"
               + (f"  (replay: {r['replay_mode']})" if "replay_mode" in r else ""))
     if args.json:
         with open(args.json, "w") as f:

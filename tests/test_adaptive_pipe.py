@@ -113,3 +113,22 @@ def test_adaptive_pipe_rule():
     # WG 256: 256 * 49 float32 + 4 = 50,192 bytes > 48 KB - 1 KB; float16 fits
     assert not _pipe(gpu, WG=256) and _pipe(gpu, WG=256, dtype="float16") == 49
     assert not _pipe(_info(local=16384), WG=128)  # 25,104 bytes > 15 KB
+
+
+def test_adaptive_plans_are_reused_and_dropped_with_the_device_description(device, monkeypatch):
+    """The adaptive launcher stores its plan per (spec, parameters): a repeated call builds
+    nothing; replacing the backend's DeviceInfo (as the tests that emulate other devices do)
+    drops every plan, so none made for the old description is served."""
+    from dataclasses import replace
+
+    _opencl(device)
+    x = random_input(21, (2, 6, 7, 7), "float32")
+    with built(device) as first:
+        check_avg(device, x, 1)
+    with built(device) as again:
+        check_avg(device, x, 1)
+    assert len(first) <= 1 and again == [], "a repeated call looked its kernel up again"
+    monkeypatch.setattr(device.backend, "info", replace(device.backend.info, compute_units=1))
+    with built(device) as replanned:
+        check_avg(device, x, 1)
+    assert len(replanned) == 1, "a plan made for the old DeviceInfo was served"
