@@ -8,7 +8,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.hal-installed
 
-.PHONY: conformance test lint unit wheel-test cuda-compile opencl-profiles clean
+.PHONY: conformance test lint unit wheel-test cuda-compile opencl-nvptx opencl-profiles clean
 
 # Every HAL_OPENCL_PROFILE runs the op tests on PoCL (emulation: the profile's tuning
 # parameters and code paths on the CPU's OpenCL driver, the real device's limits).
@@ -27,7 +27,7 @@ conformance: $(STAMP)
 	$(BIN)/hal devices
 	$(BIN)/hal conformance
 
-test: lint cuda-compile wheel-test opencl-profiles unit
+test: lint cuda-compile opencl-nvptx wheel-test opencl-profiles unit
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -37,6 +37,10 @@ unit: $(STAMP)
 
 cuda-compile: $(STAMP)
 	$(BIN)/python tools/nvcc_check.py
+
+# The OpenCL kernels' NVIDIA-only inline-PTX paths, which PoCL never builds (clang for nvptx).
+opencl-nvptx: $(STAMP)
+	$(BIN)/python tools/opencl_nvptx_check.py
 
 # Build the wheel, install it into a fresh environment and use it from outside the repository.
 wheel-test: $(STAMP)
