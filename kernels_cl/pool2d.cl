@@ -866,6 +866,17 @@ void pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* restrict y
 #else
 #define NHWC_MAX_UNROLL
 #endif
+/* max pooling's taps inside the input, row-major: the body between these sees ih and iw */
+#define NHWC_MAX_TAPS_BEGIN                                                                \
+    NHWC_MAX_UNROLL for (int kh = 0; kh < WKH; ++kh) {                                     \
+        const int ih = h0 + kh * WDH;                                                      \
+        if (ih < 0 || ih >= IH) continue;                                                  \
+        NHWC_MAX_UNROLL for (int kw = 0; kw < WKW; ++kw) {                                 \
+            const int iw = w0 + kw * WDW;                                                  \
+            if (iw < 0 || iw >= IW) continue;
+#define NHWC_MAX_TAPS_END                                                                  \
+        }                                                                                  \
+    }
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y, __global long* restrict indices,
@@ -876,15 +887,9 @@ void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y
 #if HAL_PACKED_HMAX && POOL_NO_IDX
     if (nvalid == VEC && aligned) { /* whole aligned vectors: max of packed halves (above) */
         hpackV pbest = HPACK_NEG_INF;
-        NHWC_MAX_UNROLL for (int kh = 0; kh < WKH; ++kh) {
-            const int ih = h0 + kh * WDH;
-            if (ih < 0 || ih >= IH) continue;
-            NHWC_MAX_UNROLL for (int kw = 0; kw < WKW; ++kw) {
-                const int iw = w0 + kw * WDW;
-                if (iw < 0 || iw >= IW) continue;
-                pbest = hal_hmaxv(pbest, *(__global const hpackV*)(x + ((n * IH + ih) * IW + iw) * C + c0));
-            }
-        }
+        NHWC_MAX_TAPS_BEGIN
+            pbest = hal_hmaxv(pbest, *(__global const hpackV*)(x + ((n * IH + ih) * IW + iw) * C + c0));
+        NHWC_MAX_TAPS_END
 #if FUSE_RELU
         ASTV(HAL_CAT(vload_half, VEC)(0, (const __private half*)&pbest), y, obase);
 #else
@@ -896,12 +901,7 @@ void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y
     ctypeV best = (ctypeV)(-INFINITY);
     IDX_TRACK(intV bidx = (intV)0;)
     IDX_TRACK(int unseen = 1;)
-    NHWC_MAX_UNROLL for (int kh = 0; kh < WKH; ++kh) {
-        const int ih = h0 + kh * WDH;
-        if (ih < 0 || ih >= IH) continue;
-        NHWC_MAX_UNROLL for (int kw = 0; kw < WKW; ++kw) {
-            const int iw = w0 + kw * WDW;
-            if (iw < 0 || iw >= IW) continue;
+    NHWC_MAX_TAPS_BEGIN
             const int p = ((n * IH + ih) * IW + iw) * C + c0;
             ctypeV v;
             if (nvalid == VEC) {
@@ -929,8 +929,7 @@ void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y
                 bidx = select(bidx, (intV)(ih * IW + iw), CMASK_TO_INT(take));
             }
 #endif
-        }
-    }
+    NHWC_MAX_TAPS_END
     const floatV out = CTOFLOATV(best);
     if (nvalid == VEC) {
         if (aligned) ASTV(out, y, obase);
