@@ -1011,15 +1011,19 @@ class OpenCLBackend(Backend):
         return kernel, tuple(scalars), (_round_up(self._pool2d_items(spec, p, mode, band), wg),), (wg,)
 
     def launch_signature(self, spec: object, params: Mapping[str, int]) -> Hashable | None:
-        """What a pooling or BatchNorm call would build and launch (file, kernel, -D set,
-        work-items): the tuner measures parameter sets with one signature once (NHWC pooling
-        ignores LOCAL_TILE, float32 ignores HALF_RAW, ...). Before any build, so a work-group
+        """What a pooling, adaptive pooling or BatchNorm call would build and launch (file,
+        kernel, -D set, work-items): the tuner measures parameter sets with one signature once
+        (NHWC pooling ignores LOCAL_TILE, float32 ignores HALF_RAW, adaptive pooling outside
+        the pipe kernels ignores PIPE_GROUPS, ...). Before any build, so a work-group
         the built kernel turns out not to allow is the tuner's "over limit", as usual."""
         try:
             if isinstance(spec, Pool2dSpec):
                 p = self._params("pool2d", params)
                 file, name, defines, mode, band = self._pool2d_build(spec, p)
                 return (file, name, tuple(sorted(defines.items())), self._pool2d_items(spec, p, mode, band))
+            if isinstance(spec, AdaptivePool2dSpec):
+                name, defines, items = self._adaptive_build(spec, self._params("adaptive_pool2d", params))
+                return ("adaptive_pool2d.cl", name, tuple(sorted(defines.items())), items)
             if isinstance(spec, BatchNormSpec):
                 p = self._params("batch_norm", params)
                 # the -D set holds WG and VEC, which fix every launch's geometry for a given spec
@@ -1048,61 +1052,59 @@ class OpenCLBackend(Backend):
     ) -> tuple[Any, tuple[Any, ...], tuple[int], tuple[int]]:
         """(kernel, scalar arguments, global size, local size) of an adaptive pooling call."""
         p = self._params("adaptive_pool2d", params)
+        scalars = tuple(map(_i32, (spec.n, spec.c, spec.in_h, spec.in_w, spec.out_h, spec.out_w)))
+        while True:
+            name, defines, items = self._adaptive_build(spec, p)
+            try:
+                kernel = self._kernel("adaptive_pool2d.cl", name, defines, p["WG"])
+                return kernel, scalars, (items,), (p["WG"],)
+            except _TooLarge as exc:
+                p = self._shrink(p, "WG", WG_VALUES, str(exc))
+
+    def _adaptive_build(self, spec: AdaptivePool2dSpec, p: Mapping[str, int]) -> tuple[str, dict[str, int], int]:
+        """(kernel name, -D set, work-items) of an adaptive pooling call under (clamped)
+        parameters ``p``: the pipe, flat, group or per-item kernels (see ``MODE``)."""
         nhwc = spec.layout == "NHWC"
         half = np.dtype(spec.dtype) == np.float16
         name = "adaptive_pool2d_max" if spec.kind == "max" else "adaptive_pool2d_avg"
-        scalars = tuple(map(_i32, (spec.n, spec.c, spec.in_h, spec.in_w, spec.out_h, spec.out_w)))
-        while True:
-            pipe = self._adaptive_pipe(spec, p)
-            if pipe:
-                defines = {**self._base_defines(spec), "WG": p["WG"], "VEC": p["VEC"], "ADAPTIVE_GROUP": 3,
-                           "PIPE_HW": pipe}
-                try:
-                    kernel = self._kernel("adaptive_pool2d.cl", name, defines, p["WG"])
-                except _TooLarge as exc:
-                    p = self._shrink(p, "WG", WG_VALUES, str(exc))
-                    continue
-                planes, wg = spec.n * spec.c, p["WG"]
-                full = planes // wg
-                # enough groups to keep loads in flight on every compute unit, each then
-                # looping over its chunks; the planes past the full chunks are read directly
-                groups = min(full, p["PIPE_GROUPS"] * max(self.info.compute_units, 1)) if full else -(-planes // wg)
-                return kernel, scalars, (groups * wg,), (wg,)
-            flat = self._adaptive_flat(spec, p)
-            if p["MODE"] in (0, 3, 4):
-                # a work-group per output pays off once a bin holds a few rows of taps
-                taps = -(-spec.in_h // spec.out_h) * -(-spec.in_w // spec.out_w)
-                group = taps >= 64
-            else:
-                group = p["MODE"] == 2
-            defines = {
-                **self._base_defines(spec),
-                "WG": p["WG"],
-                "VEC": p["VEC"],
-                "ADAPTIVE_GROUP": 2 if flat else int(group),
-                "HALF_ARITH": p["HALF_ARITH"] if half and not group and not flat else 0,
-            }
-            if flat:
-                defines["FLAT_ELEMS"] = flat
-            # raw fp16 vectors: NCHW avg's rows and NHWC's channel vectors (the flat kernels
-            # copy raw bits already, NCHW max loads scalars); only then, so that other builds
-            # keep their -D sets
-            if half and p["HALF_RAW"] and p["VEC"] > 1 and not flat and (nhwc or spec.kind == "avg"):
-                defines["HALF_RAW"] = 1
-            try:
-                kernel = self._kernel("adaptive_pool2d.cl", name, defines, p["WG"])
-                break
-            except _TooLarge as exc:
-                p = self._shrink(p, "WG", WG_VALUES, str(exc))
         wg = p["WG"]
+        pipe = self._adaptive_pipe(spec, p)
+        if pipe:
+            planes = spec.n * spec.c
+            full = planes // wg
+            # enough groups to keep loads in flight on every compute unit, each then looping
+            # over its chunks; the planes past the full chunks are read directly
+            groups = min(full, p["PIPE_GROUPS"] * max(self.info.compute_units, 1)) if full else -(-planes // wg)
+            defines = {**self._base_defines(spec), "WG": wg, "VEC": p["VEC"], "ADAPTIVE_GROUP": 3, "PIPE_HW": pipe}
+            return name, defines, groups * wg
+        flat = self._adaptive_flat(spec, p)
+        if p["MODE"] in (0, 3, 4):
+            # a work-group per output pays off once a bin holds a few rows of taps
+            taps = -(-spec.in_h // spec.out_h) * -(-spec.in_w // spec.out_w)
+            group = taps >= 64
+        else:
+            group = p["MODE"] == 2
+        defines = {
+            **self._base_defines(spec),
+            "WG": wg,
+            "VEC": p["VEC"],
+            "ADAPTIVE_GROUP": 2 if flat else int(group),
+            "HALF_ARITH": p["HALF_ARITH"] if half and not group and not flat else 0,
+        }
+        if flat:
+            defines["FLAT_ELEMS"] = flat
+        # raw fp16 vectors: NCHW avg's rows and NHWC's channel vectors (the flat kernels copy
+        # raw bits already, NCHW max loads scalars); only then, so that other builds keep
+        # their -D sets
+        if half and p["HALF_RAW"] and p["VEC"] > 1 and not flat and (nhwc or spec.kind == "avg"):
+            defines["HALF_RAW"] = 1
         outputs = spec.n * spec.out_h * spec.out_w
         if flat:
             # one chunk of at most FLAT_ELEMS // plane planes per group (the kernel derives
             # the same chunk size from the group count), but enough groups to fill the device
             planes = spec.n * spec.c
             groups = -(-planes // (flat // (spec.in_h * spec.in_w)))
-            groups = max(groups, min(planes, 4 * max(self.info.compute_units, 1)))
-            return kernel, scalars, (groups * wg,), (wg,)
+            return name, defines, max(groups, min(planes, 4 * max(self.info.compute_units, 1))) * wg
         if group and nhwc:
             items = outputs * -(-spec.c // (BN_LANES * p["VEC"])) * wg
         elif group:
@@ -1111,7 +1113,7 @@ class OpenCLBackend(Backend):
             items = outputs * -(-spec.c // p["VEC"])
         else:
             items = outputs * spec.c
-        return kernel, scalars, (_round_up(items, wg),), (wg,)
+        return name, defines, _round_up(items, wg)
 
     def _adaptive_pipe(self, spec: AdaptivePool2dSpec, p: Mapping[str, int]) -> int:
         """The plane size (``PIPE_HW``) when this call runs the pipelined global kernels, else

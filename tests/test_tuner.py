@@ -412,4 +412,14 @@ def test_opencl_launch_signature_names_the_kernel_that_runs():
     bn16 = S.batch_norm_spec(S.TensorGeometry(2, 8, 32, 48, "NCHW", f16), False, 0.1, 1e-5, True)
     assert sig(bn32, {"VEC": 4, "HALF_RAW": 1}) == sig(bn32, {"VEC": 4}) != sig(bn32, {"VEC": 8})
     assert sig(bn16, {"VEC": 4, "HALF_RAW": 1}) != sig(bn16, {"VEC": 4})
-    assert sig(S.adaptive_pool2d_spec("avg", S.TensorGeometry(2, 8, 7, 7, "NCHW", f32), 1, False), {}) is None
+    # adaptive pooling: PIPE_GROUPS matters to the pipe kernels only (MODE 4, NCHW 1x1 outputs)
+    def adaptive(layout, dtype, out):
+        return S.adaptive_pool2d_spec("avg", S.plane_geometry(S.TensorGeometry(64, 40, 7, 7, layout, dtype)), out,
+                                      False)
+
+    pipe, nhwc_g = adaptive("NCHW", f32, 1), adaptive("NHWC", f32, 1)
+    assert sig(pipe, {"MODE": 4, "PIPE_GROUPS": 2}) != sig(pipe, {"MODE": 4, "PIPE_GROUPS": 16})
+    assert ("ADAPTIVE_GROUP", 3) in sig(pipe, {"MODE": 4})[2]
+    assert sig(nhwc_g, {"MODE": 4, "PIPE_GROUPS": 2}) == sig(nhwc_g, {"MODE": 4, "PIPE_GROUPS": 16})
+    assert sig(nhwc_g, {"MODE": 4}) == sig(nhwc_g, {"MODE": 0})  # MODE 4 runs as MODE 0 there
+    assert sig(S.EltwiseSpec("relu", 1000, f32), {}) is None
