@@ -678,7 +678,7 @@ class OpenCLBackend(Backend):
         self._rt = runtime
         self._queue = runtime.queue  # the profiling queue while time_launches runs
         self._warned: set[str] = set()
-        self._events: list[Any] | None = None  # collects events while time_launches runs
+        self._events: list[tuple[str, Any]] | None = None  # (name, event) while _profiled runs
         self._ptx_maxnan = ptx_maxnan_ok(info)
 
     # -- discovery -------------------------------------------------------------------
@@ -757,7 +757,7 @@ class OpenCLBackend(Backend):
         import pyopencl as cl
 
         if nbytes:
-            self._record(cl.enqueue_copy(self._queue, dst, src, byte_count=int(nbytes)))
+            self._record(cl.enqueue_copy(self._queue, dst, src, byte_count=int(nbytes)), "copy")
 
     def synchronize(self) -> None:
         """Wait for every queued command."""
@@ -776,6 +776,30 @@ class OpenCLBackend(Backend):
         profiling-enabled queue; host timing around a finish serves calls that enqueue
         nothing this backend sees.
         """
+        times = []
+        for commands, host in self._profiled(launch, repeats, warmup):
+            if commands:
+                times.append(max(end for _, _, end in commands) - min(start for _, start, _ in commands))
+            else:
+                times.append(host)
+        return times
+
+    def launch_profile(
+        self, launch: Callable[[], None], repeats: int, warmup: int = 2
+    ) -> list[list[tuple[str, float, float]]]:
+        """Per call of ``launch``: each command it enqueued as (kernel name or "copy", start, end)
+        in device seconds from the call's first start, from OpenCL profiling events: where
+        the time of a multi-kernel op goes, gaps between its launches included."""
+        calls = []
+        for commands, _ in self._profiled(launch, repeats, warmup):
+            t0 = min((start for _, start, _ in commands), default=0.0)
+            calls.append([(name, start - t0, end - t0) for name, start, end in commands])
+        return calls
+
+    def _profiled(self, launch: Callable[[], None], repeats: int,
+                  warmup: int) -> list[tuple[list[tuple[str, float, float]], float]]:
+        """(commands as (name, start s, end s), host seconds) of each of ``repeats`` calls,
+        on a profiling-enabled queue; the host time only where no command was recorded."""
         import time
 
         import pyopencl as cl
@@ -788,7 +812,7 @@ class OpenCLBackend(Backend):
             for _ in range(warmup):
                 launch()
             queue.finish()
-            spans: list[list[Any]] = []
+            spans: list[list[tuple[str, Any]]] = []
             host: list[float] = []
             for _ in range(repeats):
                 self._events = []
@@ -797,23 +821,15 @@ class OpenCLBackend(Backend):
                 events, self._events = self._events, None
                 if not events:
                     queue.finish()
-                    host.append(time.perf_counter() - start)
+                host.append(time.perf_counter() - start if not events else 0.0)
                 spans.append(events)
             queue.finish()
         finally:
             self._queue = previous
             self._events = None
-        times = []
         info = cl.profiling_info
-        host_iter = iter(host)
-        for events in spans:
-            if events:
-                first = min(e.get_profiling_info(info.START) for e in events)
-                last = max(e.get_profiling_info(info.END) for e in events)
-                times.append((last - first) * 1e-9)
-            else:
-                times.append(next(host_iter))
-        return times
+        return [([(name, e.get_profiling_info(info.START) * 1e-9, e.get_profiling_info(info.END) * 1e-9)
+                  for name, e in events], seconds) for events, seconds in zip(spans, host, strict=True)]
 
     # -- building --------------------------------------------------------------------
     def _program(self, file: str, defines: Mapping[str, int]) -> Any:
@@ -895,11 +911,11 @@ class OpenCLBackend(Backend):
         if id(kernel) not in typed:
             kernel.set_scalar_arg_dtypes([a.dtype if isinstance(a, np.generic) else None for a in args])
             typed[id(kernel)] = kernel  # kernels are cached for the runtime's life: the id stays theirs
-        self._record(kernel(self._queue, global_size, local_size, *args))
+        self._record(kernel(self._queue, global_size, local_size, *args), kernel.function_name)
 
-    def _record(self, event: Any) -> None:
+    def _record(self, event: Any, name: str) -> None:
         if self._events is not None:
-            self._events.append(event)
+            self._events.append((name, event))
 
     @staticmethod
     def _base_defines(spec: Any) -> dict[str, int]:

@@ -32,6 +32,8 @@ Method
   ``reference.quantized_pool2d_from_spec``; one byte per element in the traffic. The CUDA
   backend has no quantized kernels and PyTorch's quantized pooling runs on the CPU only,
   so those columns are empty for them.
+* --launches times each launch of the served set alone (profiling events, median start
+  and duration from the call's first start): where a multi-kernel op's time goes.
 * --sweep times a few parameter sets per case (each validated against the schema and
   the device) and writes the fastest, when it beats the served set by 5 %, as suggested
   tuning-table entries with a "measured on ..." provenance to OUT/opencl_tuning.json;
@@ -222,6 +224,20 @@ def median_ms_b2b(backend: Any, fn: Callable[[], None], repeats: int, inner: int
     return statistics.median(backend.time_launches(batch, repeats, warmup=1)) * 1e3 / inner
 
 
+def launch_breakdown(backend: Any, fn: Callable[[], None], repeats: int) -> list[dict[str, Any]]:
+    """Per command of one call of ``fn``: its kernel, median start, end and duration in ms
+    from the call's first start (the gaps between an op's launches show as start minus the
+    previous end)."""
+    calls = backend.launch_profile(fn, repeats, warmup=3)
+    rows = []
+    for i, (name, _, _) in enumerate(calls[0]):
+        start = statistics.median(c[i][1] for c in calls) * 1e3
+        end = statistics.median(c[i][2] for c in calls) * 1e3
+        took = statistics.median(c[i][2] - c[i][1] for c in calls) * 1e3
+        rows.append({"kernel": name, "start_ms": start, "end_ms": end, "ms": took})
+    return rows
+
+
 def copy_gbps(dev: Any, is_cpu: bool) -> float:
     """Device-to-device enqueue_copy GB/s (reads + writes) of a large buffer."""
     b = dev.backend
@@ -307,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", action="append", help="hal OpenCL device string (default: every OpenCL device)")
     ap.add_argument("--quick", action="store_true", help="CPU-sized shapes everywhere")
     ap.add_argument("--sweep", action="store_true", help="time candidate parameter sets and suggest table entries")
+    ap.add_argument("--launches", action="store_true",
+                    help="also time each launch of the served set on its own (kernel, start, end)")
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--only", default="", help="only cases whose name contains one of these comma-separated texts")
     ap.add_argument("--dtypes", default="float32,float16")
@@ -364,6 +382,8 @@ def main(argv: list[str] | None = None) -> int:
                         "copy_share": gbps / gbps_copy, "gflops": flops / ms / 1e6 if flops else None,
                         "params": params, "level": resolved.level, "check": bad or "ok",
                     }
+                    if args.launches:
+                        row["launches"] = launch_breakdown(dev.backend, runner.call(params), args.repeats)
                     if cuda_dev is not None and on_nvidia and dtype not in QUANT:
                         crun = Runner(cuda_dev, spec, rng)
                         cparams = dict(cuda_dev.tuner.resolve_spec(spec).params)
@@ -433,6 +453,8 @@ def _line(r: dict[str, Any]) -> str:
     torch = f"{r['ms'] / r['torch_ms']:7.2f}" if r.get("torch_ms") else f"{'-':>7s}"
     gf = f"{r['gflops']:8.1f}" if r.get("gflops") else f"{'':8s}"
     sweep = ""
+    if r.get("launches"):
+        sweep += "  launches " + ", ".join(f"{c['kernel']} {c['start_ms']:.4f}+{c['ms']:.4f}" for c in r["launches"])
     if "sweep_best" in r:
         sweep = f"  sweep best {r['sweep_best']['ms']:.4g} ms {r['sweep_best']['params']}"
     note = f" ({r['torch_note']})" if r.get("torch_note") and not r.get("torch_ms") else ""

@@ -29,7 +29,10 @@ CASES: tuple[tuple[str, str, str, dict[str, int]], ...] = (
     ("maxpool strips vloada", "pool2d", "NCHW", {"WG": 128, "VEC": 8, "LOCAL_TILE": 3, "STRIP_ROWS": 2,
                                                  "HALF_RAW": 0}),
     ("maxpool nhwc raw", "pool2d", "NHWC", {"WG": 128, "VEC": 8, "LOCAL_TILE": 0, "HALF_RAW": 1}),
+    ("avgpool strips raw", "pool2d", "NCHW", {"WG": 128, "VEC": 8, "LOCAL_TILE": 3, "STRIP_ROWS": 2, "HALF_RAW": 1}),
+    ("avgpool nhwc raw", "pool2d", "NHWC", {"WG": 128, "VEC": 8, "LOCAL_TILE": 0, "HALF_RAW": 1}),
     ("bn infer", "batch_norm", "NCHW", {}),
+    ("bn train", "batch_norm", "NCHW", {}),
 )
 
 PATTERNS = {
@@ -41,6 +44,11 @@ PATTERNS = {
     "st.global.v": r"\bst\.global(\.\w+)*\.v\d",
     "cvt f32<-f16": r"\bcvt\.f32\.f16\b",
     "cvt f16<-f32": r"\bcvt\.rn\.f16\.f32\b",
+    "int div/rem": r"\b(div|rem)\.[su]32\b",
+    "div.f32": r"\bdiv\.\w+\.f32\b",
+    "add.f32": r"\badd\.(rn\.)?f32\b",
+    "setp": r"\bsetp\.",
+    "branches": r"\bbra\b",
 }
 
 
@@ -61,11 +69,13 @@ def main(argv: list[str] | None = None) -> int:
         x = hal.asarray(np.random.default_rng(0).standard_normal((2, 8, 32, 48)).astype(half), device=dev,
                         layout=layout)
         if family == "pool2d":
-            spec = S.pool2d_spec("max", geo, 3, 2, 1, 1, False, True, None, False)
+            kind = "avg" if name.startswith("avg") else "max"
+            spec = S.pool2d_spec(kind, geo, 3, 2, 1, 1, False, True, None, False)
             y = empty(spec.out_shape, half, dev, layout)
             backend.pool2d(spec, x.buffer, y.buffer, None, {**dev.tuner.resolve_spec(spec).params, **params})
         else:
-            hal.batch_norm(x, np.zeros(8, np.float32), np.ones(8, np.float32))
+            training = name.endswith("train")
+            hal.batch_norm(x, np.zeros(8, np.float32), np.ones(8, np.float32), training=training)
         backend.synchronize()
         for key in sorted(set(backend._rt.programs) - before, key=str):
             file, defines = key
