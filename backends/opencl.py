@@ -611,6 +611,8 @@ class _Runtime:
         self.typed_kernels: dict[int, Any] = {}
         self.lock = threading.RLock()
         self.max_alloc = int(device.max_mem_alloc_size)
+        #: scratch buffers kept between calls (BatchNorm training's statistics), by name
+        self.workspace: dict[str, Any] = {}
 
     def profiling_queue(self) -> Any:
         """A second in-order queue with event profiling, made on first use.
@@ -732,6 +734,18 @@ class OpenCLBackend(Backend):
             return self._rt.pool.allocate(size)
         except (cl.MemoryError, cl.RuntimeError, cl.LogicError) as exc:
             raise OutOfMemory(self.info.id, size, str(exc).strip()) from exc
+
+    def _workspace(self, name: str, nbytes: int, zeroed: bool = False) -> Buffer:
+        """The device's scratch buffer ``name`` of at least ``nbytes``, kept between calls
+        (callers hold the runtime's lock across the launches that use it; the in-order queue
+        orders one call's use before the next). ``zeroed``: all zero when first made or grown,
+        and the kernels leave it zero."""
+        workspace = self._rt.workspace
+        buf = workspace.get(name)
+        if buf is None or buf.size < nbytes:
+            buf = self.upload(np.zeros(max(nbytes, 4) // 4, np.int32)) if zeroed else self.allocate(max(nbytes, 4))
+            workspace[name] = buf
+        return buf
 
     def upload(self, array: np.ndarray) -> Buffer:
         """A new buffer holding ``array`` (the copy has finished when this returns)."""
@@ -1283,26 +1297,35 @@ class OpenCLBackend(Backend):
             self._launch(kernels["batch_norm_infer"], (items,), (wg,),
                          [x, y, weight, bias, running_mean, running_var, *infer_scalars])
             return
-        mean = self.allocate(4 * c)
-        var = self.allocate(4 * c)
-        scale = self.allocate(4 * c)
-        shift = self.allocate(8 * c)
-        partial = self.allocate(12 * c * chunks)
-        self._launch(
-            kernels["batch_norm_stats"], (chunks * wg, tiles), (wg, 1),
-            [x, mean, var, _i32(spec.n), _i32(c), _i32(hw), partial, _i32(chunks)],
-        )
         running = spec.has_running
-        self._launch(
-            kernels["batch_norm_finalize"], (-(-c // per_group) * wg,), (wg,),
-            [x, partial, _i32(chunks), _i32(hw), weight, bias,
-             running_mean if running else None, running_var if running else None,
-             mean, var, scale, shift, _i32(c), np.float32(spec.eps), np.float32(spec.momentum), _i32(1)],
-        )
-        self._launch(
-            kernels["batch_norm_apply"], (items,), (wg,),
-            [x, y, scale, shift, _i32(spec.n), _i32(c), _i32(hw)],
-        )
+        rm, rv = (running_mean, running_var) if running else (None, None)
+        eps, momentum = np.float32(spec.eps), np.float32(spec.momentum)
+        with self._rt.lock:  # the workspace is shared: keep one call's launches together
+            # batch statistics and the affine map, never returned (separate buffers: a
+            # sub-buffer's offset must be a multiple of the device's base alignment)
+            mean, var = self._workspace("bn_mean", 4 * c), self._workspace("bn_var", 4 * c)
+            scale, shift = self._workspace("bn_scale", 4 * c), self._workspace("bn_shift", 8 * c)
+            partial = self._workspace("bn_partial", 12 * c * chunks)
+            if "batch_norm_stats_finalize" in kernels:  # NCHW: the last group of a channel finalizes it
+                self._launch(
+                    kernels["batch_norm_stats_finalize"], (chunks * wg, tiles), (wg, 1),
+                    [x, partial, _i32(chunks), _i32(spec.n), _i32(c), _i32(hw), weight, bias, rm, rv,
+                     mean, var, scale, shift, eps, momentum, self._workspace("bn_counters", 4 * c, zeroed=True)],
+                )
+            else:
+                self._launch(
+                    kernels["batch_norm_stats"], (chunks * wg, tiles), (wg, 1),
+                    [x, mean, var, _i32(spec.n), _i32(c), _i32(hw), partial, _i32(chunks)],
+                )
+                self._launch(
+                    kernels["batch_norm_finalize"], (-(-c // per_group) * wg,), (wg,),
+                    [x, partial, _i32(chunks), _i32(hw), weight, bias, rm, rv,
+                     mean, var, scale, shift, _i32(c), eps, momentum, _i32(1)],
+                )
+            self._launch(
+                kernels["batch_norm_apply"], (items,), (wg,),
+                [x, y, scale, shift, _i32(spec.n), _i32(c), _i32(hw)],
+            )
 
     def _plan_batch_norm(
         self, spec: BatchNormSpec, params: Mapping[str, int]
@@ -1315,8 +1338,12 @@ class OpenCLBackend(Backend):
         c, hw = spec.c, spec.h * spec.w
         while True:
             defines = self._batch_norm_defines(spec, p)
-            names = ("batch_norm_stats", "batch_norm_finalize", "batch_norm_apply") if spec.training else (
-                "batch_norm_infer",)
+            if not spec.training:
+                names: tuple[str, ...] = ("batch_norm_infer",)
+            elif nhwc:  # a channel tile's last group would merge up to 64 channels' partials alone
+                names = ("batch_norm_stats", "batch_norm_finalize", "batch_norm_apply")
+            else:
+                names = ("batch_norm_stats_finalize", "batch_norm_apply")
             try:
                 kernels = {n: self._kernel("batch_norm.cl", n, defines, p["WG"]) for n in names}
                 break

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 import hal
-from hal.spec import adaptive_pool2d_spec, plane_geometry, pool2d_spec
+from hal.spec import adaptive_pool2d_spec, batch_norm_spec, plane_geometry, pool2d_spec
 
 ROUNDS = 15
 
@@ -76,6 +76,7 @@ def measure(device: str, calls: int) -> list[dict[str, Any]]:
     op_calls: dict[str, Callable[[], Any]] = {
         "max_pool2d 3x3/2": lambda: hal.max_pool2d(x, 3, 2, 1),
         "batch_norm infer": lambda: hal.batch_norm(x, mean, var),
+        "batch_norm train": lambda: hal.batch_norm(x, mean, var, training=True),
         "relu": lambda: hal.relu(x),
         "adaptive_avg_pool2d 1x1": lambda: hal.adaptive_avg_pool2d(x, 1),
     }
@@ -86,7 +87,12 @@ def measure(device: str, calls: int) -> list[dict[str, Any]]:
     yg = hal.adaptive_avg_pool2d(x, 1)
     gspec = adaptive_pool2d_spec("avg", plane_geometry(x.geometry()), 1, False)
     gparams = dev.tuner.resolve_spec(gspec).params
+    yb = hal.batch_norm(x, mean, var)
+    bspec = batch_norm_spec(x.geometry(), True, 0.1, 1e-5, True)
+    bparams = dev.tuner.resolve_spec(bspec).params
     launchers: dict[str, Callable[[], Any]] = {
+        "batch_norm train": lambda: dev.backend.batch_norm(bspec, x.buffer, yb.buffer, None, None, mean.buffer,
+                                                           var.buffer, bparams),
         "max_pool2d 3x3/2": lambda: dev.backend.pool2d(spec, x.buffer, y.buffer, None, params),
         "adaptive_avg_pool2d 1x1": lambda: dev.backend.adaptive_pool2d(gspec, x.buffer, yg.buffer, None, gparams),
     }
@@ -105,6 +111,7 @@ def measure(device: str, calls: int) -> list[dict[str, Any]]:
             torch_calls = {
                 "max_pool2d 3x3/2": lambda: F.max_pool2d(tx, 3, 2, 1),
                 "batch_norm infer": lambda: F.batch_norm(tx, tm, tv, training=False),
+                "batch_norm train": lambda: F.batch_norm(tx, tm, tv, training=True),
                 "relu": lambda: torch.relu(tx),
                 "adaptive_avg_pool2d 1x1": lambda: F.adaptive_avg_pool2d(tx, 1),
             }

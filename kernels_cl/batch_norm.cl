@@ -213,17 +213,40 @@ inline floatV bn_load_tail(__global const dtype_t* restrict x, uint p, int nvali
 }
 #define BN_LOAD_TAIL(x, p) bn_load_tail((x), (p), nvalid)
 
-__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
-void batch_norm_stats(__global const dtype_t* restrict x, __global float* restrict mean, __global float* restrict var,
-                      int N, int C, int HW, __global float* restrict partial, int CHUNKS)
+/* Chan's merge of the T (a power of two) states work-items 0 .. T-1 hold into rn[0], rm[0],
+ * rq[0]; every work-item of the group calls it (barriers) */
+inline void bn_tree_merge(int lid, int T, float n, float m, float q, __local float* rn, __local float* rm,
+                          __local float* rq)
 {
-    const int chunk = get_group_id(0);
-    const int lid = get_local_id(0);
-#if !LAYOUT_NHWC
-    /* group (chunk, c): a contiguous range of the channel's N * HW values in (n, hw)
-     * order; consecutive work-items read consecutive vectors (coalesced) */
-    const int c = get_group_id(1);
-    const float K = LD(x, c * HW);
+    rn[lid] = n;
+    rm[lid] = m;
+    rq[lid] = q;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int st = T / 2; st > 0; st >>= 1) {
+        if (lid < st) {
+            chan_merge(&n, &m, &q, rn[lid + st], rm[lid + st], rq[lid + st]);
+            rn[lid] = n;
+            rm[lid] = m;
+            rq[lid] = q;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+}
+
+/* NCHW statistics of one group (chunk, c): a contiguous range of channel c's N * HW values
+ * in (n, hw) order, consecutive work-items reading consecutive vectors (coalesced). Leaves
+ * the group's (count, mean of d, M2) in rn[0], rm[0], rq[0] (local) and the pivot in K. */
+#define BN_STATS_NCHW_GROUP                                                                  \
+    const int chunk = get_group_id(0);                                                       \
+    const int lid = get_local_id(0);                                                         \
+    const int c = get_group_id(1);                                                           \
+    const float K = LD(x, c * HW);                                                           \
+    __local float rn[WG], rm[WG], rq[WG];                                                    \
+    bn_stats_nchw_group(x, N, C, HW, CHUNKS, chunk, c, lid, K, rn, rm, rq)
+
+inline void bn_stats_nchw_group(__global const dtype_t* restrict x, int N, int C, int HW, int CHUNKS, int chunk,
+                                int c, int lid, float K, __local float* rn, __local float* rm, __local float* rq)
+{
     float cnt = 0.0f;
     floatV vm = (floatV)0.0f, vq = (floatV)0.0f;
     float sm = 0.0f, sq = 0.0f, scnt = 0.0f;
@@ -243,21 +266,15 @@ void batch_norm_stats(__global const dtype_t* restrict x, __global float* restri
         PRIV_STV(vq, lq);
         for (int j = 0; j < VEC; ++j) chan_merge(&scnt, &sm, &sq, cnt, lm[j], lq[j]);
     }
-    __local float rn[WG], rm[WG], rq[WG];
-    rn[lid] = scnt;
-    rm[lid] = sm;
-    rq[lid] = sq;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int st = WG / 2; st > 0; st >>= 1) {
-        if (lid < st) {
-            float n = rn[lid], m = rm[lid], q = rq[lid];
-            chan_merge(&n, &m, &q, rn[lid + st], rm[lid + st], rq[lid + st]);
-            rn[lid] = n;
-            rm[lid] = m;
-            rq[lid] = q;
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
+    bn_tree_merge(lid, WG, scnt, sm, sq, rn, rm, rq);
+}
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void batch_norm_stats(__global const dtype_t* restrict x, __global float* restrict mean, __global float* restrict var,
+                      int N, int C, int HW, __global float* restrict partial, int CHUNKS)
+{
+#if !LAYOUT_NHWC
+    BN_STATS_NCHW_GROUP;
     if (lid == 0) {
         __global float* pp = partial + (c * CHUNKS + chunk) * 3;
         pp[0] = rn[0];
@@ -270,6 +287,8 @@ void batch_norm_stats(__global const dtype_t* restrict x, __global float* restri
     }
 #else
     /* group (chunk, channel tile of L * VEC); work-item (cl, r): VEC channels, rows r, r + R, ... */
+    const int chunk = get_group_id(0);
+    const int lid = get_local_id(0);
     const long E = (long)N * HW; /* rows (pixels) */
     const int lg = bn_lanes_log2(C);
     const int L = 1 << lg, R = WG >> lg;
@@ -335,6 +354,31 @@ inline int bn_segment_log2(int CHUNKS)
     return lg;
 }
 
+/* What finalize writes for channel c from its merged training statistics (count n, mean m
+ * and M2 q of d = x - centre): mean, biased variance, the running statistics (unbiased
+ * variance), and scale[c], shift[c], shift[C + c] = centre for batch_norm_apply. */
+inline void bn_finish_channel(int c, int C, float centre, float n, float m, float q,
+                              __global const float* restrict weight, __global const float* restrict bias,
+                              __global float* restrict running_mean, __global float* restrict running_var,
+                              __global float* restrict mean, __global float* restrict var,
+                              __global float* restrict scale, __global float* restrict shift, float eps,
+                              float momentum)
+{
+    const float v = q / n;
+    const float mu = centre + m;
+    mean[c] = mu;
+    var[c] = v;
+    if (running_mean && running_var) {
+        running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * mu;
+        running_var[c] = (1.0f - momentum) * running_var[c] + momentum * (v * (n / (n - 1.0f)));
+    }
+    float s = 1.0f / sqrt(v + eps);
+    if (weight) s *= weight[c];
+    scale[c] = s;
+    shift[c] = (bias ? bias[c] : 0.0f) - m * s;
+    shift[C + c] = centre;
+}
+
 /* Each channel's CHUNKS partials are merged by T = 2^bn_segment_log2(CHUNKS) work-items
  * (a strided share each, then a tree in local memory), WG / T channels per group: one
  * work-item walking hundreds of partials in a row is a chain of dependent L2 round trips
@@ -376,33 +420,67 @@ void batch_norm_finalize(__global const dtype_t* restrict x, __global const floa
         }
     }
     if (t != 0 || c >= C) return;
-    float centre, mrel, v;
     if (training) {
 #if LAYOUT_NHWC
-        centre = LD(x, c);
+        const float centre = LD(x, c);
 #else
-        centre = LD(x, c * HW);
+        const float centre = LD(x, c * HW);
 #endif
-        mrel = m;
-        v = q / n;
-        const float mu = centre + m;
-        mean[c] = mu;
-        var[c] = v;
-        if (running_mean && running_var) {
-            running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * mu;
-            running_var[c] = (1.0f - momentum) * running_var[c] + momentum * (v * (n / (n - 1.0f)));
-        }
-    } else {
-        centre = running_mean[c];
-        mrel = 0.0f;
-        v = running_var[c];
+        bn_finish_channel(c, C, centre, n, m, q, weight, bias, running_mean, running_var, mean, var, scale, shift,
+                          eps, momentum);
+        return;
     }
+    const float v = running_var[c];
     float s = 1.0f / sqrt(v + eps);
     if (weight) s *= weight[c];
     scale[c] = s;
-    shift[c] = (bias ? bias[c] : 0.0f) - mrel * s;
-    shift[C + c] = centre;
+    shift[c] = bias ? bias[c] : 0.0f;
+    shift[C + c] = running_mean[c];
 }
+
+#if !LAYOUT_NHWC
+/* NCHW training statistics and finalize in one launch: each group writes its partial as
+ * batch_norm_stats does, then counts itself in counters[c] (zero before the launch); the
+ * channel's last group merges the channel's CHUNKS partials in chunk order (the result does
+ * not depend on which group is last), writes what batch_norm_finalize writes and sets the
+ * counter back to zero for the next launch. One launch and one host enqueue fewer than
+ * stats + finalize: on the H200 the finalize launch took 6-7 us of a 55 us fp16 call and
+ * the host's third enqueue gated the apply pass (benchmarks/opencl_ops.py --launches). */
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void batch_norm_stats_finalize(__global const dtype_t* restrict x, __global float* restrict partial, int CHUNKS,
+                               int N, int C, int HW, __global const float* restrict weight,
+                               __global const float* restrict bias, __global float* restrict running_mean,
+                               __global float* restrict running_var, __global float* restrict mean,
+                               __global float* restrict var, __global float* restrict scale,
+                               __global float* restrict shift, float eps, float momentum,
+                               __global int* restrict counters)
+{
+    BN_STATS_NCHW_GROUP;
+    __local int last;
+    if (lid == 0) {
+        __global float* pp = partial + (c * CHUNKS + chunk) * 3;
+        pp[0] = rn[0];
+        pp[1] = rm[0];
+        pp[2] = rq[0];
+        mem_fence(CLK_GLOBAL_MEM_FENCE); /* the partial is in memory before the count says so */
+        last = atomic_inc(counters + c) == CHUNKS - 1;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (!last) return;
+    mem_fence(CLK_GLOBAL_MEM_FENCE);
+    /* volatile: the other groups' partials from memory, not from this compute unit's cache */
+    __global volatile const float* vp = partial + c * CHUNKS * 3;
+    const int T = 1 << bn_segment_log2(CHUNKS);
+    float n = 0.0f, m = 0.0f, q = 0.0f;
+    for (int k = lid; k < CHUNKS; k += T) chan_merge(&n, &m, &q, vp[3 * k], vp[3 * k + 1], vp[3 * k + 2]);
+    bn_tree_merge(lid, T, n, m, q, rn, rm, rq); /* work-items past T hold empty states */
+    if (lid == 0) {
+        counters[c] = 0;
+        bn_finish_channel(c, C, K, rn[0], rm[0], rq[0], weight, bias, running_mean, running_var, mean, var, scale,
+                          shift, eps, momentum);
+    }
+}
+#endif
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void batch_norm_apply(__global const dtype_t* restrict x, __global dtype_t* restrict y,

@@ -651,23 +651,32 @@ inline floatH strip_max(floatH best, floatH v)
     const int vstore_ok = nv >= HV && OW % HV == 0;
 
 /* One horizontal reduction per input row of the strip: hrow[i] = the reduced taps of input
- * row h0 + i for each lane (NEUTRAL for rows, vectors and halo columns outside the input). */
+ * row h0 + i for each lane (NEUTRAL for rows, vectors and halo columns outside the input).
+ * Every row's loads come from a valid address (row and columns clamped into the input) and
+ * are issued unconditionally, the values outside replaced by NEUTRAL afterwards: with a
+ * branch around each row's loads NVIDIA's compiler kept the rows one memory round trip
+ * after another (SASS, session 10); this way all of them are in flight at once. */
+#define STRIP_ROW_IN(ih) ((ih) >= 0 && (ih) < ih_end)
+#define STRIP_ROW(ih) (xp + clamp((ih), 0, IH - 1) * IW)
+#define STRIP_VCOL (vin ? c0 : c0 - VEC) /* c0 == IW (ceil_mode): any valid vector */
+#define STRIP_LCOL max(c0 - 1, 0)
+#define STRIP_RCOL min(c0 + VEC, IW - 1)
 #define STRIP_ROWS_LOAD(NEUTRAL, REDUCE)                                                   \
     floatH hrow[STRIP_IN];                                                                 \
     _Pragma("unroll") for (int i = 0; i < STRIP_IN; ++i) {                                 \
         const int ih = h0 + i;                                                             \
-        floatH acc = (floatH)(NEUTRAL);                                                    \
-        if (ih >= 0 && ih < ih_end) {                                                      \
-            __global const dtype_t* row = xp + ih * IW;                                    \
-            /* one aligned vector (never vloadN at an element offset: scalar on NVIDIA) */ \
-            const floatV v = vin ? ALDV(row, c0) : (floatV)(NEUTRAL);                      \
-            const float l = lin ? LD(row, c0 - 1) : (NEUTRAL);                             \
-            const float r = rin ? LD(row, c0 + VEC) : (NEUTRAL);                           \
-            floatH T0, T1, T2;                                                             \
-            STRIP_TAPS(v, l, r, T0, T1, T2)                                                \
-            acc = REDUCE;                                                                  \
-        }                                                                                  \
-        hrow[i] = acc;                                                                     \
+        const int row_ok = STRIP_ROW_IN(ih);                                                 \
+        __global const dtype_t* row = STRIP_ROW(ih);                                       \
+        /* one aligned vector (never vloadN at an element offset: scalar on NVIDIA) */     \
+        const floatV vraw = ALDV(row, STRIP_VCOL);                                         \
+        const float lraw = HALO_L ? LD(row, STRIP_LCOL) : (NEUTRAL);                       \
+        const float rraw = HALO_R ? LD(row, STRIP_RCOL) : (NEUTRAL);                       \
+        const floatV v = row_ok && vin ? vraw : (floatV)(NEUTRAL);                           \
+        const float l = row_ok && lin ? lraw : (NEUTRAL);                                    \
+        const float r = row_ok && rin ? rraw : (NEUTRAL);                                    \
+        floatH T0, T1, T2;                                                                 \
+        STRIP_TAPS(v, l, r, T0, T1, T2)                                                    \
+        hrow[i] = REDUCE;                                                                  \
     }
 
 inline void strip_store(__global dtype_t* y, int o, int nv, int vstore_ok, floatH v)
@@ -761,17 +770,15 @@ void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y
 #if HAL_PACKED_HMAX
     hpackH hrow[STRIP_IN];
 #pragma unroll
-    for (int i = 0; i < STRIP_IN; ++i) {
+    for (int i = 0; i < STRIP_IN; ++i) { /* loads as in STRIP_ROWS_LOAD: clamped, all in flight */
         const int ih = h0 + i;
-        hpackH acc = HPACKH_NEG_INF;
-        if (ih >= 0 && ih < ih_end) {
-            __global const ushort* row = (__global const ushort*)(xp + ih * IW);
-            const hpackV w = vin ? *(__global const hpackV*)(row + c0) : HPACK_NEG_INF;
-            const uint l = lin ? (uint)row[c0 - 1] : HALF_NEG_INF;
-            const uint r = rin ? (uint)row[c0 + VEC] : HALF_NEG_INF;
-            acc = strip_row_packed(w, l, r);
-        }
-        hrow[i] = acc;
+        const int row_ok = STRIP_ROW_IN(ih);
+        __global const ushort* row = (__global const ushort*)STRIP_ROW(ih);
+        const hpackV wraw = *(__global const hpackV*)(row + STRIP_VCOL);
+        const uint lraw = HALO_L ? (uint)row[STRIP_LCOL] : HALF_NEG_INF;
+        const uint rraw = HALO_R ? (uint)row[STRIP_RCOL] : HALF_NEG_INF;
+        hrow[i] = strip_row_packed(row_ok && vin ? wraw : HPACK_NEG_INF, row_ok && lin ? lraw : HALF_NEG_INF,
+                                   row_ok && rin ? rraw : HALF_NEG_INF);
     }
 #define STRIP_VMAX hmaxH
 #define STRIP_VSTORE strip_store_packed
@@ -859,22 +866,21 @@ void pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* restrict y
     const int obase = ((n * OH + oh) * OW + ow) * C + c0;                                  \
     const int aligned = C % VEC == 0; /* every full vector then starts VEC-aligned */
 
-/* a fixed window without indices: every tap unrolled, its load issued with the others'
- * (NVIDIA's compiler kept the max taps a loop, one load in flight, where the average's unrolled) */
-#if POOL_FIXED && POOL_NO_IDX
-#define NHWC_MAX_UNROLL _Pragma("unroll")
-#else
-#define NHWC_MAX_UNROLL
-#endif
-/* max pooling's taps inside the input, row-major: the body between these sees ih and iw */
-#define NHWC_MAX_TAPS_BEGIN                                                                \
-    NHWC_MAX_UNROLL for (int kh = 0; kh < WKH; ++kh) {                                     \
+/* A whole aligned vector's taps, row-major, each loaded from a valid address (clamped into
+ * the input) and issued unconditionally; the body sees p (the clamped tap's element offset)
+ * and ok (the tap is inside the input) and discards what is outside by a select. A branch
+ * around each tap's load kept the taps one memory round trip after another on NVIDIA
+ * (SASS, session 10); this way a fixed window's loads are all in flight at once. */
+#define NHWC_CLAMPED_TAPS_BEGIN                                                            \
+    _Pragma("unroll") for (int kh = 0; kh < WKH; ++kh) {                                   \
         const int ih = h0 + kh * WDH;                                                      \
-        if (ih < 0 || ih >= IH) continue;                                                  \
-        NHWC_MAX_UNROLL for (int kw = 0; kw < WKW; ++kw) {                                 \
+        const int row_ok = ih >= 0 && ih < IH;                                             \
+        const int prow = (n * IH + clamp(ih, 0, IH - 1)) * IW;                             \
+        _Pragma("unroll") for (int kw = 0; kw < WKW; ++kw) {                               \
             const int iw = w0 + kw * WDW;                                                  \
-            if (iw < 0 || iw >= IW) continue;
-#define NHWC_MAX_TAPS_END                                                                  \
+            const int ok = row_ok && iw >= 0 && iw < IW;                                   \
+            const int p = (prow + clamp(iw, 0, IW - 1)) * C + c0;
+#define NHWC_CLAMPED_TAPS_END                                                              \
         }                                                                                  \
     }
 
@@ -884,16 +890,27 @@ void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y
                 int PT, int PB, int PL, int PR, int DH, int DW, int DIVISOR, int COUNT_INCLUDE_PAD)
 {
     NHWC_PROLOGUE
-#if HAL_PACKED_HMAX && POOL_NO_IDX
-    if (nvalid == VEC && aligned) { /* whole aligned vectors: max of packed halves (above) */
+#if POOL_NO_IDX
+    if (nvalid == VEC && aligned) { /* whole aligned vectors, every tap's load in flight at once */
+#if HAL_PACKED_HMAX /* max of packed halves (above) */
         hpackV pbest = HPACK_NEG_INF;
-        NHWC_MAX_TAPS_BEGIN
-            pbest = hal_hmaxv(pbest, *(__global const hpackV*)(x + ((n * IH + ih) * IW + iw) * C + c0));
-        NHWC_MAX_TAPS_END
+        NHWC_CLAMPED_TAPS_BEGIN
+            const hpackV v = *(__global const hpackV*)(x + p);
+            pbest = hal_hmaxv(pbest, ok ? v : HPACK_NEG_INF);
+        NHWC_CLAMPED_TAPS_END
 #if FUSE_RELU
         ASTV(HAL_CAT(vload_half, VEC)(0, (const __private half*)&pbest), y, obase);
 #else
         *(__global hpackV*)(y + obase) = pbest; /* the maximum's own bits */
+#endif
+#else
+        /* from -inf: a tap outside (-inf) never wins, the first inside needs no branch */
+        ctypeV vbest = (ctypeV)(-INFINITY);
+        NHWC_CLAMPED_TAPS_BEGIN
+            const ctypeV v = ALDCV(x, p);
+            vbest = MAX_NANV(vbest, ok ? v : (ctypeV)(-INFINITY));
+        NHWC_CLAMPED_TAPS_END
+        ASTV(CTOFLOATV(vbest), y, obase);
 #endif
         return;
     }
@@ -901,7 +918,12 @@ void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y
     ctypeV best = (ctypeV)(-INFINITY);
     IDX_TRACK(intV bidx = (intV)0;)
     IDX_TRACK(int unseen = 1;)
-    NHWC_MAX_TAPS_BEGIN
+    for (int kh = 0; kh < WKH; ++kh) { /* the taps inside the input, row-major */
+        const int ih = h0 + kh * WDH;
+        if (ih < 0 || ih >= IH) continue;
+        for (int kw = 0; kw < WKW; ++kw) {
+            const int iw = w0 + kw * WDW;
+            if (iw < 0 || iw >= IW) continue;
             const int p = ((n * IH + ih) * IW + iw) * C + c0;
             ctypeV v;
             if (nvalid == VEC) {
@@ -929,7 +951,8 @@ void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y
                 bidx = select(bidx, (intV)(ih * IW + iw), CMASK_TO_INT(take));
             }
 #endif
-    NHWC_MAX_TAPS_END
+        }
+    }
     const floatV out = CTOFLOATV(best);
     if (nvalid == VEC) {
         if (aligned) ASTV(out, y, obase);
@@ -948,7 +971,6 @@ void pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* restrict y
                 int PT, int PB, int PL, int PR, int DH, int DW, int DIVISOR, int COUNT_INCLUDE_PAD)
 {
     NHWC_PROLOGUE
-    floatV sum = (floatV)0.0f;
     int rows_in = 0, rows_pad = 0, cols_in = 0, cols_pad = 0;
     for (int kw = 0; kw < WKW; ++kw) {
         const int iw = w0 + kw * WDW;
@@ -957,19 +979,31 @@ void pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* restrict y
     }
     for (int kh = 0; kh < WKH; ++kh) {
         const int ih = h0 + kh * WDH;
+        rows_in += (ih >= 0 && ih < IH);
         rows_pad += (ih >= -PT && ih < IH + PB);
-        if (ih < 0 || ih >= IH) continue;
-        ++rows_in;
-        for (int kw = 0; kw < WKW; ++kw) {
-            const int iw = w0 + kw * WDW;
-            if (iw < 0 || iw >= IW) continue;
-            const int p = ((n * IH + ih) * IW + iw) * C + c0;
-            if (nvalid == VEC) {
-                sum += aligned ? ALDV(x, p) : LDV(x, p);
-            } else {
-                float tmp[VEC];
-                for (int j = 0; j < VEC; ++j) tmp[j] = j < nvalid ? LD(x, p + j) : 0.0f;
-                sum += PRIV_LDV(tmp);
+    }
+    /* the taps inside the input, row-major, from +0 (a tap outside adds +0: the same sum) */
+    floatV sum = (floatV)0.0f;
+    if (nvalid == VEC && aligned) {
+        NHWC_CLAMPED_TAPS_BEGIN
+            const floatV v = ALDV(x, p);
+            sum += ok ? v : (floatV)0.0f;
+        NHWC_CLAMPED_TAPS_END
+    } else {
+        for (int kh = 0; kh < WKH; ++kh) {
+            const int ih = h0 + kh * WDH;
+            if (ih < 0 || ih >= IH) continue;
+            for (int kw = 0; kw < WKW; ++kw) {
+                const int iw = w0 + kw * WDW;
+                if (iw < 0 || iw >= IW) continue;
+                const int p = ((n * IH + ih) * IW + iw) * C + c0;
+                if (nvalid == VEC) {
+                    sum += LDV(x, p);
+                } else {
+                    float tmp[VEC];
+                    for (int j = 0; j < VEC; ++j) tmp[j] = j < nvalid ? LD(x, p + j) : 0.0f;
+                    sum += PRIV_LDV(tmp);
+                }
             }
         }
     }
