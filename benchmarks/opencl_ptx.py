@@ -31,6 +31,8 @@ CASES: tuple[tuple[str, str, str, dict[str, int]], ...] = (
     ("maxpool nhwc raw", "pool2d", "NHWC", {"WG": 128, "VEC": 8, "LOCAL_TILE": 0, "HALF_RAW": 1}),
     ("avgpool strips raw", "pool2d", "NCHW", {"WG": 128, "VEC": 8, "LOCAL_TILE": 3, "STRIP_ROWS": 2, "HALF_RAW": 1}),
     ("avgpool nhwc raw", "pool2d", "NHWC", {"WG": 128, "VEC": 8, "LOCAL_TILE": 0, "HALF_RAW": 1}),
+    ("global avg nchw", "adaptive_pool2d", "NCHW", {"WG": 128, "VEC": 8, "MODE": 0, "PIPE_GROUPS": 8}),
+    ("global avg nhwc raw", "adaptive_pool2d", "NHWC", {"WG": 32, "VEC": 8, "MODE": 2, "HALF_RAW": 1}),
     ("bn infer", "batch_norm", "NCHW", {}),
     ("bn train", "batch_norm", "NCHW", {}),
 )
@@ -65,14 +67,18 @@ def main(argv: list[str] | None = None) -> int:
     half = np.dtype(np.float16)
     for name, family, layout, params in CASES:
         before = set(backend._rt.programs)
-        geo = S.TensorGeometry(2, 8, 32, 48, layout, half)  # type: ignore[arg-type]
-        x = hal.asarray(np.random.default_rng(0).standard_normal((2, 8, 32, 48)).astype(half), device=dev,
-                        layout=layout)
+        shape = (2, 64, 7, 7) if family == "adaptive_pool2d" else (2, 8, 32, 48)
+        geo = S.TensorGeometry(*shape, layout, half)  # type: ignore[arg-type]
+        x = hal.asarray(np.random.default_rng(0).standard_normal(shape).astype(half), device=dev, layout=layout)
         if family == "pool2d":
             kind = "avg" if name.startswith("avg") else "max"
             spec = S.pool2d_spec(kind, geo, 3, 2, 1, 1, False, True, None, False)
             y = empty(spec.out_shape, half, dev, layout)
             backend.pool2d(spec, x.buffer, y.buffer, None, {**dev.tuner.resolve_spec(spec).params, **params})
+        elif family == "adaptive_pool2d":
+            aspec = S.adaptive_pool2d_spec("avg", S.plane_geometry(geo), 1, False)
+            y = empty(aspec.out_shape, half, dev, layout)
+            backend.adaptive_pool2d(aspec, x.buffer, y.buffer, None, {**dev.tuner.resolve_spec(aspec).params, **params})
         else:
             training = name.endswith("train")
             hal.batch_norm(x, np.zeros(8, np.float32), np.ones(8, np.float32), training=training)
