@@ -925,7 +925,9 @@ class OpenCLBackend(Backend):
         if id(kernel) not in typed:
             kernel.set_scalar_arg_dtypes([a.dtype if isinstance(a, np.generic) else None for a in args])
             typed[id(kernel)] = kernel  # kernels are cached for the runtime's life: the id stays theirs
-        self._record(kernel(self._queue, global_size, local_size, *args), kernel.function_name)
+        event = kernel(self._queue, global_size, local_size, *args)
+        if self._events is not None:
+            self._events.append((kernel.function_name, event))  # a driver query: only while profiling
 
     def _record(self, event: Any, name: str) -> None:
         if self._events is not None:
@@ -1290,49 +1292,45 @@ class OpenCLBackend(Backend):
         params: Mapping[str, int],
     ) -> None:
         """BatchNorm forward: training = stats, finalize, apply; inference = one pass."""
-        kernels, wg, items, chunks, tiles, per_group, infer_scalars = self._planned(
+        kernels, wg, items, chunks, tiles, per_group, scalars = self._planned(
             ("batch_norm", spec, self._pkey(params), self.exact_params), lambda: self._plan_batch_norm(spec, params))
-        c, hw = spec.c, spec.h * spec.w
+        c = spec.c
         if not spec.training:
             self._launch(kernels["batch_norm_infer"], (items,), (wg,),
-                         [x, y, weight, bias, running_mean, running_var, *infer_scalars])
+                         [x, y, weight, bias, running_mean, running_var, *scalars])
             return
-        running = spec.has_running
-        rm, rv = (running_mean, running_var) if running else (None, None)
-        eps, momentum = np.float32(spec.eps), np.float32(spec.momentum)
+        n_, c_, hw_, chunks_, eps, momentum = scalars
+        rm, rv = (running_mean, running_var) if spec.has_running else (None, None)
         with self._rt.lock:  # the workspace is shared: keep one call's launches together
             # batch statistics and the affine map, never returned (separate buffers: a
             # sub-buffer's offset must be a multiple of the device's base alignment)
             mean, var = self._workspace("bn_mean", 4 * c), self._workspace("bn_var", 4 * c)
             scale, shift = self._workspace("bn_scale", 4 * c), self._workspace("bn_shift", 8 * c)
             partial = self._workspace("bn_partial", 12 * c * chunks)
-            if "batch_norm_stats_finalize" in kernels:  # NCHW: the last group of a channel finalizes it
+            if "batch_norm_stats_finalize" in kernels:  # the last group of a channel tile finalizes it
                 self._launch(
                     kernels["batch_norm_stats_finalize"], (chunks * wg, tiles), (wg, 1),
-                    [x, partial, _i32(chunks), _i32(spec.n), _i32(c), _i32(hw), weight, bias, rm, rv,
+                    [x, partial, chunks_, n_, c_, hw_, weight, bias, rm, rv,
                      mean, var, scale, shift, eps, momentum, self._workspace("bn_counters", 4 * c, zeroed=True)],
                 )
             else:
                 self._launch(
                     kernels["batch_norm_stats"], (chunks * wg, tiles), (wg, 1),
-                    [x, mean, var, _i32(spec.n), _i32(c), _i32(hw), partial, _i32(chunks)],
+                    [x, mean, var, n_, c_, hw_, partial, chunks_],
                 )
                 self._launch(
                     kernels["batch_norm_finalize"], (-(-c // per_group) * wg,), (wg,),
-                    [x, partial, _i32(chunks), _i32(hw), weight, bias, rm, rv,
-                     mean, var, scale, shift, _i32(c), eps, momentum, _i32(1)],
+                    [x, partial, chunks_, hw_, weight, bias, rm, rv,
+                     mean, var, scale, shift, c_, eps, momentum, _i32(1)],
                 )
-            self._launch(
-                kernels["batch_norm_apply"], (items,), (wg,),
-                [x, y, scale, shift, _i32(spec.n), _i32(c), _i32(hw)],
-            )
+            self._launch(kernels["batch_norm_apply"], (items,), (wg,), [x, y, scale, shift, n_, c_, hw_])
 
     def _plan_batch_norm(
         self, spec: BatchNormSpec, params: Mapping[str, int]
     ) -> tuple[dict[str, Any], int, int, int, int, int, tuple[Any, ...]]:
         """(kernels, work-group, elementwise work-items rounded up to it, statistics chunks,
-        statistics tiles, channels per finalize group, inference's scalar arguments) of a
-        BatchNorm call."""
+        statistics tiles, channels per finalize group, scalar arguments: inference's, or
+        training's N, C, HW, chunks, eps, momentum) of a BatchNorm call."""
         p = self._params("batch_norm", params)
         nhwc = spec.layout == "NHWC"
         c, hw = spec.c, spec.h * spec.w
@@ -1340,7 +1338,8 @@ class OpenCLBackend(Backend):
             defines = self._batch_norm_defines(spec, p)
             if not spec.training:
                 names: tuple[str, ...] = ("batch_norm_infer",)
-            elif nhwc:  # a channel tile's last group would merge up to 64 channels' partials alone
+            elif nhwc and _bn_lanes(c, p["VEC"]) * p["VEC"] > p["WG"]:
+                # the tile's last group merges with a segment of work-items per channel
                 names = ("batch_norm_stats", "batch_norm_finalize", "batch_norm_apply")
             else:
                 names = ("batch_norm_stats_finalize", "batch_norm_apply")
@@ -1373,7 +1372,8 @@ class OpenCLBackend(Backend):
             most = max(1, count // (wg * 2 * BN_VALUES))
         chunks = int(min(max(1, target // tiles), most, 1024))
         per_group = wg // _bn_segment(chunks, wg)  # channels per finalize group
-        return kernels, wg, items, chunks, tiles, per_group, ()
+        scalars = (_i32(spec.n), _i32(c), _i32(hw), _i32(chunks), np.float32(spec.eps), np.float32(spec.momentum))
+        return kernels, wg, items, chunks, tiles, per_group, scalars
 
     def eltwise(self, spec: EltwiseSpec, x: Buffer, y: Buffer, params: Mapping[str, int]) -> None:
         """Elementwise ReLU over ``spec.count`` elements (``x`` may be ``y``)."""

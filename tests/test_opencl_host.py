@@ -62,9 +62,12 @@ def test_ptx_maxnan_only_on_nvidia_opencl_sm80_and_later() -> None:
 def test_launch_profile_names_each_launch_of_batch_norm_training() -> None:
     """OpenCLBackend.launch_profile (benchmarks/opencl_ops.py --launches): one entry per
     command of a call, named by kernel, in enqueue order, times from the call's first start;
-    time_launches spans the same commands. NCHW training is two launches (the statistics'
-    last group per channel finalizes it), NHWC three; the per-channel counters the fused
-    launch counts groups with are back at zero after every call."""
+    time_launches spans the same commands. Training is two launches (the statistics' last
+    group per channel tile finalizes it), three where an NHWC tile's channels outnumber the
+    work-group (WG 32, C 64, VEC 4); the counters the fused launch counts groups with are
+    back at zero after every call."""
+    from test_forced_params import forced
+
     import hal
 
     try:
@@ -72,12 +75,16 @@ def test_launch_profile_names_each_launch_of_batch_norm_training() -> None:
     except hal.HalError as exc:
         pytest.skip(f"no OpenCL device: {exc}")
     rng = np.random.default_rng(3)
-    for layout, want in (("NCHW", ["batch_norm_stats_finalize", "batch_norm_apply"]),
-                         ("NHWC", ["batch_norm_stats", "batch_norm_finalize", "batch_norm_apply"])):
-        x = hal.asarray(rng.standard_normal((2, 4, 5, 7)).astype(np.float32), device=dev, layout=layout)
-        rm, rv = np.zeros(4, np.float32), np.ones(4, np.float32)
+    fused = ["batch_norm_stats_finalize", "batch_norm_apply"]
+    for layout, c, params, want in (
+        ("NCHW", 4, {}, fused), ("NHWC", 4, {}, fused),
+        ("NHWC", 64, {"WG": 32, "VEC": 4}, ["batch_norm_stats", "batch_norm_finalize", "batch_norm_apply"]),
+    ):
+        x = hal.asarray(rng.standard_normal((2, c, 5, 7)).astype(np.float32), device=dev, layout=layout)
+        rm, rv = np.zeros(c, np.float32), np.ones(c, np.float32)
         call = lambda x=x, rm=rm, rv=rv: hal.batch_norm(x, rm, rv, training=True)  # noqa: E731
-        calls = dev.backend.launch_profile(call, repeats=3, warmup=1)
+        with forced(dev, "batch_norm", params):
+            calls = dev.backend.launch_profile(call, repeats=3, warmup=1)
         assert len(calls) == 3
         for commands in calls:
             assert [name for name, _, _ in commands] == want
@@ -86,6 +93,6 @@ def test_launch_profile_names_each_launch_of_batch_norm_training() -> None:
                 assert 0.0 <= start <= end
             assert [s for _, s, _ in commands] == sorted(s for _, s, _ in commands)  # in-order queue
         assert all(t > 0 for t in dev.backend.time_launches(call, repeats=2, warmup=1))
-    counters = np.empty(4, np.int32)
+    counters = np.empty(64, np.int32)
     dev.backend.download(dev.backend._rt.workspace["bn_counters"], counters)
     assert not counters.any(), counters
