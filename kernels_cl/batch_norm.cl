@@ -3,8 +3,7 @@
  * Contract entry points (all backends):
  *   batch_norm_stats(x, mean, var, N, C, HW, partial, CHUNKS)  [partial, CHUNKS: this backend's workspace]
  *   batch_norm_apply(x, y, scale, shift, N, C, HW)
- * plus this backend's batch_norm_finalize (merges the chunks' partial statistics),
- * batch_norm_stats_finalize (both in one launch: each channel tile's last group merges) and
+ * plus this backend's batch_norm_finalize (merges the chunks' partial statistics) and
  * batch_norm_infer (inference in one pass: scale and shift computed per work-item from
  * the running statistics, so one launch instead of finalize + apply; NHWC with
  * BN_INFER_LOOP=1: each work-item loops over vectors of the same channels).
@@ -270,29 +269,33 @@ inline void bn_stats_nchw_group(__global const dtype_t* restrict x, int N, int C
     bn_tree_merge(lid, WG, scnt, sm, sq, rn, rm, rq);
 }
 
-/* NHWC statistics of one group (chunk, channel tile ct of L * VEC channels): work-item
- * (cl, r) takes VEC channels c0 .. c0 + VEC - 1 over rows r, r + R, ... of the chunk's
- * pixel range. Leaves, for r == 0, the group's count in rn[lid] and each channel's mean of
- * d and M2 in rm[lid * VEC + j], rq[lid * VEC + j] (local). */
-#define BN_STATS_NHWC_GROUP                                                                  \
-    const int chunk = get_group_id(0);                                                       \
-    const int lid = get_local_id(0);                                                         \
-    const int lg = bn_lanes_log2(C);                                                         \
-    const int L = 1 << lg;                                                                   \
-    const int ct = get_group_id(1);                                                          \
-    const int cl = lid & (L - 1), r = lid >> lg;                                             \
-    const int c0 = (ct * L + cl) * VEC;                                                      \
-    const int nvalid = clamp(C - c0, 0, VEC);                                                \
-    __local float rn[WG], rm[WG * VEC], rq[WG * VEC];                                        \
-    bn_stats_nhwc_group(x, N, C, HW, CHUNKS, chunk, lid, lg, c0, nvalid, rn, rm, rq)
-
-inline void bn_stats_nhwc_group(__global const dtype_t* restrict x, int N, int C, int HW, int CHUNKS, int chunk,
-                                int lid, int lg, int c0, int nvalid, __local float* rn, __local float* rm,
-                                __local float* rq)
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void batch_norm_stats(__global const dtype_t* restrict x, __global float* restrict mean, __global float* restrict var,
+                      int N, int C, int HW, __global float* restrict partial, int CHUNKS)
 {
+#if !LAYOUT_NHWC
+    BN_STATS_NCHW_GROUP;
+    if (lid == 0) {
+        __global float* pp = partial + (c * CHUNKS + chunk) * 3;
+        pp[0] = rn[0];
+        pp[1] = rm[0];
+        pp[2] = rq[0];
+        if (CHUNKS == 1) {
+            mean[c] = K + rm[0];
+            var[c] = rq[0] / rn[0];
+        }
+    }
+#else
+    /* group (chunk, channel tile of L * VEC); work-item (cl, r): VEC channels, rows r, r + R, ... */
+    const int chunk = get_group_id(0);
+    const int lid = get_local_id(0);
     const long E = (long)N * HW; /* rows (pixels) */
+    const int lg = bn_lanes_log2(C);
     const int L = 1 << lg, R = WG >> lg;
-    const int r = lid >> lg;
+    const int ct = get_group_id(1);
+    const int cl = lid & (L - 1), r = lid >> lg;
+    const int c0 = (ct * L + cl) * VEC;
+    const int nvalid = clamp(C - c0, 0, VEC);
     const int s = (int)(E * chunk / CHUNKS), e = (int)(E * (chunk + 1) / CHUNKS);
     const uint rstep = (uint)R * (uint)C;
     float cnt = 0.0f;
@@ -307,6 +310,7 @@ inline void bn_stats_nhwc_group(__global const dtype_t* restrict x, int N, int C
             BN_NHWC_WALK(BN_LOAD_TAIL);
         }
     }
+    __local float rn[WG], rm[WG * VEC], rq[WG * VEC];
     rn[lid] = cnt;
     PRIV_STV(vm, rm + lid * VEC);
     PRIV_STV(vq, rq + lid * VEC);
@@ -325,26 +329,6 @@ inline void bn_stats_nhwc_group(__global const dtype_t* restrict x, int N, int C
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-}
-
-__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
-void batch_norm_stats(__global const dtype_t* restrict x, __global float* restrict mean, __global float* restrict var,
-                      int N, int C, int HW, __global float* restrict partial, int CHUNKS)
-{
-#if !LAYOUT_NHWC
-    BN_STATS_NCHW_GROUP;
-    if (lid == 0) {
-        __global float* pp = partial + (c * CHUNKS + chunk) * 3;
-        pp[0] = rn[0];
-        pp[1] = rm[0];
-        pp[2] = rq[0];
-        if (CHUNKS == 1) {
-            mean[c] = K + rm[0];
-            var[c] = rq[0] / rn[0];
-        }
-    }
-#else
-    BN_STATS_NHWC_GROUP;
     if (r == 0) {
         for (int j = 0; j < nvalid; ++j) {
             const int c = c0 + j;
@@ -454,15 +438,14 @@ void batch_norm_finalize(__global const dtype_t* restrict x, __global const floa
     shift[C + c] = running_mean[c];
 }
 
-/* Training statistics and finalize in one launch (the launcher's choice where it applies):
- * each group writes its partial as batch_norm_stats does, then counts itself in its channel
- * tile's counter (NCHW: a tile is one channel; zero before the launch). The tile's last group
- * merges the tile's CHUNKS partials per channel in chunk order (so the result does not depend
- * on which group is last; volatile loads: the other groups' writes, not this compute unit's
- * cache), writes what batch_norm_finalize writes and sets the counter back to zero for the
- * next launch. One launch and one host enqueue fewer than stats + finalize: on the H200 the
- * finalize launch took 6-7 us of a 55 us fp16 call and the host's third enqueue gated the
- * apply pass (benchmarks/opencl_ops.py --launches). */
+#if !LAYOUT_NHWC
+/* NCHW training statistics and finalize in one launch: each group writes its partial as
+ * batch_norm_stats does, then counts itself in counters[c] (zero before the launch); the
+ * channel's last group merges the channel's CHUNKS partials in chunk order (the result does
+ * not depend on which group is last), writes what batch_norm_finalize writes and sets the
+ * counter back to zero for the next launch. One launch and one host enqueue fewer than
+ * stats + finalize: on the H200 the finalize launch took 6-7 us of a 55 us fp16 call and
+ * the host's third enqueue gated the apply pass (benchmarks/opencl_ops.py --launches). */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void batch_norm_stats_finalize(__global const dtype_t* restrict x, __global float* restrict partial, int CHUNKS,
                                int N, int C, int HW, __global const float* restrict weight,
@@ -472,9 +455,8 @@ void batch_norm_stats_finalize(__global const dtype_t* restrict x, __global floa
                                __global float* restrict shift, float eps, float momentum,
                                __global int* restrict counters)
 {
-    __local int last;
-#if !LAYOUT_NHWC
     BN_STATS_NCHW_GROUP;
+    __local int last;
     if (lid == 0) {
         __global float* pp = partial + (c * CHUNKS + chunk) * 3;
         pp[0] = rn[0];
@@ -486,6 +468,7 @@ void batch_norm_stats_finalize(__global const dtype_t* restrict x, __global floa
     barrier(CLK_LOCAL_MEM_FENCE);
     if (!last) return;
     mem_fence(CLK_GLOBAL_MEM_FENCE);
+    /* volatile: the other groups' partials from memory, not from this compute unit's cache */
     __global volatile const float* vp = partial + c * CHUNKS * 3;
     const int T = 1 << bn_segment_log2(CHUNKS);
     float n = 0.0f, m = 0.0f, q = 0.0f;
@@ -496,57 +479,8 @@ void batch_norm_stats_finalize(__global const dtype_t* restrict x, __global floa
         bn_finish_channel(c, C, K, rn[0], rm[0], rq[0], weight, bias, running_mean, running_var, mean, var, scale,
                           shift, eps, momentum);
     }
-#else
-    /* the tile's CW = L * VEC channels (the launcher fuses only where CW <= WG); partials
-     * chunk-major, (chunk * C + c) * 3, so that the last group's loads of consecutive
-     * channels are contiguous */
-    BN_STATS_NHWC_GROUP;
-    if (r == 0) {
-        for (int j = 0; j < nvalid; ++j) {
-            __global float* pp = partial + (chunk * C + c0 + j) * 3;
-            pp[0] = rn[lid];
-            pp[1] = rm[lid * VEC + j];
-            pp[2] = rq[lid * VEC + j];
-        }
-        mem_fence(CLK_GLOBAL_MEM_FENCE);
-    }
-    barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
-    if (lid == 0) last = atomic_inc(counters + ct) == CHUNKS - 1;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (!last) return;
-    mem_fence(CLK_GLOBAL_MEM_FENCE);
-    /* S = WG / CW segments per channel: segment sg merges chunks sg, sg + S, ..., then a
-     * tree over the segments of each channel (local index sg * CW + ci) */
-    const int CW = L * VEC, S = WG / CW;
-    const int ci = lid & (CW - 1), sg = lid / CW;
-    const int c = ct * CW + ci;
-    float n = 0.0f, m = 0.0f, q = 0.0f;
-    if (c < C) {
-        __global volatile const float* vp = partial + c * 3;
-        for (int k = sg; k < CHUNKS; k += S) {
-            const int o = k * C * 3;
-            chan_merge(&n, &m, &q, vp[o], vp[o + 1], vp[o + 2]);
-        }
-    }
-    rn[lid] = n;
-    rm[lid] = m;
-    rq[lid] = q;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int st = S / 2; st > 0; st >>= 1) {
-        if (sg < st) {
-            chan_merge(&n, &m, &q, rn[lid + st * CW], rm[lid + st * CW], rq[lid + st * CW]);
-            rn[lid] = n;
-            rm[lid] = m;
-            rq[lid] = q;
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    if (sg == 0 && c < C)
-        bn_finish_channel(c, C, LD(x, c), n, m, q, weight, bias, running_mean, running_var, mean, var, scale, shift,
-                          eps, momentum);
-    if (lid == 0) counters[ct] = 0;
-#endif
 }
+#endif
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void batch_norm_apply(__global const dtype_t* restrict x, __global dtype_t* restrict y,

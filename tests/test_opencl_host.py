@@ -62,10 +62,9 @@ def test_ptx_maxnan_only_on_nvidia_opencl_sm80_and_later() -> None:
 def test_launch_profile_names_each_launch_of_batch_norm_training() -> None:
     """OpenCLBackend.launch_profile (benchmarks/opencl_ops.py --launches): one entry per
     command of a call, named by kernel, in enqueue order, times from the call's first start;
-    time_launches spans the same commands. Training is two launches (the statistics' last
-    group per channel tile finalizes it), three where an NHWC tile's channels outnumber the
-    work-group (WG 32, C 64, VEC 4); the counters the fused launch counts groups with are
-    back at zero after every call."""
+    time_launches spans the same commands. NCHW training is two launches (the statistics'
+    last group per channel finalizes it), NHWC three; the per-channel counters the fused
+    launch counts groups with are back at zero after every call."""
     from test_forced_params import forced
 
     import hal
@@ -75,9 +74,9 @@ def test_launch_profile_names_each_launch_of_batch_norm_training() -> None:
     except hal.HalError as exc:
         pytest.skip(f"no OpenCL device: {exc}")
     rng = np.random.default_rng(3)
-    fused = ["batch_norm_stats_finalize", "batch_norm_apply"]
     for layout, c, params, want in (
-        ("NCHW", 4, {}, fused), ("NHWC", 4, {}, fused),
+        ("NCHW", 4, {}, ["batch_norm_stats_finalize", "batch_norm_apply"]),
+        ("NCHW", 64, {"WG": 32, "VEC": 4}, ["batch_norm_stats_finalize", "batch_norm_apply"]),
         ("NHWC", 64, {"WG": 32, "VEC": 4}, ["batch_norm_stats", "batch_norm_finalize", "batch_norm_apply"]),
     ):
         x = hal.asarray(rng.standard_normal((2, c, 5, 7)).astype(np.float32), device=dev, layout=layout)
