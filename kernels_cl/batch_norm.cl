@@ -213,9 +213,10 @@ inline floatV bn_load_tail(__global const dtype_t* restrict x, uint p, int nvali
 }
 #define BN_LOAD_TAIL(x, p) bn_load_tail((x), (p), nvalid)
 
-/* Chan's merge of the T (a power of two) states work-items 0 .. T-1 hold into rn[0], rm[0],
- * rq[0]; every work-item of the group calls it (barriers) */
-inline void bn_tree_merge(int lid, int T, float n, float m, float q, __local float* rn, __local float* rm,
+/* Chan's merge of the states of T (a power of two) consecutive work-items: work-item lid is
+ * number t of its segment of T, and the segment's merged state ends in rn, rm, rq at the
+ * index of its t = 0; every work-item of the group calls it (barriers) */
+inline void bn_tree_merge(int lid, int t, int T, float n, float m, float q, __local float* rn, __local float* rm,
                           __local float* rq)
 {
     rn[lid] = n;
@@ -223,7 +224,7 @@ inline void bn_tree_merge(int lid, int T, float n, float m, float q, __local flo
     rq[lid] = q;
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int st = T / 2; st > 0; st >>= 1) {
-        if (lid < st) {
+        if (t < st) {
             chan_merge(&n, &m, &q, rn[lid + st], rm[lid + st], rq[lid + st]);
             rn[lid] = n;
             rm[lid] = m;
@@ -266,7 +267,7 @@ inline void bn_stats_nchw_group(__global const dtype_t* restrict x, int N, int C
         PRIV_STV(vq, lq);
         for (int j = 0; j < VEC; ++j) chan_merge(&scnt, &sm, &sq, cnt, lm[j], lq[j]);
     }
-    bn_tree_merge(lid, WG, scnt, sm, sq, rn, rm, rq);
+    bn_tree_merge(lid, lid, WG, scnt, sm, sq, rn, rm, rq);
 }
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
@@ -405,19 +406,7 @@ void batch_norm_finalize(__global const dtype_t* restrict x, __global const floa
                 chan_merge(&n, &m, &q, pp[0], pp[1], pp[2]);
             }
         }
-        rn[lid] = n;
-        rm[lid] = m;
-        rq[lid] = q;
-        barrier(CLK_LOCAL_MEM_FENCE);
-        for (int st = T / 2; st > 0; st >>= 1) {
-            if (t < st) {
-                chan_merge(&n, &m, &q, rn[lid + st], rm[lid + st], rq[lid + st]);
-                rn[lid] = n;
-                rm[lid] = m;
-                rq[lid] = q;
-            }
-            barrier(CLK_LOCAL_MEM_FENCE);
-        }
+        bn_tree_merge(lid, t, T, n, m, q, rn, rm, rq);
     }
     if (t != 0 || c >= C) return;
     if (training) {
@@ -426,8 +415,8 @@ void batch_norm_finalize(__global const dtype_t* restrict x, __global const floa
 #else
         const float centre = LD(x, c * HW);
 #endif
-        bn_finish_channel(c, C, centre, n, m, q, weight, bias, running_mean, running_var, mean, var, scale, shift,
-                          eps, momentum);
+        bn_finish_channel(c, C, centre, rn[lid], rm[lid], rq[lid], weight, bias, running_mean, running_var, mean,
+                          var, scale, shift, eps, momentum);
         return;
     }
     const float v = running_var[c];
@@ -473,7 +462,7 @@ void batch_norm_stats_finalize(__global const dtype_t* restrict x, __global floa
     const int T = 1 << bn_segment_log2(CHUNKS);
     float n = 0.0f, m = 0.0f, q = 0.0f;
     for (int k = lid; k < CHUNKS; k += T) chan_merge(&n, &m, &q, vp[3 * k], vp[3 * k + 1], vp[3 * k + 2]);
-    bn_tree_merge(lid, T, n, m, q, rn, rm, rq); /* work-items past T hold empty states */
+    bn_tree_merge(lid, lid, T, n, m, q, rn, rm, rq); /* work-items past T hold empty states */
     if (lid == 0) {
         counters[c] = 0;
         bn_finish_channel(c, C, K, rn[0], rm[0], rq[0], weight, bias, running_mean, running_var, mean, var, scale,

@@ -884,6 +884,20 @@ void pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* restrict y
         }                                                                                  \
     }
 
+/* the taps inside the input, row-major (the element-wise paths): the body sees ih, iw and
+ * p, the tap's element offset */
+#define NHWC_TAPS_INSIDE_BEGIN                                                             \
+    for (int kh = 0; kh < WKH; ++kh) {                                                     \
+        const int ih = h0 + kh * WDH;                                                      \
+        if (ih < 0 || ih >= IH) continue;                                                  \
+        for (int kw = 0; kw < WKW; ++kw) {                                                 \
+            const int iw = w0 + kw * WDW;                                                  \
+            if (iw < 0 || iw >= IW) continue;                                              \
+            const int p = ((n * IH + ih) * IW + iw) * C + c0;
+#define NHWC_TAPS_INSIDE_END                                                               \
+        }                                                                                  \
+    }
+
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y, __global long* restrict indices,
                 int N, int C, int IH, int IW, int OH, int OW, int KH, int KW, int SH, int SW,
@@ -918,13 +932,7 @@ void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y
     ctypeV best = (ctypeV)(-INFINITY);
     IDX_TRACK(intV bidx = (intV)0;)
     IDX_TRACK(int unseen = 1;)
-    for (int kh = 0; kh < WKH; ++kh) { /* the taps inside the input, row-major */
-        const int ih = h0 + kh * WDH;
-        if (ih < 0 || ih >= IH) continue;
-        for (int kw = 0; kw < WKW; ++kw) {
-            const int iw = w0 + kw * WDW;
-            if (iw < 0 || iw >= IW) continue;
-            const int p = ((n * IH + ih) * IW + iw) * C + c0;
+    NHWC_TAPS_INSIDE_BEGIN
             ctypeV v;
             if (nvalid == VEC) {
                 v = aligned ? ALDCV(x, p) : LDCV(x, p);
@@ -951,8 +959,7 @@ void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y
                 bidx = select(bidx, (intV)(ih * IW + iw), CMASK_TO_INT(take));
             }
 #endif
-        }
-    }
+    NHWC_TAPS_INSIDE_END
     const floatV out = CTOFLOATV(best);
     if (nvalid == VEC) {
         if (aligned) ASTV(out, y, obase);
@@ -990,13 +997,7 @@ void pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* restrict y
             sum += ok ? v : (floatV)0.0f;
         NHWC_CLAMPED_TAPS_END
     } else {
-        for (int kh = 0; kh < WKH; ++kh) {
-            const int ih = h0 + kh * WDH;
-            if (ih < 0 || ih >= IH) continue;
-            for (int kw = 0; kw < WKW; ++kw) {
-                const int iw = w0 + kw * WDW;
-                if (iw < 0 || iw >= IW) continue;
-                const int p = ((n * IH + ih) * IW + iw) * C + c0;
+        NHWC_TAPS_INSIDE_BEGIN
                 if (nvalid == VEC) {
                     sum += LDV(x, p);
                 } else {
@@ -1004,8 +1005,7 @@ void pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* restrict y
                     for (int j = 0; j < VEC; ++j) tmp[j] = j < nvalid ? LD(x, p + j) : 0.0f;
                     sum += PRIV_LDV(tmp);
                 }
-            }
-        }
+        NHWC_TAPS_INSIDE_END
     }
     const int count = DIVISOR > 0 ? DIVISOR : (COUNT_INCLUDE_PAD ? rows_pad * cols_pad : rows_in * cols_in);
     const floatV out = sum / (float)count;
