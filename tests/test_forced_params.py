@@ -211,6 +211,52 @@ def test_opencl_strip_path(device, dtype, vec, rows):
             assert r.ok, (shape, k, pad, ceil, kind, extra, r.detail)
 
 
+#: NHWC whole vectors (C % VEC == 0): every tap loaded from a clamped address, the ones
+#: outside replaced by -inf / +0 (pool2d.cl's NHWC_CLAMPED_TAPS). Channels that fill 1-3
+#: vectors of 8, odd sizes, windows reaching past every border, strides 1-3, dilation
+NHWC_VECTOR_SHAPES = [(2, 8, 9, 7), (1, 16, 5, 13), (2, 24, 11, 6)]
+NHWC_VECTOR_WINDOWS = [
+    {"kernel_size": 3, "stride": 2, "padding": 1},
+    {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True},
+    {"kernel_size": (2, 3), "stride": (1, 3), "padding": (1, 0)},
+    {"kernel_size": 4, "stride": 3, "padding": 2, "ceil_mode": True},
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("params", [{"VEC": 4}, {"VEC": 8}, {"VEC": 8, "HALF_RAW": 1}, {"VEC": 4, "FIXED_WINDOW": 0}],
+                         ids=["vec4", "vec8", "vec8-raw", "vec4-runtime-window"])
+def test_opencl_nhwc_whole_vector_taps(device, dtype, params):
+    """NHWC with whole aligned vectors, forced, against the oracle with NaN-poisoned outputs:
+    max without indices (NaN and -inf inputs: NaN propagates, a window of -inf gives -inf),
+    with fused ReLU and with dilation 2; average under every divisor rule. Taps outside the
+    input must not count, whatever their clamped loads read."""
+    _opencl(device)
+    for i, (shape, window) in enumerate(itertools.product(NHWC_VECTOR_SHAPES, NHWC_VECTOR_WINDOWS)):
+        x = random_input(4000 + i, shape, dtype, nan_fraction=0.03)
+        x[0, :, 0, :] = -np.inf  # a row of -inf on the border the clamped loads re-read
+        x_avg = np.nan_to_num(x, neginf=-2.0)
+        cases = [("max", {}), ("max", {"relu": True}), ("max", {"dilation": 2}), ("avg", {"count_include_pad": True}),
+                 ("avg", {"count_include_pad": False}), ("avg", {"divisor_override": 5, "relu": True})]
+        for kind, extra in cases:
+            opts = {key: v for key, v in extra.items() if key != "relu"}
+            relu = extra.get("relu", False)
+            xk = x if kind == "max" else x_avg
+            ref_fn = reference.max_pool2d if kind == "max" else reference.avg_pool2d
+            try:
+                ref = ref_fn(xk.astype(np.float64), **window, **opts)
+            except HalValueError:  # a window wholly in the padding
+                continue
+            if relu:
+                ref = np.where(ref < 0, 0.0, ref)
+            op = hal.max_pool2d if kind == "max" else hal.avg_pool2d
+            with forced(device, "pool2d", {"LOCAL_TILE": 0, **params}), poison_outputs():
+                out = op(hal.asarray(xk, device=device, layout="NHWC"), **window, **opts, relu=relu)
+            with np.errstate(invalid="ignore"):
+                r = compare(f"{kind}_pool2d", dtype, out.numpy(), ref)
+            assert r.ok, (shape, window, kind, extra, r.detail)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_opencl_strip_path_falls_back_where_it_does_not_apply(device, dtype):
     """IW % VEC != 0, indices, NHWC, other windows: the launcher silently serves the row
