@@ -611,8 +611,9 @@ class _Runtime:
         self.typed_kernels: dict[int, Any] = {}
         self.lock = threading.RLock()
         self.max_alloc = int(device.max_mem_alloc_size)
-        #: scratch buffers kept between calls (BatchNorm training's statistics), by name
-        self.workspace: dict[str, Any] = {}
+        #: scratch buffers kept between calls (BatchNorm training's statistics), by name:
+        #: (buffer, the bytes asked for)
+        self.workspace: dict[str, tuple[Any, int]] = {}
 
     def profiling_queue(self) -> Any:
         """A second in-order queue with event profiling, made on first use.
@@ -741,10 +742,13 @@ class OpenCLBackend(Backend):
         orders one call's use before the next). ``zeroed``: all zero when first made or grown,
         and the kernels leave it zero."""
         workspace = self._rt.workspace
-        buf = workspace.get(name)
-        if buf is None or buf.size < nbytes:
-            buf = self.upload(np.zeros(max(nbytes, 4) // 4, np.int32)) if zeroed else self.allocate(max(nbytes, 4))
-            workspace[name] = buf
+        # the size asked for is kept with the buffer: a pooled buffer may be larger, and
+        # only the bytes asked for were zeroed
+        buf, size = workspace.get(name, (None, 0))
+        if buf is None or size < nbytes:
+            size = max(-(-nbytes // 4) * 4, 4)
+            buf = self.upload(np.zeros(size // 4, np.int32)) if zeroed else self.allocate(size)
+            workspace[name] = (buf, size)
         return buf
 
     def upload(self, array: np.ndarray) -> Buffer:

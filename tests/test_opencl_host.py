@@ -92,6 +92,32 @@ def test_launch_profile_names_each_launch_of_batch_norm_training() -> None:
                 assert 0.0 <= start <= end
             assert [s for _, s, _ in commands] == sorted(s for _, s, _ in commands)  # in-order queue
         assert all(t > 0 for t in dev.backend.time_launches(call, repeats=2, warmup=1))
-    counters = np.empty(64, np.int32)
-    dev.backend.download(dev.backend._rt.workspace["bn_counters"], counters)
+    buf, size = dev.backend._rt.workspace["bn_counters"]
+    counters = np.empty(size // 4, np.int32)
+    dev.backend.download(buf, counters)
     assert not counters.any(), counters
+
+
+def test_workspace_is_zero_up_to_every_size_asked_for() -> None:
+    """A zeroed workspace buffer is zero up to the size each call asks for. The memory pool
+    may hand out more than the first request (1000 bytes -> a 1023-byte buffer), and only
+    the request was zeroed: a later, larger request within that size must not see what the
+    pool's memory held (BatchNorm's group counters read it as counts: wrong statistics for
+    every later call, session 10's intermittent CI failure)."""
+    import pyopencl as cl
+
+    import hal
+
+    try:
+        dev = hal.device("opencl:0")
+    except hal.HalError as exc:
+        pytest.skip(f"no OpenCL device: {exc}")
+    be = dev.backend
+    first = be._workspace("test-zeroed", 1000, zeroed=True)
+    whole = first.size // 4 * 4
+    assert whole > 1000, "the pool gave exactly what was asked: this test would not notice the bug"
+    cl.enqueue_copy(be.queue, first, np.full(whole // 4, 7, np.int32), is_blocking=True)  # memory as reused
+    again = be._workspace("test-zeroed", whole, zeroed=True)
+    got = np.empty(whole // 4, np.int32)
+    be.download(again, got)
+    assert not got.any(), np.flatnonzero(got)
