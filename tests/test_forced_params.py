@@ -167,6 +167,24 @@ def built_paths(device: hal.Device) -> Iterator[list[int]]:
         del backend._kernel
 
 
+def _pool_case(kind: str, extra: Mapping[str, object], x: np.ndarray, x_avg: np.ndarray,
+               cfg: Mapping[str, object]) -> tuple | None:
+    """(op, input, options, relu, float64 reference) of one pooling case: max pooling takes
+    ``x`` (NaN, -inf), average ``x_avg``; ``extra`` holds the options and ``relu``. None
+    where a window lies wholly in the padding (the op refuses it)."""
+    opts = {key: v for key, v in extra.items() if key != "relu"}
+    relu = bool(extra.get("relu", False))
+    xk = x if kind == "max" else x_avg
+    ref_fn = reference.max_pool2d if kind == "max" else reference.avg_pool2d
+    try:
+        ref = ref_fn(xk.astype(np.float64), **cfg, **opts)
+    except HalValueError:
+        return None
+    if relu:
+        ref = np.where(ref < 0, 0.0, ref)
+    return (hal.max_pool2d if kind == "max" else hal.avg_pool2d), xk, opts, relu, ref
+
+
 #: row strips (LOCAL_TILE=3): shapes with IW % 8 == 0 (so VEC 4 and 8 both apply) that are
 #: multiples of no strip or vector: odd and even IH, odd and even OW, partial last strips
 STRIP_SHAPES = [(2, 3, 9, 40), (1, 2, 8, 24), (1, 3, 5, 16), (3, 2, 12, 8), (1, 2, 13, 112)]
@@ -192,17 +210,10 @@ def test_opencl_strip_path(device, dtype, vec, rows):
         x_avg = np.nan_to_num(x, neginf=-2.0)
         for kind, extra in STRIP_KINDS:
             cfg = {"kernel_size": k, "stride": 2, "padding": pad, "ceil_mode": ceil}
-            opts = {key: v for key, v in extra.items() if key != "relu"}
-            relu = extra.get("relu", False)
-            xk = x if kind == "max" else x_avg
-            ref_fn = reference.max_pool2d if kind == "max" else reference.avg_pool2d
-            try:
-                ref = ref_fn(xk.astype(np.float64), **cfg, **opts)
-            except HalValueError:  # a window wholly in the padding
+            case = _pool_case(kind, extra, x, x_avg, cfg)
+            if case is None:
                 continue
-            if relu:
-                ref = np.where(ref < 0, 0.0, ref)
-            op = hal.max_pool2d if kind == "max" else hal.avg_pool2d
+            op, xk, opts, relu, ref = case
             with forced(device, "pool2d", params), poison_outputs(), built_paths(device) as paths:
                 out = op(hal.asarray(xk, device=device), **cfg, **opts, relu=relu)
             assert paths == [3], (shape, k, pad, ceil, kind, paths)
@@ -239,17 +250,10 @@ def test_opencl_nhwc_whole_vector_taps(device, dtype, params):
         cases = [("max", {}), ("max", {"relu": True}), ("max", {"dilation": 2}), ("avg", {"count_include_pad": True}),
                  ("avg", {"count_include_pad": False}), ("avg", {"divisor_override": 5, "relu": True})]
         for kind, extra in cases:
-            opts = {key: v for key, v in extra.items() if key != "relu"}
-            relu = extra.get("relu", False)
-            xk = x if kind == "max" else x_avg
-            ref_fn = reference.max_pool2d if kind == "max" else reference.avg_pool2d
-            try:
-                ref = ref_fn(xk.astype(np.float64), **window, **opts)
-            except HalValueError:  # a window wholly in the padding
+            case = _pool_case(kind, extra, x, x_avg, window)
+            if case is None:
                 continue
-            if relu:
-                ref = np.where(ref < 0, 0.0, ref)
-            op = hal.max_pool2d if kind == "max" else hal.avg_pool2d
+            op, xk, opts, relu, ref = case
             with forced(device, "pool2d", {"LOCAL_TILE": 0, **params}), poison_outputs():
                 out = op(hal.asarray(xk, device=device, layout="NHWC"), **window, **opts, relu=relu)
             with np.errstate(invalid="ignore"):
