@@ -159,23 +159,28 @@ inline hpackV hal_hmaxv(hpackV a, hpackV b)
  * READ(ih, iw) from the window at (h0, w0). WINDOW_MAX: the largest value, the first one
  * on ties, a NaN always wins, and its per-plane index. WINDOW_AVG: the sum of the valid
  * taps and the divisor (DIVISOR, or the taps inside the padded extent, or the valid ones). */
+/* the window's taps inside the input, row-major: the body between these sees ih and iw */
+#define TAPS_INSIDE_BEGIN                                                                  \
+    for (int kh = 0; kh < WKH; ++kh) {                                                     \
+        const int ih = h0 + kh * WDH;                                                      \
+        if (ih < 0 || ih >= IH) continue;                                                  \
+        for (int kw = 0; kw < WKW; ++kw) {                                                 \
+            const int iw = w0 + kw * WDW;                                                  \
+            if (iw < 0 || iw >= IW) continue;
+#define TAPS_INSIDE_END                                                                    \
+        }                                                                                  \
+    }
 #define WINDOW_MAX(READ, best, bidx)                                                       \
     {                                                                                      \
         int unseen = 1;                                                                    \
-        for (int kh = 0; kh < WKH; ++kh) {                                                 \
-            const int ih = h0 + kh * WDH;                                                  \
-            if (ih < 0 || ih >= IH) continue;                                              \
-            for (int kw = 0; kw < WKW; ++kw) {                                             \
-                const int iw = w0 + kw * WDW;                                              \
-                if (iw < 0 || iw >= IW) continue;                                          \
+        TAPS_INSIDE_BEGIN                                                                  \
                 const float v = READ(ih, iw);                                              \
                 if (unseen || v > best || isnan(v)) {                                      \
                     best = v;                                                              \
                     bidx = ih * IW + iw;                                                   \
                     unseen = 0;                                                            \
                 }                                                                          \
-            }                                                                              \
-        }                                                                                  \
+        TAPS_INSIDE_END                                                                    \
     }
 #define WINDOW_AVG(READ, sum, count)                                                       \
     {                                                                                      \
@@ -884,19 +889,11 @@ void pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* restrict y
         }                                                                                  \
     }
 
-/* the taps inside the input, row-major (the element-wise paths): the body sees ih, iw and
- * p, the tap's element offset */
+/* TAPS_INSIDE (above) for the element-wise paths: the body also sees p, the tap's element offset */
 #define NHWC_TAPS_INSIDE_BEGIN                                                             \
-    for (int kh = 0; kh < WKH; ++kh) {                                                     \
-        const int ih = h0 + kh * WDH;                                                      \
-        if (ih < 0 || ih >= IH) continue;                                                  \
-        for (int kw = 0; kw < WKW; ++kw) {                                                 \
-            const int iw = w0 + kw * WDW;                                                  \
-            if (iw < 0 || iw >= IW) continue;                                              \
+    TAPS_INSIDE_BEGIN                                                                      \
             const int p = ((n * IH + ih) * IW + iw) * C + c0;
-#define NHWC_TAPS_INSIDE_END                                                               \
-        }                                                                                  \
-    }
+#define NHWC_TAPS_INSIDE_END TAPS_INSIDE_END
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y, __global long* restrict indices,
