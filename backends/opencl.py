@@ -775,7 +775,7 @@ class OpenCLBackend(Backend):
         import pyopencl as cl
 
         if nbytes:
-            self._record(cl.enqueue_copy(self._queue, dst, src, byte_count=int(nbytes)), "copy")
+            self._record(cl.enqueue_copy(self._queue, dst, src, byte_count=int(nbytes)))
 
     def synchronize(self) -> None:
         """Wait for every queued command."""
@@ -929,13 +929,13 @@ class OpenCLBackend(Backend):
         if id(kernel) not in typed:
             kernel.set_scalar_arg_dtypes([a.dtype if isinstance(a, np.generic) else None for a in args])
             typed[id(kernel)] = kernel  # kernels are cached for the runtime's life: the id stays theirs
-        event = kernel(self._queue, global_size, local_size, *args)
-        if self._events is not None:
-            self._events.append((kernel.function_name, event))  # a driver query: only while profiling
+        self._record(kernel(self._queue, global_size, local_size, *args), kernel)
 
-    def _record(self, event: Any, name: str) -> None:
+    def _record(self, event: Any, kernel: Any = None) -> None:
+        """Keep ``event`` for ``_profiled``, named by its kernel ("copy" without one); the
+        name is a driver query, made only while profiling."""
         if self._events is not None:
-            self._events.append((name, event))
+            self._events.append((kernel.function_name if kernel is not None else "copy", event))
 
     @staticmethod
     def _base_defines(spec: Any) -> dict[str, int]:

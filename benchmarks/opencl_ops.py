@@ -456,7 +456,7 @@ def _line(r: dict[str, Any]) -> str:
     if r.get("launches"):
         sweep += "  launches " + ", ".join(f"{c['kernel']} {c['start_ms']:.4f}+{c['ms']:.4f}" for c in r["launches"])
     if "sweep_best" in r:
-        sweep = f"  sweep best {r['sweep_best']['ms']:.4g} ms {r['sweep_best']['params']}"
+        sweep += f"  sweep best {r['sweep_best']['ms']:.4g} ms {r['sweep_best']['params']}"
     note = f" ({r['torch_note']})" if r.get("torch_note") and not r.get("torch_ms") else ""
     return (f"{r['case']:22s} {r['dtype']:7s} {r['layout']:6s} {r['shape']:17s} {r['ms']:9.4f} {r['gbps']:8.1f} "
             f"{100 * r['copy_share']:5.1f}% {gf} {cuda} {torch} {r['level']:6s} {r['check']}{note}{sweep}")
