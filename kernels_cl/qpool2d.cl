@@ -14,6 +14,12 @@
  * strictly greater: the first maximum's index, as for floats. Fused ReLU does not apply.
  * Avg: s = sum over the taps inside the input of (q - ZP) in int (a padded tap is q == ZP,
  * i.e. 0), the float kernels' divisor rule, y = saturate(round_half_even(s / divisor) + ZP).
+ *
+ * Loads of taps that may lie outside the input (rows, columns, a strip's vectors and halo
+ * bytes) are issued unconditionally from addresses clamped into the input, and a select then
+ * puts the neutral value (QNONE for max, 0 for avg sums) in place of the taps outside: with
+ * a branch around each load, NVIDIA's compiler kept the loads one memory round trip after
+ * another (pool2d.cl, SASS). Values and reduction order are those of skipping the taps.
  */
 
 #if !(DTYPE_INT8 || DTYPE_UINT8)
@@ -52,7 +58,9 @@ inline intV div_round_even(intV s, intV d)
  * NCHW, VEC outputs per work-item
  * ---------------------------------------------------------------------------------- */
 
-/* VEC taps of one input row for lanes j: iw = iwb + j * SW; lanes outside read fill */
+/* VEC taps of one input row for lanes j: iw = iwb + j * SW; lanes outside read fill. The
+ * gather loads every lane from its column clamped into the row, then selects fill: no
+ * branch per lane. (The vector-or-gather test stays a branch: a select would issue both.) */
 inline intV qtaps(__global const qtype_t* row, int iwb, int SW, int IW, int nvalid, int fill)
 {
     if (nvalid == VEC && iwb >= 0 && iwb + VEC * SW - 1 < IW) {
@@ -62,7 +70,8 @@ inline intV qtaps(__global const qtype_t* row, int iwb, int SW, int IW, int nval
     int tmp[VEC];
     for (int j = 0; j < VEC; ++j) {
         const int iw = iwb + j * SW;
-        tmp[j] = (j < nvalid && iw >= 0 && iw < IW) ? LDQ(row, iw) : fill;
+        const int raw = LDQ(row, clamp(iw, 0, IW - 1));
+        tmp[j] = (j < nvalid && iw >= 0 && iw < IW) ? raw : fill;
     }
     return PRIV_LDV(tmp);
 }
@@ -126,13 +135,15 @@ void pool2d_max(__global const qtype_t* restrict x, __global qtype_t* restrict y
             QMAX_TAPS(LDQ2V_EVEN)
         }
     } else {
+        /* rows outside: loaded from the nearest row, read as QNONE (never taken) */
         for (int kh = 0; kh < KH; ++kh) {
             const int ih = h0 + kh * DH;
-            if (ih < 0 || ih >= IH) continue;
-            __global const qtype_t* row = xp + ih * IW;
+            const int row_ok = ih >= 0 && ih < IH;
+            __global const qtype_t* row = xp + clamp(ih, 0, IH - 1) * IW;
             for (int kw = 0; kw < KW; ++kw) {
                 const int iwb = w0 + kw * DW;
-                const intV v = qtaps(row, iwb, SW, IW, nvalid, QNONE);
+                const intV raw = qtaps(row, iwb, SW, IW, nvalid, QNONE);
+                const intV v = row_ok ? raw : (intV)QNONE;
                 const intV take = v > best;
                 best = select(best, v, take);
                 bidx = select(bidx, ih * IW + iwb + lane * SW, take);
@@ -167,13 +178,17 @@ void pool2d_avg(__global const qtype_t* restrict x, __global qtype_t* restrict y
         return;
     }
     int rows_in = 0, rows_pad = 0;
+    /* rows outside: loaded from the nearest row, adding 0 */
     for (int kh = 0; kh < KH; ++kh) {
         const int ih = h0 + kh * DH;
+        const int row_ok = ih >= 0 && ih < IH;
         rows_pad += (ih >= -PT && ih < IH + PB);
-        if (ih < 0 || ih >= IH) continue;
-        ++rows_in;
-        __global const qtype_t* row = xp + ih * IW;
-        for (int kw = 0; kw < KW; ++kw) sum += qtaps(row, w0 + kw * DW, SW, IW, nvalid, 0);
+        rows_in += row_ok;
+        __global const qtype_t* row = xp + clamp(ih, 0, IH - 1) * IW;
+        for (int kw = 0; kw < KW; ++kw) {
+            const intV raw = qtaps(row, w0 + kw * DW, SW, IW, nvalid, 0);
+            sum += row_ok ? raw : (intV)0;
+        }
     }
     intV cols_in = (intV)0, cols_pad = (intV)0;
     for (int kw = 0; kw < KW; ++kw) {
@@ -193,9 +208,11 @@ void pool2d_avg(__global const qtype_t* restrict x, __global qtype_t* restrict y
  * x VEC/2 output columns per work-item, for fixed KxK windows (STRIP_K 2 or 3), stride 2,
  * dilation 1, left pad POOL_PL (0 or 1), no indices, IW % VEC == 0 (the launcher checks).
  * Per input row of the strip: one aligned VEC-byte load and the 0-2 halo bytes the window
- * needs; each row is reduced horizontally, then the rows vertically. Max: QNONE for taps
- * outside the input (never taken); avg: the raw sum of the taps inside the input, then
- * (sum - ZP * taps) with the divisor rule and round-half-even, as the other paths.
+ * needs, all from addresses clamped into the input and issued unconditionally (rows, vectors
+ * and halo bytes outside then replaced by NEUTRAL); each row is reduced horizontally, then
+ * the rows vertically. Max: QNONE for taps outside the input (never taken); avg: the raw sum
+ * of the taps inside the input, then (sum - ZP * taps) with the divisor rule and
+ * round-half-even, as the other paths.
  * ---------------------------------------------------------------------------------- */
 #if VEC == 1 || !defined(STRIP_K) || !defined(POOL_PL) || !defined(STRIP_ROWS)
 #error "qpool2d.cl: LOCAL_TILE=3 is built with VEC 4 or 8, STRIP_K, POOL_PL and STRIP_ROWS"
@@ -258,24 +275,32 @@ inline intH div_round_even_h(intH s, intH d)
     const int obase = nc * OH * OW + ow0;                                                  \
     const int nv = OW - ow0;
 
-/* hrow[i]: the reduced taps of input row h0 + i per lane (NEUTRAL outside the input) */
+/* hrow[i]: the reduced taps of input row h0 + i per lane (NEUTRAL for rows, vectors and
+ * halo bytes outside the input). As pool2d.cl's STRIP_ROWS_LOAD: every row's loads come
+ * from a valid address (row and columns clamped into the input) and are issued
+ * unconditionally, the values outside replaced by NEUTRAL afterwards, so that all rows'
+ * loads are in flight at once (a branch around each row's loads serialised them on NVIDIA).
+ * Columns: the vector stays aligned (IW % VEC == 0; c0 == IW, under ceil_mode, reads the
+ * row's last one), a halo byte outside reads the nearest one. */
+#define QSTRIP_VCOL min(c0, IW - VEC)
+#define QSTRIP_LCOL clamp(c0 - 1, 0, IW - 1)
+#define QSTRIP_RCOL min(c0 + VEC, IW - 1)
 #define QSTRIP_ROWS_LOAD(NEUTRAL, REDUCE)                                                  \
     intH hrow[STRIP_IN];                                                                   \
     _Pragma("unroll") for (int i = 0; i < STRIP_IN; ++i) {                                 \
         const int ih = h0 + i;                                                             \
-        intH acc = (intH)(NEUTRAL);                                                        \
-        if (ih >= 0 && ih < IH) {                                                          \
-            __global const qtype_t* row = xp + ih * IW;                                    \
-            /* one aligned VEC-byte load: IW % VEC == 0 and c0 % VEC == 0 */                \
-            const intV v = vin ? CONVERT_INTV(*(__global const QTYPE_(VEC)*)(row + c0))    \
-                               : (intV)(NEUTRAL);                                          \
-            const int l = lin ? LDQ(row, c0 - 1) : (NEUTRAL);                              \
-            const int r = rin ? LDQ(row, c0 + VEC) : (NEUTRAL);                            \
-            intH T0, T1, T2;                                                               \
-            STRIP_TAPS(v, l, r, T0, T1, T2)                                                \
-            acc = REDUCE;                                                                  \
-        }                                                                                  \
-        hrow[i] = acc;                                                                     \
+        const int row_ok = ih >= 0 && ih < IH;                                             \
+        __global const qtype_t* row = xp + clamp(ih, 0, IH - 1) * IW;                      \
+        /* one aligned VEC-byte load: IW % VEC == 0 and c0 % VEC == 0 */                   \
+        const intV vraw = CONVERT_INTV(*(__global const QTYPE_(VEC)*)(row + QSTRIP_VCOL)); \
+        const int lraw = HALO_L ? LDQ(row, QSTRIP_LCOL) : (NEUTRAL);                       \
+        const int rraw = HALO_R ? LDQ(row, QSTRIP_RCOL) : (NEUTRAL);                       \
+        const intV v = row_ok && vin ? vraw : (intV)(NEUTRAL);                             \
+        const int l = row_ok && lin ? lraw : (NEUTRAL);                                    \
+        const int r = row_ok && rin ? rraw : (NEUTRAL);                                    \
+        intH T0, T1, T2;                                                                   \
+        STRIP_TAPS(v, l, r, T0, T1, T2)                                                    \
+        hrow[i] = REDUCE;                                                                  \
     }
 
 inline void qstrip_store(__global qtype_t* y, int o, int nv, intH v)
@@ -439,7 +464,8 @@ void pool2d_avg(__global const qtype_t* restrict x, __global qtype_t* restrict y
 
 #else
 /* ------------------------------------------------------------------------------------
- * NHWC: VEC channels per work-item
+ * NHWC: VEC channels per work-item; every tap loaded from a clamped address, the taps
+ * outside the input discarded by a select (QNHWC_CLAMPED_TAPS below)
  * ---------------------------------------------------------------------------------- */
 
 #define NHWC_PROLOGUE                                                                      \
@@ -458,14 +484,35 @@ void pool2d_avg(__global const qtype_t* restrict x, __global qtype_t* restrict y
     const int w0 = ow * SW - PL;                                                           \
     const int obase = ((n * OH + oh) * OW + ow) * C + c0;
 
-/* VEC channels from element p, lanes past the channel tail reading fill */
+/* VEC channels from element p, lanes past the channel tail reading fill (loaded from the
+ * last channel, then replaced: no branch per lane) */
 inline intV qchannels(__global const qtype_t* x, int p, int nvalid, int fill)
 {
     if (nvalid == VEC) return LDQV(x, p);
     int tmp[VEC];
-    for (int j = 0; j < VEC; ++j) tmp[j] = j < nvalid ? LDQ(x, p + j) : fill;
+    for (int j = 0; j < VEC; ++j) {
+        const int raw = LDQ(x, p + min(j, nvalid - 1));
+        tmp[j] = j < nvalid ? raw : fill;
+    }
     return PRIV_LDV(tmp);
 }
+
+/* The window's taps, row-major, each loaded from a valid address (clamped into the input)
+ * and issued unconditionally; the body sees p (the clamped tap's element offset) and ok
+ * (the tap is inside the input) and discards what is outside by a select (pool2d.cl's
+ * NHWC_CLAMPED_TAPS: a branch around each tap's load serialised the loads on NVIDIA). */
+#define QNHWC_CLAMPED_TAPS_BEGIN                                                           \
+    for (int kh = 0; kh < KH; ++kh) {                                                      \
+        const int ih = h0 + kh * DH;                                                       \
+        const int row_ok = ih >= 0 && ih < IH;                                             \
+        const int prow = (n * IH + clamp(ih, 0, IH - 1)) * IW;                             \
+        for (int kw = 0; kw < KW; ++kw) {                                                  \
+            const int iw = w0 + kw * DW;                                                   \
+            const int ok = row_ok && iw >= 0 && iw < IW;                                   \
+            const int p = (prow + clamp(iw, 0, IW - 1)) * C + c0;
+#define QNHWC_CLAMPED_TAPS_END                                                             \
+        }                                                                                  \
+    }
 
 inline void store_q(__global qtype_t* y, int base, intV v, int nvalid)
 {
@@ -486,18 +533,13 @@ void pool2d_max(__global const qtype_t* restrict x, __global qtype_t* restrict y
     NHWC_PROLOGUE
     intV best = (intV)QNONE;
     intV bidx = (intV)0;
-    for (int kh = 0; kh < KH; ++kh) {
-        const int ih = h0 + kh * DH;
-        if (ih < 0 || ih >= IH) continue;
-        for (int kw = 0; kw < KW; ++kw) {
-            const int iw = w0 + kw * DW;
-            if (iw < 0 || iw >= IW) continue;
-            const intV v = qchannels(x, ((n * IH + ih) * IW + iw) * C + c0, nvalid, QNONE);
+    QNHWC_CLAMPED_TAPS_BEGIN
+            const intV raw = qchannels(x, p, nvalid, QNONE);
+            const intV v = ok ? raw : (intV)QNONE; /* never taken */
             const intV take = v > best;
             best = select(best, v, take);
             bidx = select(bidx, (intV)(ih * IW + iw), take);
-        }
-    }
+    QNHWC_CLAMPED_TAPS_END
     store_q(y, obase, best, nvalid);
     if (indices) ST_IDX(bidx, indices, obase, nvalid);
 }
@@ -517,15 +559,13 @@ void pool2d_avg(__global const qtype_t* restrict x, __global qtype_t* restrict y
     }
     for (int kh = 0; kh < KH; ++kh) {
         const int ih = h0 + kh * DH;
+        rows_in += (ih >= 0 && ih < IH);
         rows_pad += (ih >= -PT && ih < IH + PB);
-        if (ih < 0 || ih >= IH) continue;
-        ++rows_in;
-        for (int kw = 0; kw < KW; ++kw) {
-            const int iw = w0 + kw * DW;
-            if (iw < 0 || iw >= IW) continue;
-            sum += qchannels(x, ((n * IH + ih) * IW + iw) * C + c0, nvalid, 0);
-        }
     }
+    QNHWC_CLAMPED_TAPS_BEGIN
+            const intV raw = qchannels(x, p, nvalid, 0);
+            sum += ok ? raw : (intV)0; /* a tap outside adds nothing */
+    QNHWC_CLAMPED_TAPS_END
     const int taps_in = rows_in * cols_in;
     const int count = DIVISOR > 0 ? DIVISOR : (COUNT_INCLUDE_PAD ? rows_pad * cols_pad : taps_in);
     store_q(y, obase, QAVG(sum - ZP * taps_in, (intV)count, ZP), nvalid);
