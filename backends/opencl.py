@@ -581,10 +581,7 @@ SCHEMAS: dict[str, KernelSchema] = {
         (_WG, _VEC, _HALF_RAW,
          Param("INFER_LOOP", (0, 1), 0,
                "inference, NHWC: each work-item loops over vectors of the same VEC channels (their "
-               "scale computed once), where C % VEC == 0 and C / VEC divides WG"),
-         Param("LOAD_AHEAD", (0, 1), 0,
-               "training statistics: issue the next batch's loads before merging the current one "
-               "(two batches in flight per work-item)")),
+               "scale computed once), where C % VEC == 0 and C / VEC divides WG")),
         (_wg_limit("WG"), _local_limit("statistics reduction", lambda p: 4 * p["WG"] * (1 + 2 * p["VEC"]))),
     ),
     "eltwise": KernelSchema("opencl", "eltwise", (_WG, _VEC), (_wg_limit("WG"),)),
@@ -1285,8 +1282,6 @@ class OpenCLBackend(Backend):
             defines["HALF_RAW"] = 1
         if _bn_infer_loop(spec, p):
             defines["BN_INFER_LOOP"] = 1
-        if spec.training and p["LOAD_AHEAD"]:
-            defines["BN_LOAD_AHEAD"] = 1
         return defines
 
     def batch_norm(

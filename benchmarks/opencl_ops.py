@@ -107,9 +107,7 @@ SWEEP: dict[str, list[dict[str, int]]] = {
     # float16 as raw 16-bit words (a no-op for float32 and VEC 1)
     + [{"WG": wg, "VEC": v, "HALF_RAW": 1} for wg in (64, 128, 256, 512) for v in (4, 8)]
     # NHWC inference looping over the vectors of each work-item's channels
-    + [{"WG": wg, "VEC": v, "HALF_RAW": 1, "INFER_LOOP": 1} for wg in (64, 128, 256) for v in (4, 8)]
-    # training statistics with the next batch's loads in flight (a no-op for inference)
-    + [{"WG": wg, "VEC": v, "HALF_RAW": 1, "LOAD_AHEAD": 1} for wg in (128, 256, 512) for v in (4, 8)],
+    + [{"WG": wg, "VEC": v, "HALF_RAW": 1, "INFER_LOOP": 1} for wg in (64, 128, 256) for v in (4, 8)],
 }
 
 

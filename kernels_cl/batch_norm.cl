@@ -144,50 +144,6 @@ inline void chan_merge(float* n, float* m, float* q, float nb, float mb, float q
         }                                                                                    \
     } while (0)
 
-/* The batch loop, BN_LOAD_AHEAD=1: batch k + 1's loads are issued before batch k is merged,
- * so two batches are in flight per work-item. Each work-item's batches are a chain of memory
- * round trips (the H200's statistics pass took ~11 us more than its bytes need, at 8
- * batches per work-item in both dtypes: latency, not bandwidth). Same batches, same order,
- * same arithmetic as the plain loop. */
-#ifndef BN_LOAD_AHEAD
-#define BN_LOAD_AHEAD 0
-#endif
-
-#if BN_LOAD_AHEAD
-#define BN_NCHW_BATCHES(T, U, LOAD, cnt, m, q)                                               \
-    if (v < e - ((U) - 1) * WG) {                                                            \
-        T a_[U];                                                                             \
-        _Pragma("unroll") for (int u_ = 0; u_ < (U); ++u_) {                                 \
-            a_[u_] = LOAD(x, off);                                                           \
-            BN_NCHW_STEP(j, off);                                                            \
-        }                                                                                    \
-        for (v += (U) * WG; v < e - ((U) - 1) * WG; v += (U) * WG) {                         \
-            T b_[U];                                                                         \
-            _Pragma("unroll") for (int u_ = 0; u_ < (U); ++u_) {                             \
-                b_[u_] = LOAD(x, off);                                                       \
-                BN_NCHW_STEP(j, off);                                                        \
-            }                                                                                \
-            _Pragma("unroll") for (int u_ = 0; u_ < (U); ++u_) a_[u_] -= K;                  \
-            BN_BATCH(T, U, cnt, m, q, a_);                                                   \
-            _Pragma("unroll") for (int u_ = 0; u_ < (U); ++u_) a_[u_] = b_[u_];              \
-        }                                                                                    \
-        _Pragma("unroll") for (int u_ = 0; u_ < (U); ++u_) a_[u_] -= K;                      \
-        BN_BATCH(T, U, cnt, m, q, a_);                                                       \
-    }
-#else
-#define BN_NCHW_BATCHES(T, U, LOAD, cnt, m, q)                                               \
-    for (; v < e - ((U) - 1) * WG; v += (U) * WG) {                                          \
-        uint o_[U];                                                                          \
-        T d_[U];                                                                             \
-        _Pragma("unroll") for (int u_ = 0; u_ < (U); ++u_) {                                 \
-            o_[u_] = off;                                                                    \
-            BN_NCHW_STEP(j, off);                                                            \
-        }                                                                                    \
-        _Pragma("unroll") for (int u_ = 0; u_ < (U); ++u_) d_[u_] = LOAD(x, o_[u_]) - K;     \
-        BN_BATCH(T, U, cnt, m, q, d_);                                                       \
-    }
-#endif
-
 #define BN_NCHW_WALK(T, U, LOAD, UNIT, cnt, m, q)                                            \
     do {                                                                                     \
         const long EP = (long)N * P;                                                         \
@@ -199,7 +155,16 @@ inline void chan_merge(float* n, float* m, float* q, float nb, float mb, float q
         const int n0 = v / P;                                                                \
         int j = v - n0 * P;                                                                  \
         uint off = ((uint)n0 * (uint)C + (uint)c) * (uint)HW + (uint)(j * (UNIT));           \
-        BN_NCHW_BATCHES(T, U, LOAD, cnt, m, q)                                               \
+        for (; v < e - ((U) - 1) * WG; v += (U) * WG) {                                      \
+            uint o_[U];                                                                      \
+            T d_[U];                                                                         \
+            _Pragma("unroll") for (int u_ = 0; u_ < (U); ++u_) {                             \
+                o_[u_] = off;                                                                \
+                BN_NCHW_STEP(j, off);                                                        \
+            }                                                                                \
+            _Pragma("unroll") for (int u_ = 0; u_ < (U); ++u_) d_[u_] = LOAD(x, o_[u_]) - K;  \
+            BN_BATCH(T, U, cnt, m, q, d_);                                                   \
+        }                                                                                    \
         for (; v < e; v += WG) {                                                             \
             const T d = LOAD(x, off) - K;                                                    \
             BN_NCHW_STEP(j, off);                                                            \
@@ -208,37 +173,16 @@ inline void chan_merge(float* n, float* m, float* q, float nb, float mb, float q
     } while (0)
 
 /* NHWC walk over rows m = s + r, s + r + R, ... of this work-item's VEC channels */
-#if BN_LOAD_AHEAD
-#define BN_NHWC_BATCHES(LOAD)                                                                \
-    if (m < e - (BN_U - 1) * R) {                                                            \
-        floatV a_[BN_U];                                                                     \
-        _Pragma("unroll") for (int u_ = 0; u_ < BN_U; ++u_) a_[u_] = LOAD(x, off + u_ * rstep); \
-        off += BN_U * rstep;                                                                 \
-        for (m += BN_U * R; m < e - (BN_U - 1) * R; m += BN_U * R) {                         \
-            floatV b_[BN_U];                                                                 \
-            _Pragma("unroll") for (int u_ = 0; u_ < BN_U; ++u_) b_[u_] = LOAD(x, off + u_ * rstep); \
-            off += BN_U * rstep;                                                             \
-            _Pragma("unroll") for (int u_ = 0; u_ < BN_U; ++u_) a_[u_] -= Kv;                \
-            BN_BATCH(floatV, BN_U, cnt, vm, vq, a_);                                         \
-            _Pragma("unroll") for (int u_ = 0; u_ < BN_U; ++u_) a_[u_] = b_[u_];             \
-        }                                                                                    \
-        _Pragma("unroll") for (int u_ = 0; u_ < BN_U; ++u_) a_[u_] -= Kv;                    \
-        BN_BATCH(floatV, BN_U, cnt, vm, vq, a_);                                             \
-    }
-#else
-#define BN_NHWC_BATCHES(LOAD)                                                                \
-    for (; m < e - (BN_U - 1) * R; m += BN_U * R) {                                          \
-        floatV d_[BN_U];                                                                     \
-        _Pragma("unroll") for (int u_ = 0; u_ < BN_U; ++u_) d_[u_] = LOAD(x, off + u_ * rstep) - Kv; \
-        off += BN_U * rstep;                                                                 \
-        BN_BATCH(floatV, BN_U, cnt, vm, vq, d_);                                             \
-    }
-#endif
 #define BN_NHWC_WALK(LOAD)                                                                   \
     do {                                                                                     \
         int m = s + r;                                                                       \
         uint off = (uint)m * (uint)C + (uint)c0;                                             \
-        BN_NHWC_BATCHES(LOAD)                                                                \
+        for (; m < e - (BN_U - 1) * R; m += BN_U * R) {                                      \
+            floatV d_[BN_U];                                                                 \
+            _Pragma("unroll") for (int u_ = 0; u_ < BN_U; ++u_) d_[u_] = LOAD(x, off + u_ * rstep) - Kv; \
+            off += BN_U * rstep;                                                             \
+            BN_BATCH(floatV, BN_U, cnt, vm, vq, d_);                                         \
+        }                                                                                    \
         for (; m < e; m += R) {                                                              \
             const floatV d = LOAD(x, off) - Kv;                                              \
             off += rstep;                                                                    \

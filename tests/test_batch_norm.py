@@ -184,33 +184,6 @@ def test_batch_norm_half_raw(device, vec, layout):
                           seed=500 + 10 * i + vec)
 
 
-#: shapes for LOAD_AHEAD at WG 64: 4,000-5,000 values per channel, so a work-item merges
-#: several batches (the load-ahead loop runs) then a tail, in aligned (HW or C a multiple
-#: of 8) and element-aligned (C 6, HW 35 x 37) layouts
-LOAD_AHEAD_SHAPES = [(4, 6, 32, 33), (3, 8, 40, 36), (4, 3, 35, 37)]
-
-
-@pytest.mark.parametrize("vec", [1, 4, 8])
-@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
-@pytest.mark.parametrize("dtype", ["float32", "float16"])
-def test_batch_norm_load_ahead(device, vec, layout, dtype):
-    """Training statistics with the next batch's loads in flight (LOAD_AHEAD): the oracle
-    check, and the same output bits as the plain loop, which merges the same batches in the
-    same order."""
-    _opencl_only(device)
-    params = {"VEC": vec, "WG": 64, "HALF_RAW": int(dtype == "float16" and vec > 1)}
-    for i, shape in enumerate(LOAD_AHEAD_SHAPES):
-        with forced(device, "batch_norm", {**params, "LOAD_AHEAD": 1}):
-            _check_bn(device, shape, dtype, layout, True, relu=i % 2 == 1, seed=700 + 10 * i + vec)
-        x = random_input(800 + i, shape, dtype, mean=-2.0)
-        ys = []
-        for ahead in (0, 1):
-            with forced(device, "batch_norm", {**params, "LOAD_AHEAD": ahead}):
-                ys.append(hal.batch_norm(hal.asarray(x, device=device, layout=layout), None, None,
-                                         training=True).numpy())
-        assert np.array_equal(ys[0], ys[1]), f"{shape} {dtype} {layout} VEC {vec}: LOAD_AHEAD changed the result"
-
-
 #: (shape, VEC, WG) for INFER_LOOP: C / VEC divides WG (the loop runs: C 8, 32 and 64, odd
 #: pixel counts, over 2 and 132 compute units: many vectors per work-item, a partial last
 #: batch of four), or does not (the plain kernel serves: C 24 / VEC 8, C 130, C 12 / VEC 8)
