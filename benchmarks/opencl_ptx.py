@@ -35,6 +35,9 @@ CASES: tuple[tuple[str, str, str, dict[str, int]], ...] = (
     ("global avg nhwc raw", "adaptive_pool2d", "NHWC", {"WG": 32, "VEC": 8, "MODE": 2, "HALF_RAW": 1}),
     ("bn infer", "batch_norm", "NCHW", {}),
     ("bn train", "batch_norm", "NCHW", {}),
+    # int8 (qpool2d.cl; names starting "int8" build in int8)
+    ("int8 maxpool strips", "pool2d", "NCHW", {"WG": 128, "VEC": 8, "LOCAL_TILE": 3, "STRIP_ROWS": 4}),
+    ("int8 maxpool nhwc", "pool2d", "NHWC", {"WG": 128, "VEC": 8, "LOCAL_TILE": 0}),
 )
 
 PATTERNS = {
@@ -42,6 +45,7 @@ PATTERNS = {
     "st.local": r"\bst\.local",
     "ld.global.v": r"\bld\.global(\.\w+)*\.v\d",
     "ld.global 16-bit": r"\bld\.global(\.nc)?\.(u16|b16|f16)\b",
+    "ld.global 8-bit": r"\bld\.global(\.nc)?\.(u8|s8|b8)\b",
     "st.global 16-bit": r"\bst\.global\.(u16|b16|f16)\b",
     "st.global.v": r"\bst\.global(\.\w+)*\.v\d",
     "cvt f32<-f16": r"\bcvt\.f32\.f16\b",
@@ -68,12 +72,14 @@ def main(argv: list[str] | None = None) -> int:
     for name, family, layout, params in CASES:
         before = set(backend._rt.programs)
         shape = (2, 64, 7, 7) if family == "adaptive_pool2d" else (2, 8, 32, 48)
-        geo = S.TensorGeometry(*shape, layout, half)  # type: ignore[arg-type]
-        x = hal.asarray(np.random.default_rng(0).standard_normal(shape).astype(half), device=dev, layout=layout)
+        dt = np.dtype(np.int8) if name.startswith("int8") else half
+        geo = S.TensorGeometry(*shape, layout, dt)  # type: ignore[arg-type]
+        data = np.random.default_rng(0).standard_normal(shape) * (40 if dt == np.int8 else 1)
+        x = hal.asarray(data.astype(dt), device=dev, layout=layout)
         if family == "pool2d":
             kind = "avg" if name.startswith("avg") else "max"
             spec = S.pool2d_spec(kind, geo, 3, 2, 1, 1, False, True, None, False)
-            y = empty(spec.out_shape, half, dev, layout)
+            y = empty(spec.out_shape, dt, dev, layout)
             backend.pool2d(spec, x.buffer, y.buffer, None, {**dev.tuner.resolve_spec(spec).params, **params})
         elif family == "adaptive_pool2d":
             aspec = S.adaptive_pool2d_spec("avg", S.plane_geometry(geo), 1, False)

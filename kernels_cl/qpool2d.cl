@@ -53,6 +53,39 @@ inline intV div_round_even(intV s, intV d)
 /* the stored average: saturate(round_half_even(s / count) + ZP) as int (STQ saturates) */
 #define QAVG(s, count, ZP) (div_round_even((s), max((count), (intV)1)) + (ZP))
 
+/* Aligned VEC-byte access at an element offset i that is a multiple of VEC (hal's buffers
+ * are whole allocations, so such an offset is VEC-byte aligned): NHWC where C % VEC == 0,
+ * the NCHW row strips. vloadN / vstoreN of char promise one-byte alignment only, and
+ * NVIDIA's compiler (as clang for nvptx) then issues VEC one-byte loads. */
+#if VEC == 1
+#define LDQV_A(p, i) LDQ(p, i)
+#define STQV_A(v, p, i) STQ(v, p, i)
+#else
+/* loaded as 32-bit words and unpacked with shifts (a charN load compiles to 4-byte pieces
+ * at most: PTX has no v8.u8) */
+#if VEC == 4
+typedef uint qwords_t;
+#define AS_QWORDS as_uint
+#define QREP(w) ((uint4)(w))
+#define QSH ((uint4)(0, 8, 16, 24))
+#else
+typedef uint2 qwords_t;
+#define AS_QWORDS as_uint2
+#define QREP(w) ((uint8)((w).s0, (w).s0, (w).s0, (w).s0, (w).s1, (w).s1, (w).s1, (w).s1))
+#define QSH ((uint8)(0, 8, 16, 24, 0, 8, 16, 24))
+#endif
+inline intV q_unpack(qwords_t w)
+{
+#if DTYPE_INT8
+    return HAL_CAT(as_int, VEC)(QREP(w) << (24 - QSH)) >> 24;
+#else
+    return HAL_CAT(as_int, VEC)((QREP(w) >> QSH) & 0xffu);
+#endif
+}
+#define LDQV_A(p, i) q_unpack(*(__global const qwords_t*)((p) + (i)))
+#define STQV_A(v, p, i) (*(__global qwords_t*)((p) + (i)) = AS_QWORDS(CONVERT_QV_SAT(v)))
+#endif
+
 #if !LAYOUT_NHWC && !LOCAL_TILE
 /* ------------------------------------------------------------------------------------
  * NCHW, VEC outputs per work-item
@@ -292,7 +325,7 @@ inline intH div_round_even_h(intH s, intH d)
         const int row_ok = ih >= 0 && ih < IH;                                             \
         __global const qtype_t* row = xp + clamp(ih, 0, IH - 1) * IW;                      \
         /* one aligned VEC-byte load: IW % VEC == 0 and c0 % VEC == 0 */                   \
-        const intV vraw = CONVERT_INTV(*(__global const QTYPE_(VEC)*)(row + QSTRIP_VCOL)); \
+        const intV vraw = LDQV_A(row, QSTRIP_VCOL);                                       \
         const int lraw = HALO_L ? LDQ(row, QSTRIP_LCOL) : (NEUTRAL);                       \
         const int rraw = HALO_R ? LDQ(row, QSTRIP_RCOL) : (NEUTRAL);                       \
         const intV v = row_ok && vin ? vraw : (intV)(NEUTRAL);                             \
@@ -465,7 +498,8 @@ void pool2d_avg(__global const qtype_t* restrict x, __global qtype_t* restrict y
 #else
 /* ------------------------------------------------------------------------------------
  * NHWC: VEC channels per work-item; every tap loaded from a clamped address, the taps
- * outside the input discarded by a select (QNHWC_CLAMPED_TAPS below)
+ * outside the input discarded by a select (QNHWC_CLAMPED_TAPS below); aligned VEC-byte
+ * loads and stores where C % VEC == 0 (LDQV_A, STQV_A)
  * ---------------------------------------------------------------------------------- */
 
 #define NHWC_PROLOGUE                                                                      \
@@ -525,6 +559,15 @@ inline void store_q(__global qtype_t* y, int base, intV v, int nvalid)
     }
 }
 
+#define QNHWC_MAX_TAPS(LOAD)                                                               \
+    QNHWC_CLAMPED_TAPS_BEGIN                                                               \
+            const intV raw = LOAD;                                                         \
+            const intV v = ok ? raw : (intV)QNONE; /* never taken */                       \
+            const intV take = v > best;                                                    \
+            best = select(best, v, take);                                                  \
+            bidx = select(bidx, (intV)(ih * IW + iw), take);                               \
+    QNHWC_CLAMPED_TAPS_END
+
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void pool2d_max(__global const qtype_t* restrict x, __global qtype_t* restrict y, __global long* restrict indices,
                 int N, int C, int IH, int IW, int OH, int OW, int KH, int KW, int SH, int SW,
@@ -533,14 +576,13 @@ void pool2d_max(__global const qtype_t* restrict x, __global qtype_t* restrict y
     NHWC_PROLOGUE
     intV best = (intV)QNONE;
     intV bidx = (intV)0;
-    QNHWC_CLAMPED_TAPS_BEGIN
-            const intV raw = qchannels(x, p, nvalid, QNONE);
-            const intV v = ok ? raw : (intV)QNONE; /* never taken */
-            const intV take = v > best;
-            best = select(best, v, take);
-            bidx = select(bidx, (intV)(ih * IW + iw), take);
-    QNHWC_CLAMPED_TAPS_END
-    store_q(y, obase, best, nvalid);
+    if (C % VEC == 0) {
+        QNHWC_MAX_TAPS(LDQV_A(x, p))
+        STQV_A(best, y, obase);
+    } else {
+        QNHWC_MAX_TAPS(qchannels(x, p, nvalid, QNONE))
+        store_q(y, obase, best, nvalid);
+    }
     if (indices) ST_IDX(bidx, indices, obase, nvalid);
 }
 
@@ -562,12 +604,19 @@ void pool2d_avg(__global const qtype_t* restrict x, __global qtype_t* restrict y
         rows_in += (ih >= 0 && ih < IH);
         rows_pad += (ih >= -PT && ih < IH + PB);
     }
-    QNHWC_CLAMPED_TAPS_BEGIN
-            const intV raw = qchannels(x, p, nvalid, 0);
-            sum += ok ? raw : (intV)0; /* a tap outside adds nothing */
+#define QNHWC_SUM_TAPS(LOAD)                                                               \
+    QNHWC_CLAMPED_TAPS_BEGIN                                                               \
+            const intV raw = LOAD;                                                         \
+            sum += ok ? raw : (intV)0; /* a tap outside adds nothing */                    \
     QNHWC_CLAMPED_TAPS_END
     const int taps_in = rows_in * cols_in;
     const int count = DIVISOR > 0 ? DIVISOR : (COUNT_INCLUDE_PAD ? rows_pad * cols_pad : taps_in);
-    store_q(y, obase, QAVG(sum - ZP * taps_in, (intV)count, ZP), nvalid);
+    if (C % VEC == 0) {
+        QNHWC_SUM_TAPS(LDQV_A(x, p))
+        STQV_A(QAVG(sum - ZP * taps_in, (intV)count, ZP), y, obase);
+    } else {
+        QNHWC_SUM_TAPS(qchannels(x, p, nvalid, 0))
+        store_q(y, obase, QAVG(sum - ZP * taps_in, (intV)count, ZP), nvalid);
+    }
 }
 #endif

@@ -397,6 +397,45 @@ def test_opencl_quantized_strip_path(device, dtype, path):
                 np.testing.assert_array_equal(y.numpy(), want, err_msg=str((shape, k, pad, ceil, kind, divisor, zp)))
 
 
+@pytest.mark.parametrize("dtype", ["int8", "uint8"])
+@pytest.mark.parametrize("vec", [1, 4, 8])
+def test_opencl_quantized_nhwc_paths(device, dtype, vec):
+    """int8/uint8 NHWC pooling (qpool2d.cl): whole aligned words where C % VEC == 0 (C 8 and
+    16; LDQV_A, STQV_A), the element-aligned gather with a partial last vector otherwise (C 12
+    at VEC 8, C 5); taps outside the input on every side, dilation, ceil_mode, every divisor
+    rule, max indices; exactly against the quantized oracle, outputs poisoned."""
+    _opencl(device)
+    from dataclasses import replace
+
+    from hal.spec import TensorGeometry, pool2d_spec
+
+    rng = np.random.default_rng(40 + vec)
+    info = np.iinfo(dtype)
+    windows = ((3, 2, 1, 1, False), (3, 1, 2, 2, True), (2, 2, 0, 1, True), (3, 2, 1, 1, True))
+    for shape in [(2, 8, 9, 11), (1, 16, 7, 10), (2, 12, 6, 9), (1, 5, 8, 7)]:
+        q = rng.integers(info.min, info.max + 1, shape).astype(dtype)
+        zp = int(rng.integers(info.min, info.max + 1))
+        qt = hal.asarray(q, device=device, layout="NHWC", scale=0.5, zero_point=zp)
+        for k, s, pad, dil, ceil in windows:
+            for kind, include_pad, divisor in (("max", True, None), ("avg", True, None), ("avg", False, None),
+                                               ("avg", True, 5)):
+                if kind == "avg" and dil > 1:
+                    include_pad = False  # dilated average: the divisor rule without padding counts
+                geom = TensorGeometry(*shape, "NCHW", np.dtype(dtype))
+                spec = pool2d_spec(kind, geom, k, s, pad, dil, ceil, include_pad, divisor, False)
+                spec = replace(spec, zero_point=zp) if kind == "avg" else spec
+                want, want_idx = reference.quantized_pool2d_from_spec(spec, q)
+                label = str((shape, k, s, pad, dil, ceil, kind, include_pad, divisor, zp))
+                with forced(device, "pool2d", {"VEC": vec}), poison_outputs():
+                    if kind == "max":
+                        y, idx = hal.max_pool2d(qt, k, s, pad, dil, ceil_mode=ceil, return_indices=True)
+                        np.testing.assert_array_equal(idx.numpy(), want_idx, err_msg=label)
+                    else:
+                        y = hal.avg_pool2d(qt, k, s, pad, ceil_mode=ceil, count_include_pad=include_pad,
+                                           divisor_override=divisor, dilation=dil)
+                np.testing.assert_array_equal(y.numpy(), want, err_msg=label)
+
+
 def _limit_work_groups(be: object, monkeypatch: pytest.MonkeyPatch, limit: int = 64) -> None:
     """Make every kernel the OpenCL backend builds refuse work-groups above ``limit``."""
     from hal.backends import opencl as ocl
