@@ -982,7 +982,7 @@ class OpenCLBackend(Backend):
             defines["BAND_ELEMS"] = elems
         if half and p["HALF_RAW"] and not tile:
             defines["HALF_RAW"] = 1
-        if spec.kind == "max" and not spec.return_indices and mode == 0 and not quant:
+        if spec.kind == "max" and not spec.return_indices and mode == 0 and (nhwc or not quant):
             # the vector max paths then keep no index vector (8 ints and a select per tap)
             defines["POOL_NO_IDX"] = 1
         if (self._ptx_maxnan and spec.kind == "max" and not spec.return_indices and mode in (0, 3) and not quant
@@ -992,7 +992,7 @@ class OpenCLBackend(Backend):
             defines.update(STRIP_ROWS=p["STRIP_ROWS"], POOL_PL=spec.pads[2])
             if quant:  # qpool2d.cl's strips take the window size alone (stride 2, dilation 1)
                 defines["STRIP_K"] = spec.kernel[0]
-        if (p["FIXED_WINDOW"] or mode == 3) and not quant and _common_window(spec):
+        if (p["FIXED_WINDOW"] or mode == 3) and (nhwc or not quant) and _common_window(spec):
             defines.update(POOL_FIXED=1, POOL_KH=spec.kernel[0], POOL_KW=spec.kernel[1],
                            POOL_SH=spec.stride[0], POOL_SW=spec.stride[1],
                            POOL_DH=spec.dilation[0], POOL_DW=spec.dilation[1])

@@ -33,6 +33,34 @@
 #define POOL_INTERIOR 0
 #endif
 
+/* NHWC builds, as pool2d.cl: POOL_FIXED=1 (the launcher's FIXED_WINDOW, common windows) fixes
+ * the window (POOL_KH, ..., POOL_DW) at build time, so the tap loops unroll and the index
+ * arithmetic folds (the runtime arguments of the same names are then ignored); POOL_NO_IDX=1
+ * (max without indices) keeps no index vector. */
+#ifndef POOL_FIXED
+#define POOL_FIXED 0
+#endif
+#ifndef POOL_NO_IDX
+#define POOL_NO_IDX 0
+#endif
+#if POOL_FIXED
+#define WKH POOL_KH
+#define WKW POOL_KW
+#define WSH POOL_SH
+#define WSW POOL_SW
+#define WDH POOL_DH
+#define WDW POOL_DW
+#define QTAPS_UNROLL _Pragma("unroll")
+#else
+#define WKH KH
+#define WKW KW
+#define WSH SH
+#define WSW SW
+#define WDH DH
+#define WDW DW
+#define QTAPS_UNROLL
+#endif
+
 #define TILE_W 16
 #define TILE_H (WG / TILE_W)
 #define TILE_ELEMS (WG * 16) /* int elements: the schema's WG * 16 * 4 bytes */
@@ -336,10 +364,17 @@ inline intH div_round_even_h(intH s, intH d)
         hrow[i] = REDUCE;                                                                  \
     }
 
-inline void qstrip_store(__global qtype_t* y, int o, int nv, intH v)
+/* aligned: OW % HV == 0, so every row's output offset o (a multiple of HV) is HV-byte
+ * aligned and the HV bytes go as one store; vstoreN of char promises one-byte alignment
+ * only, and NVIDIA's compiler then writes them one byte at a time */
+inline void qstrip_store(__global qtype_t* y, int o, int nv, int aligned, intH v)
 {
     if (nv >= HV) {
-        HAL_CAT(vstore, HV)(HAL_CAT(HAL_CAT(convert_, QTYPE_(HV)), _sat)(v), 0, y + o);
+        const QTYPE_(HV) q = HAL_CAT(HAL_CAT(convert_, QTYPE_(HV)), _sat)(v);
+        if (aligned)
+            *(__global QTYPE_(HV)*)(y + o) = q;
+        else
+            HAL_CAT(vstore, HV)(q, 0, y + o);
     } else {
         int t[HV];
         HAL_CAT(vstore, HV)(v, 0, t);
@@ -363,7 +398,7 @@ void pool2d_max(__global const qtype_t* restrict x, __global qtype_t* restrict y
         if (oh0 + r >= OH) break;
         intH m = hrow[2 * r];
         for (int kh = 1; kh < SK; ++kh) m = max(m, hrow[2 * r + kh]);
-        qstrip_store(y, obase + (oh0 + r) * OW, nv, m);
+        qstrip_store(y, obase + (oh0 + r) * OW, nv, OW % HV == 0, m);
     }
 }
 
@@ -397,7 +432,8 @@ void pool2d_avg(__global const qtype_t* restrict x, __global qtype_t* restrict y
         }
         const intH taps = rows_in * cols_in;
         const intH count = DIVISOR > 0 ? (intH)DIVISOR : (COUNT_INCLUDE_PAD ? rows_pad * cols_pad : taps);
-        qstrip_store(y, obase + (oh0 + r) * OW, nv, div_round_even_h(sum - ZP * taps, max(count, (intH)1)) + ZP);
+        qstrip_store(y, obase + (oh0 + r) * OW, nv, OW % HV == 0,
+                     div_round_even_h(sum - ZP * taps, max(count, (intH)1)) + ZP);
     }
 }
 
@@ -514,8 +550,8 @@ void pool2d_avg(__global const qtype_t* restrict x, __global qtype_t* restrict y
     const int n = t / OH;                                                                  \
     const int c0 = cv * VEC;                                                               \
     const int nvalid = min(VEC, C - c0);                                                   \
-    const int h0 = oh * SH - PT;                                                           \
-    const int w0 = ow * SW - PL;                                                           \
+    const int h0 = oh * WSH - PT;                                                          \
+    const int w0 = ow * WSW - PL;                                                          \
     const int obase = ((n * OH + oh) * OW + ow) * C + c0;
 
 /* VEC channels from element p, lanes past the channel tail reading fill (loaded from the
@@ -536,12 +572,12 @@ inline intV qchannels(__global const qtype_t* x, int p, int nvalid, int fill)
  * (the tap is inside the input) and discards what is outside by a select (pool2d.cl's
  * NHWC_CLAMPED_TAPS: a branch around each tap's load serialised the loads on NVIDIA). */
 #define QNHWC_CLAMPED_TAPS_BEGIN                                                           \
-    for (int kh = 0; kh < KH; ++kh) {                                                      \
-        const int ih = h0 + kh * DH;                                                       \
+    QTAPS_UNROLL for (int kh = 0; kh < WKH; ++kh) {                                        \
+        const int ih = h0 + kh * WDH;                                                      \
         const int row_ok = ih >= 0 && ih < IH;                                             \
         const int prow = (n * IH + clamp(ih, 0, IH - 1)) * IW;                             \
-        for (int kw = 0; kw < KW; ++kw) {                                                  \
-            const int iw = w0 + kw * DW;                                                   \
+        QTAPS_UNROLL for (int kw = 0; kw < WKW; ++kw) {                                    \
+            const int iw = w0 + kw * WDW;                                                  \
             const int ok = row_ok && iw >= 0 && iw < IW;                                   \
             const int p = (prow + clamp(iw, 0, IW - 1)) * C + c0;
 #define QNHWC_CLAMPED_TAPS_END                                                             \
@@ -565,8 +601,13 @@ inline void store_q(__global qtype_t* y, int base, intV v, int nvalid)
             const intV v = ok ? raw : (intV)QNONE; /* never taken */                       \
             const intV take = v > best;                                                    \
             best = select(best, v, take);                                                  \
-            bidx = select(bidx, (intV)(ih * IW + iw), take);                               \
+            QNHWC_TAKE_IDX                                                                 \
     QNHWC_CLAMPED_TAPS_END
+#if POOL_NO_IDX
+#define QNHWC_TAKE_IDX
+#else
+#define QNHWC_TAKE_IDX bidx = select(bidx, (intV)(ih * IW + iw), take);
+#endif
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void pool2d_max(__global const qtype_t* restrict x, __global qtype_t* restrict y, __global long* restrict indices,
@@ -575,7 +616,9 @@ void pool2d_max(__global const qtype_t* restrict x, __global qtype_t* restrict y
 {
     NHWC_PROLOGUE
     intV best = (intV)QNONE;
+#if !POOL_NO_IDX
     intV bidx = (intV)0;
+#endif
     if (C % VEC == 0) {
         QNHWC_MAX_TAPS(LDQV_A(x, p))
         STQV_A(best, y, obase);
@@ -583,7 +626,9 @@ void pool2d_max(__global const qtype_t* restrict x, __global qtype_t* restrict y
         QNHWC_MAX_TAPS(qchannels(x, p, nvalid, QNONE))
         store_q(y, obase, best, nvalid);
     }
+#if !POOL_NO_IDX
     if (indices) ST_IDX(bidx, indices, obase, nvalid);
+#endif
 }
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
@@ -594,13 +639,13 @@ void pool2d_avg(__global const qtype_t* restrict x, __global qtype_t* restrict y
     NHWC_PROLOGUE
     intV sum = (intV)0;
     int rows_in = 0, rows_pad = 0, cols_in = 0, cols_pad = 0;
-    for (int kw = 0; kw < KW; ++kw) {
-        const int iw = w0 + kw * DW;
+    QTAPS_UNROLL for (int kw = 0; kw < WKW; ++kw) {
+        const int iw = w0 + kw * WDW;
         cols_in += (iw >= 0 && iw < IW);
         cols_pad += (iw >= -PL && iw < IW + PR);
     }
-    for (int kh = 0; kh < KH; ++kh) {
-        const int ih = h0 + kh * DH;
+    QTAPS_UNROLL for (int kh = 0; kh < WKH; ++kh) {
+        const int ih = h0 + kh * WDH;
         rows_in += (ih >= 0 && ih < IH);
         rows_pad += (ih >= -PT && ih < IH + PB);
     }

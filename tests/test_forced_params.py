@@ -399,11 +399,13 @@ def test_opencl_quantized_strip_path(device, dtype, path):
 
 @pytest.mark.parametrize("dtype", ["int8", "uint8"])
 @pytest.mark.parametrize("vec", [1, 4, 8])
-def test_opencl_quantized_nhwc_paths(device, dtype, vec):
+@pytest.mark.parametrize("fixed", [0, 1])
+def test_opencl_quantized_nhwc_paths(device, dtype, vec, fixed):
     """int8/uint8 NHWC pooling (qpool2d.cl): whole aligned words where C % VEC == 0 (C 8 and
     16; LDQV_A, STQV_A), the element-aligned gather with a partial last vector otherwise (C 12
-    at VEC 8, C 5); taps outside the input on every side, dilation, ceil_mode, every divisor
-    rule, max indices; exactly against the quantized oracle, outputs poisoned."""
+    at VEC 8, C 5); the window built in (FIXED_WINDOW, common windows) or not; taps outside the
+    input on every side, dilation, ceil_mode, every divisor rule, max with and without
+    indices (POOL_NO_IDX); exactly against the quantized oracle, outputs poisoned."""
     _opencl(device)
     from dataclasses import replace
 
@@ -426,10 +428,12 @@ def test_opencl_quantized_nhwc_paths(device, dtype, vec):
                 spec = replace(spec, zero_point=zp) if kind == "avg" else spec
                 want, want_idx = reference.quantized_pool2d_from_spec(spec, q)
                 label = str((shape, k, s, pad, dil, ceil, kind, include_pad, divisor, zp))
-                with forced(device, "pool2d", {"VEC": vec}), poison_outputs():
+                with forced(device, "pool2d", {"VEC": vec, "FIXED_WINDOW": fixed}), poison_outputs():
                     if kind == "max":
                         y, idx = hal.max_pool2d(qt, k, s, pad, dil, ceil_mode=ceil, return_indices=True)
                         np.testing.assert_array_equal(idx.numpy(), want_idx, err_msg=label)
+                        np.testing.assert_array_equal(y.numpy(), want, err_msg=label)
+                        y = hal.max_pool2d(qt, k, s, pad, dil, ceil_mode=ceil)
                     else:
                         y = hal.avg_pool2d(qt, k, s, pad, ceil_mode=ceil, count_include_pad=include_pad,
                                            divisor_override=divisor, dilation=dil)
