@@ -15,6 +15,7 @@ Prints one line per failure and a summary; exits 1 if anything failed.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import threading
@@ -175,6 +176,74 @@ def compare(got: np.ndarray, want: np.ndarray, dtype: Any, exact: bool = False,
         k = tuple(np.argwhere(bad)[0])
         return False, f"value at {k}: got {got64[k]!r} want {want[k]!r} (tol {tol * base[k]:.3g}, {int(bad.sum())} bad)"
     return True, ""
+
+
+def check_qpool(
+    dev: Dev, rng: np.random.Generator, name: str, shape: tuple[int, int, int, int], dtype: Any, layout: str,
+    kind: str, kernel: Any, stride: Any, padding: Any, dilation: Any = 1, ceil_mode: bool = False,
+    count_include_pad: bool = True, divisor: int | None = None, indices: bool = False, zero_point: int = 0,
+    offset: int = 0,
+) -> None:
+    """One int8/uint8 pool2d launch against the quantized oracle, exactly, twice: the output
+    poisoned with the dtype's minimum, then its maximum (no NaN in integers), so an unwritten
+    element fails one of the two."""
+    dt = np.dtype(dtype)
+    full = f"qpool2d[{name} {kind} {dt.name} {layout}]"
+    try:
+        sp = S.pool2d_spec(kind, geometry(shape, layout, dt), kernel, stride, padding, dilation, ceil_mode,
+                           count_include_pad, divisor, indices)
+        if kind == "avg":
+            sp = dataclasses.replace(sp, zero_point=zero_point)
+        info = np.iinfo(dt)
+        x = rng.integers(info.min, info.max + 1, shape).astype(dt)
+        want, want_i = ref.quantized_pool2d_from_spec(sp, x)
+        xb = dev.put(phys(x, layout), offset)
+        oshape = phys_shape(sp.out_shape, layout)
+        ok, detail = True, ""
+        for fill in (info.min, info.max):
+            yb = dev.put(np.full(oshape, fill, dt), offset)
+            ib = dev.poison(oshape, np.int64) if indices else None
+            dev.be.pool2d(sp, xb, yb, ib, {})
+            got = logical(dev.get(yb, oshape, dt), layout)
+            bad = np.argwhere(got != want)
+            if bad.size == 0 and ib is not None:
+                got_i = logical(dev.get(ib, oshape, np.int64), layout)
+                bad = np.argwhere(got_i != want_i)
+                got, want_shown = got_i, want_i
+            else:
+                want_shown = want
+            if bad.size:
+                k = tuple(bad[0])
+                ok, detail = False, f"poison {fill}: at {k} got {got[k]} want {want_shown[k]} ({len(bad)} bad)"
+                break
+        record(full, ok, detail)
+    except Exception as exc:
+        record(full, False, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}")
+
+
+def quant_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
+    """int8/uint8 pooling (qpool2d.cu): both layouts, every padding form, ceil_mode, dilation,
+    every divisor rule, indices, zero points across the range, a misaligned buffer."""
+    shapes = [(2, 5, 13, 11), (1, 16, 9, 24)] if quick else [(2, 5, 13, 11), (1, 16, 9, 24), (3, 3, 17, 8)]
+    windows = [  # kernel, stride, padding, dilation, ceil_mode
+        (3, 2, 1, 1, False), (3, 2, 1, 1, True), (2, 2, 0, 1, True), (3, 1, 1, 2, False),
+        ((2, 3), (1, 2), (1, 0), 1, True),
+    ]
+    for dtype in (np.int8, np.uint8):
+        info = np.iinfo(dtype)
+        for layout in ("NCHW", "NHWC"):
+            for shape in shapes:
+                for kernel, stride, padding, dilation, ceil in windows:
+                    w = dict(kernel=kernel, stride=stride, padding=padding, dilation=dilation, ceil_mode=ceil)
+                    c = dict(dtype=dtype, layout=layout, **w)
+                    check_qpool(dev, rng, f"{shape}", shape, kind="max", indices=True, **c)
+                    check_qpool(dev, rng, f"{shape}", shape, kind="max", **c)
+                    for include_pad, divisor in ((True, None), (False, None), (True, 5)):
+                        zp = int(rng.integers(info.min, info.max + 1))
+                        check_qpool(dev, rng, f"{shape} pad={include_pad} div={divisor} zp={zp}", shape, kind="avg",
+                                    count_include_pad=include_pad, divisor=divisor, zero_point=zp, **c)
+            check_qpool(dev, rng, "misaligned", (1, 7, 9, 10), dtype, layout, "avg", 3, 2, 1, zero_point=3,
+                        offset=1)
 
 
 def pool_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
@@ -592,6 +661,11 @@ def runtime_suite(dev: Dev, rng: np.random.Generator) -> None:
     record("runtime[other thread]", not errors, "; ".join(errors))
 
     # the contract's one-thread-per-output kernels on their own
+    for dtype in (np.int8, np.uint8):
+        for layout in ("NCHW", "NHWC"):
+            check_qpool(dev, rng, "one", (2, 5, 9, 10), dtype, layout, "max", 3, 2, 1, indices=True)
+            zp = -3 if dtype == np.int8 else 130
+            check_qpool(dev, rng, "one", (2, 5, 9, 10), dtype, layout, "avg", 3, 2, 1, zero_point=zp)
     be.force_generic = True
     try:
         for dtype in (np.float32, np.float16):
@@ -747,6 +821,11 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
                 check_bn(dev, rng, "one scalar", (3, 5, 3, 3), training=training, **c)
             if layout == "NCHW":
                 check_bn(dev, rng, "one merged", (4, 16, 6, 8), training=True, params={"BN_APPLY_MERGE": 1}, **c)
+    for dtype in (np.int8, np.uint8):
+        for layout in ("NCHW", "NHWC"):
+            check_qpool(dev, rng, "one", (2, 5, 9, 10), dtype, layout, "max", 3, 2, 1, indices=True)
+            zp = -3 if dtype == np.int8 else 130
+            check_qpool(dev, rng, "one", (2, 5, 9, 10), dtype, layout, "avg", 3, 2, 1, zero_point=zp)
     be.force_generic = True
     try:
         for dtype in (np.float32, np.float16):
@@ -765,7 +844,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer and smaller cases")
     ap.add_argument("--out", default="", help="folder for check_cuda.json")
-    ap.add_argument("--only", default="", help="suites: pool,adaptive,conv,bn,runtime,one (one launch per kernel)")
+    ap.add_argument("--only", default="",
+                    help="suites: pool,adaptive,conv,bn,runtime,quant,one (one launch per kernel)")
     args = ap.parse_args(argv)
     probe = CudaBackend.probe()
     print(probe.reason, flush=True)
@@ -789,6 +869,7 @@ def main(argv: list[str] | None = None) -> int:
         "conv": lambda: conv_suite(dev, rng, args.quick),
         "bn": lambda: bn_suite(dev, rng, args.quick),
         "runtime": lambda: runtime_suite(dev, rng),
+        "quant": lambda: quant_suite(dev, rng, args.quick),
         "one": lambda: one_suite(dev, rng),
     }
     wanted = [s for s in args.only.split(",") if s] or [s for s in suites if s != "one"]

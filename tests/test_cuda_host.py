@@ -171,3 +171,39 @@ def test_cuda_launchers_plan_once_without_a_gpu():
             if merged is not None:
                 assert merged == ("batch_norm_stats", "batch_norm_apply_merged")
     assert ("batch_norm_stats", "batch_norm_finalize", "batch_norm_apply_ex") in runs
+
+
+def test_cuda_quantized_pooling_plans_without_a_gpu():
+    """Without a GPU: int8/uint8 pooling plans one qpool2d.cu launch whose arguments match
+    its format (3 pointers, pool2d's 18 ints and the zero point last), built per dtype and
+    layout; float specs keep pool2d.cu."""
+    import numpy as np
+
+    from hal import spec as S
+    from hal.backends.cuda import CudaBackend, CudaBuffer
+
+    assert CudaBackend.quantized_pooling
+    be, _ = _h200_without_gpu()
+    plans: list[object] = []
+    be._run = lambda plan, buffers: plans.append(plan)
+    buf = CudaBuffer(0x10000, 1 << 30, None)
+    for dtype in (np.int8, np.uint8):
+        for layout in ("NCHW", "NHWC"):
+            g = S.plane_geometry(S.TensorGeometry(2, 5, 9, 11, layout, np.dtype(dtype)))
+            for kind in ("max", "avg"):
+                spec = S.pool2d_spec(kind, g, 3, 2, 1, 1, True, False, None, False)
+                if kind == "avg":
+                    from dataclasses import replace
+
+                    spec = replace(spec, zero_point=-7 if dtype == np.int8 else 200)
+                be.pool2d(spec, buf, buf, None, {})
+                (launch,) = plans[-1]
+                assert (launch.file, launch.kernel) == ("qpool2d.cu", f"pool2d_{kind}")
+                assert dict(launch.defines) == {"DTYPE_UINT8": int(dtype == np.uint8),
+                                                "LAYOUT_NHWC": int(layout == "NHWC")}
+                assert len(launch.fmt) == len(launch.args) == 22 and launch.fmt == "PPP" + "i" * 19
+                assert launch.args[3:9] == (2, 5, 9, 11, spec.out_h, spec.out_w)
+                assert launch.args[-1] == spec.zero_point and launch.args[-2] == 0  # count_include_pad False
+    be.pool2d(S.pool2d_spec("max", S.plane_geometry(S.TensorGeometry(2, 5, 9, 11, "NCHW", np.dtype(np.float32))),
+                            3, 2, 1, 1, False, True, None, False), buf, buf, None, {})
+    assert plans[-1][0].file == "pool2d.cu"

@@ -1,0 +1,126 @@
+// int8/uint8 2-D max and average pooling (ONNX MaxPool on integers, QLinearAveragePool
+// with equal input and output scales), the CUDA twin of kernels_cl/qpool2d.cl and
+// kernels_c/qpool2d.c.
+//
+// Macros: DTYPE_UINT8 [0] (1: uint8, else int8), LAYOUT_NHWC (hal_prelude.cuh),
+// QPOOL_THREADS [256] (threads per block; the launcher launches with that many).
+//
+// Entry points (pool2d.cu's contract signature plus the zero point ZP last), one thread
+// per output element, a grid-stride loop:
+//   pool2d_max: the largest raw integer of the window; the first one on ties (a later tap is
+//       taken only when strictly greater), so its per-plane index ih * IW + iw is the first
+//       maximum's, as for floats; indices may be NULL. Padding is never taken.
+//   pool2d_avg: saturate(rint(sum(q - ZP) / divisor) + ZP) over the taps inside the input
+//       (a padded tap is q == ZP, adding 0); the divisor is DIVISOR if nonzero, else the taps
+//       inside the padded extent with COUNT_INCLUDE_PAD, else the taps inside the input. The
+//       sum is an exact int; the division is in double, whose correctly rounded quotient keeps
+//       every tie exact (|sum| < 2^31, divisor < 2^31), so rint (ties to even) is ONNX's rounding.
+// Fused ReLU does not apply (hal's quantized ops take none). Not tuned: correctness first.
+#include "hal_prelude.cuh"
+
+#ifndef DTYPE_UINT8
+#define DTYPE_UINT8 0
+#endif
+#ifndef QPOOL_THREADS
+#define QPOOL_THREADS 256
+#endif
+#if DTYPE_UINT8
+typedef unsigned char q_t;
+#define Q_MIN 0
+#define Q_MAX 255
+#else
+typedef signed char q_t;
+#define Q_MIN (-128)
+#define Q_MAX 127
+#endif
+
+// the output element i's (n, c, oh, ow), and where its plane starts with the input's row and
+// column strides (elements)
+struct QPos {
+    int n, c, oh, ow;
+    long long base, rs, cs;
+};
+__device__ __forceinline__ QPos qpos(long long i, int C, int IH, int IW, int OH, int OW) {
+    QPos q;
+#if LAYOUT_NHWC
+    q.c = (int)(i % C);
+    i /= C;
+    q.ow = (int)(i % OW);
+    i /= OW;
+    q.oh = (int)(i % OH);
+    q.n = (int)(i / OH);
+    q.base = (long long)q.n * IH * IW * C + q.c;
+    q.rs = (long long)IW * C;
+    q.cs = C;
+#else
+    q.ow = (int)(i % OW);
+    i /= OW;
+    q.oh = (int)(i % OH);
+    i /= OH;
+    q.c = (int)(i % C);
+    q.n = (int)(i / C);
+    q.base = ((long long)q.n * C + q.c) * IH * IW;
+    q.rs = IW;
+    q.cs = 1;
+#endif
+    return q;
+}
+
+#define QPOOL_ARGS                                                                                        \
+    const q_t *__restrict__ x, q_t *__restrict__ y, long long *__restrict__ indices, int N, int C, int IH, \
+        int IW, int OH, int OW, int KH, int KW, int SH, int SW, int PT, int PB, int PL, int PR, int DH, int DW, \
+        int DIVISOR, int COUNT_INCLUDE_PAD, int ZP
+
+extern "C" __global__ void __launch_bounds__(QPOOL_THREADS) pool2d_max(QPOOL_ARGS) {
+    const long long total = (long long)N * C * OH * OW;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        const QPos q = qpos(i, C, IH, IW, OH, OW);
+        const int h0 = q.oh * SH - PT, w0 = q.ow * SW - PL;
+        int best = Q_MIN - 1;  // below every value: the first valid tap is taken
+        long long bi = 0;
+        for (int kh = 0; kh < KH; ++kh) {
+            const int ih = h0 + kh * DH;
+            if (ih < 0 || ih >= IH) continue;
+            for (int kw = 0; kw < KW; ++kw) {
+                const int iw = w0 + kw * DW;
+                if (iw < 0 || iw >= IW) continue;
+                const int v = x[q.base + ih * q.rs + iw * q.cs];
+                if (v > best) {
+                    best = v;
+                    bi = (long long)ih * IW + iw;
+                }
+            }
+        }
+        y[i] = (q_t)best;
+        if (indices) indices[i] = bi;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(QPOOL_THREADS) pool2d_avg(QPOOL_ARGS) {
+    const long long total = (long long)N * C * OH * OW;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        const QPos q = qpos(i, C, IH, IW, OH, OW);
+        const int h0 = q.oh * SH - PT, w0 = q.ow * SW - PL;
+        int sum = 0, rows_in = 0, rows_pad = 0, cols_in = 0, cols_pad = 0;
+        for (int kw = 0; kw < KW; ++kw) {
+            const int iw = w0 + kw * DW;
+            cols_in += iw >= 0 && iw < IW;
+            cols_pad += iw >= -PL && iw < IW + PR;
+        }
+        for (int kh = 0; kh < KH; ++kh) {
+            const int ih = h0 + kh * DH;
+            rows_pad += ih >= -PT && ih < IH + PB;
+            if (ih < 0 || ih >= IH) continue;
+            ++rows_in;
+            for (int kw = 0; kw < KW; ++kw) {
+                const int iw = w0 + kw * DW;
+                if (iw >= 0 && iw < IW) sum += (int)x[q.base + ih * q.rs + iw * q.cs] - ZP;
+            }
+        }
+        const int count = DIVISOR > 0 ? DIVISOR : (COUNT_INCLUDE_PAD ? rows_pad * cols_pad : rows_in * cols_in);
+        const double r = rint((double)sum / (double)(count > 0 ? count : 1)) + ZP;
+        y[i] = (q_t)(r < Q_MIN ? Q_MIN : (r > Q_MAX ? Q_MAX : r));
+    }
+}
