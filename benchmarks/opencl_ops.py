@@ -30,8 +30,8 @@ Method
 * ``--dtypes`` may name int8 and uint8: the pooling cases then run the quantized kernels
   (``qpool2d.cl``; zero point 3 for average pooling), checked exactly against
   ``reference.quantized_pool2d_from_spec``; one byte per element in the traffic. The CUDA
-  backend has no quantized kernels and PyTorch's quantized pooling runs on the CPU only,
-  so those columns are empty for them.
+  column times the CUDA backend's ``qpool2d.cu`` (one thread per output, not tuned);
+  PyTorch's quantized pooling runs on the CPU only, so its column is empty for them.
 * --launches times each launch of the served set alone (profiling events, median start
   and duration from the call's first start): where a multi-kernel op's time goes.
 * --sweep times a few parameter sets per case (each validated against the schema and
@@ -384,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
                     }
                     if args.launches:
                         row["launches"] = launch_breakdown(dev.backend, runner.call(params), args.repeats)
-                    if cuda_dev is not None and on_nvidia and dtype not in QUANT:
+                    if cuda_dev is not None and on_nvidia:
                         crun = Runner(cuda_dev, spec, rng)
                         cparams = dict(cuda_dev.tuner.resolve_spec(spec).params)
                         row["cuda_ms"] = median_ms_b2b(cuda_dev.backend, crun.call(cparams), max(5, args.repeats // 2))
