@@ -35,30 +35,33 @@ typedef signed char q_t;
 #endif
 
 // the output element i's (n, c, oh, ow), and where its plane starts with the input's row and
-// column strides (elements)
+// column strides (elements). I is the index type: unsigned int where the output has fewer
+// than 2^31 elements (the launchers' case; a 64-bit division or remainder costs tens of
+// instructions, and this kernel does four per output), long long otherwise.
 struct QPos {
     int n, c, oh, ow;
     long long base, rs, cs;
 };
-__device__ __forceinline__ QPos qpos(long long i, int C, int IH, int IW, int OH, int OW) {
+template <typename I>
+__device__ __forceinline__ QPos qpos(I i, int C, int IH, int IW, int OH, int OW) {
     QPos q;
 #if LAYOUT_NHWC
-    q.c = (int)(i % C);
-    i /= C;
-    q.ow = (int)(i % OW);
-    i /= OW;
-    q.oh = (int)(i % OH);
-    q.n = (int)(i / OH);
+    q.c = (int)(i % (I)C);
+    i /= (I)C;
+    q.ow = (int)(i % (I)OW);
+    i /= (I)OW;
+    q.oh = (int)(i % (I)OH);
+    q.n = (int)(i / (I)OH);
     q.base = (long long)q.n * IH * IW * C + q.c;
     q.rs = (long long)IW * C;
     q.cs = C;
 #else
-    q.ow = (int)(i % OW);
-    i /= OW;
-    q.oh = (int)(i % OH);
-    i /= OH;
-    q.c = (int)(i % C);
-    q.n = (int)(i / C);
+    q.ow = (int)(i % (I)OW);
+    i /= (I)OW;
+    q.oh = (int)(i % (I)OH);
+    i /= (I)OH;
+    q.c = (int)(i % (I)C);
+    q.n = (int)(i / (I)C);
     q.base = ((long long)q.n * C + q.c) * IH * IW;
     q.rs = IW;
     q.cs = 1;
@@ -71,11 +74,14 @@ __device__ __forceinline__ QPos qpos(long long i, int C, int IH, int IW, int OH,
         int IW, int OH, int OW, int KH, int KW, int SH, int SW, int PT, int PB, int PL, int PR, int DH, int DW, \
         int DIVISOR, int COUNT_INCLUDE_PAD, int ZP
 
-extern "C" __global__ void __launch_bounds__(QPOOL_THREADS) pool2d_max(QPOOL_ARGS) {
-    const long long total = (long long)N * C * OH * OW;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
-         i += (long long)gridDim.x * blockDim.x) {
-        const QPos q = qpos(i, C, IH, IW, OH, OW);
+#define QPOOL_PASS \
+    x, y, indices, N, C, IH, IW, OH, OW, KH, KW, SH, SW, PT, PB, PL, PR, DH, DW, DIVISOR, COUNT_INCLUDE_PAD, ZP
+
+template <typename I>
+__device__ __forceinline__ void qpool_max(QPOOL_ARGS) {
+    const I total = (I)N * C * OH * OW;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (I)gridDim.x * blockDim.x) {
+        const QPos q = qpos<I>(i, C, IH, IW, OH, OW);
         const int h0 = q.oh * SH - PT, w0 = q.ow * SW - PL;
         int best = Q_MIN - 1;  // below every value: the first valid tap is taken
         long long bi = 0;
@@ -97,11 +103,18 @@ extern "C" __global__ void __launch_bounds__(QPOOL_THREADS) pool2d_max(QPOOL_ARG
     }
 }
 
-extern "C" __global__ void __launch_bounds__(QPOOL_THREADS) pool2d_avg(QPOOL_ARGS) {
-    const long long total = (long long)N * C * OH * OW;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
-         i += (long long)gridDim.x * blockDim.x) {
-        const QPos q = qpos(i, C, IH, IW, OH, OW);
+extern "C" __global__ void __launch_bounds__(QPOOL_THREADS) pool2d_max(QPOOL_ARGS) {
+    if ((long long)N * C * OH * OW < (1LL << 31))
+        qpool_max<unsigned int>(QPOOL_PASS);
+    else
+        qpool_max<long long>(QPOOL_PASS);
+}
+
+template <typename I>
+__device__ __forceinline__ void qpool_avg(QPOOL_ARGS) {
+    const I total = (I)N * C * OH * OW;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (I)gridDim.x * blockDim.x) {
+        const QPos q = qpos<I>(i, C, IH, IW, OH, OW);
         const int h0 = q.oh * SH - PT, w0 = q.ow * SW - PL;
         int sum = 0, rows_in = 0, rows_pad = 0, cols_in = 0, cols_pad = 0;
         for (int kw = 0; kw < KW; ++kw) {
@@ -123,4 +136,11 @@ extern "C" __global__ void __launch_bounds__(QPOOL_THREADS) pool2d_avg(QPOOL_ARG
         const double r = rint((double)sum / (double)(count > 0 ? count : 1)) + ZP;
         y[i] = (q_t)(r < Q_MIN ? Q_MIN : (r > Q_MAX ? Q_MAX : r));
     }
+}
+
+extern "C" __global__ void __launch_bounds__(QPOOL_THREADS) pool2d_avg(QPOOL_ARGS) {
+    if ((long long)N * C * OH * OW < (1LL << 31))
+        qpool_avg<unsigned int>(QPOOL_PASS);
+    else
+        qpool_avg<long long>(QPOOL_PASS);
 }
