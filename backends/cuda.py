@@ -368,9 +368,9 @@ _COMPILE_PARAMS = {
 }
 
 _FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
-#: the quantized pooling dtypes (qpool2d.cu)
+#: the quantized pooling dtypes (quant_pool2d.cu)
 _QUANT_DTYPES = (np.dtype(np.int8), np.dtype(np.uint8))
-#: qpool2d.cu's threads per block (its QPOOL_THREADS default)
+#: quant_pool2d.cu's threads per block (its QPOOL_THREADS default)
 _QPOOL_THREADS = 256
 
 #: the kernel family (schema) of each spec type the launch plans cover
@@ -468,7 +468,7 @@ class CudaBackend(Backend):
     kernel_folder: ClassVar[str] = "kernels_cu"
     #: every output store goes through the prelude's epilogue (-DFUSE_RELU=1)
     fused_relu: ClassVar[bool] = True
-    #: int8/uint8 max and average pooling (qpool2d.cu: one thread per output, not tuned)
+    #: int8/uint8 max and average pooling (quant_pool2d.cu: one thread per output, not tuned)
     quantized_pooling: ClassVar[bool] = True
 
     # -- discovery ---------------------------------------------------------------------
@@ -1048,7 +1048,7 @@ class CudaBackend(Backend):
     def pool2d(
         self, spec: Pool2dSpec, x: Buffer, y: Buffer, indices: Buffer | None, params: Mapping[str, int]
     ) -> None:
-        """Max or average pooling; int8/uint8 specs run ``qpool2d.cu`` (the zero point as a last argument)."""
+        """Max or average pooling; int8/uint8 specs run ``quant_pool2d.cu`` (the zero point as a last argument)."""
         if np.dtype(spec.dtype) in _QUANT_DTYPES:
             qkey = ("qpool2d", spec)
             self._run(self._planned(qkey, lambda: self._plan_qpool2d(spec)), {"x": x, "y": y, "i": indices})
@@ -1060,14 +1060,14 @@ class CudaBackend(Backend):
         self._run(plan, {"x": x, "y": y, "i": indices})
 
     def _plan_qpool2d(self, spec: Pool2dSpec) -> tuple[Launch, ...]:
-        """int8/uint8 pooling: qpool2d.cu's one-thread-per-output kernels (no tuning parameters)."""
+        """int8/uint8 pooling: quant_pool2d.cu's one-thread-per-output kernels (no tuning parameters)."""
         defines = (("DTYPE_UINT8", int(np.dtype(spec.dtype) == np.uint8)), ("LAYOUT_NHWC", int(spec.layout == "NHWC")))
         total = spec.n * spec.c * spec.out_h * spec.out_w
         (kh, kw), (sh, sw), (dh, dw) = spec.kernel, spec.stride, spec.dilation
         args = ("x", "y", "i", spec.n, spec.c, spec.in_h, spec.in_w, spec.out_h, spec.out_w, kh, kw, sh, sw,
                 *spec.pads, dh, dw, spec.divisor or 0, int(spec.count_include_pad), spec.zero_point)
         return (
-            Launch("qpool2d.cu", defines, f"pool2d_{spec.kind}", "PPP" + "i" * 19, self._grid_1d(total, _QPOOL_THREADS),
+            Launch("quant_pool2d.cu", defines, f"pool2d_{spec.kind}", "PPP" + "i" * 19, self._grid_1d(total, _QPOOL_THREADS),
                    (_QPOOL_THREADS, 1, 1), 0, args),
         )
 

@@ -222,7 +222,7 @@ def check_qpool(
 
 
 def quant_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
-    """int8/uint8 pooling (qpool2d.cu): both layouts, every padding form, ceil_mode, dilation,
+    """int8/uint8 pooling (quant_pool2d.cu): both layouts, every padding form, ceil_mode, dilation,
     every divisor rule, indices, zero points across the range, a misaligned buffer."""
     shapes = [(2, 5, 13, 11), (1, 16, 9, 24)] if quick else [(2, 5, 13, 11), (1, 16, 9, 24), (3, 3, 17, 8)]
     windows = [  # kernel, stride, padding, dilation, ceil_mode

@@ -30,7 +30,7 @@ Method
 * ``--dtypes`` may name int8 and uint8: the pooling cases then run the quantized kernels
   (``qpool2d.cl``; zero point 3 for average pooling), checked exactly against
   ``reference.quantized_pool2d_from_spec``; one byte per element in the traffic. The CUDA
-  column times the CUDA backend's ``qpool2d.cu`` (one thread per output, not tuned);
+  column times the CUDA backend's ``quant_pool2d.cu`` (one thread per output, not tuned);
   PyTorch's quantized pooling runs on the CPU only, so its column is empty for them.
 * --launches times each launch of the served set alone (profiling events, median start
   and duration from the call's first start): where a multi-kernel op's time goes.

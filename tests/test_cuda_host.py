@@ -174,7 +174,7 @@ def test_cuda_launchers_plan_once_without_a_gpu():
 
 
 def test_cuda_quantized_pooling_plans_without_a_gpu():
-    """Without a GPU: int8/uint8 pooling plans one qpool2d.cu launch whose arguments match
+    """Without a GPU: int8/uint8 pooling plans one quant_pool2d.cu launch whose arguments match
     its format (3 pointers, pool2d's 18 ints and the zero point last), built per dtype and
     layout; float specs keep pool2d.cu."""
     import numpy as np
@@ -198,7 +198,7 @@ def test_cuda_quantized_pooling_plans_without_a_gpu():
                     spec = replace(spec, zero_point=-7 if dtype == np.int8 else 200)
                 be.pool2d(spec, buf, buf, None, {})
                 (launch,) = plans[-1]
-                assert (launch.file, launch.kernel) == ("qpool2d.cu", f"pool2d_{kind}")
+                assert (launch.file, launch.kernel) == ("quant_pool2d.cu", f"pool2d_{kind}")
                 assert dict(launch.defines) == {"DTYPE_UINT8": int(dtype == np.uint8),
                                                 "LAYOUT_NHWC": int(layout == "NHWC")}
                 assert len(launch.fmt) == len(launch.args) == 22 and launch.fmt == "PPP" + "i" * 19

@@ -3,7 +3,7 @@
 Each ``kernels_cu/*.cu`` file is compiled for every combination of DTYPE_HALF and
 LAYOUT_NHWC for sm_75, sm_80, sm_90 and sm_120, and with the fused-ReLU epilogue
 (FUSE_RELU=1) for sm_90, as is adaptive_pool2d.cu with a plane size fixed at build time
-(ADAPT_GHW, the launcher's) and qpool2d.cu in uint8 (DTYPE_UINT8=1). Tuning parameters
+(ADAPT_GHW, the launcher's) and quant_pool2d.cu in uint8 (DTYPE_UINT8=1). Tuning parameters
 take the kernels' defaults. Without nvcc the check says so and passes, since a machine
 without CUDA cannot build these kernels anyway.
 """
@@ -34,7 +34,7 @@ def variants() -> list[tuple[Path, dict[str, int], tuple[str, ...]]]:
         out.append((path, {"DTYPE_HALF": 0, "LAYOUT_NHWC": 1, "FUSE_RELU": 1}, ("90",)))
         out.append((path, {"DTYPE_HALF": 1, "LAYOUT_NHWC": 0, "FUSE_RELU": 1}, ("90",)))
     # the quantized pooling kernels: uint8 (the loop above builds int8)
-    qpool = KERNELS / "qpool2d.cu"
+    qpool = KERNELS / "quant_pool2d.cu"
     if qpool.exists():
         out.extend((qpool, {"DTYPE_UINT8": 1, "LAYOUT_NHWC": nhwc}, ARCHS) for nhwc in (0, 1))
     # a shape the launcher fixes at build time: global pooling's plane size (ADAPT_GHW)

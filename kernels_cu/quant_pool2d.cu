@@ -15,7 +15,14 @@
 //       inside the padded extent with COUNT_INCLUDE_PAD, else the taps inside the input. The
 //       sum is an exact int; the division is in double, whose correctly rounded quotient keeps
 //       every tie exact (|sum| < 2^31, divisor < 2^31), so rint (ties to even) is ONNX's rounding.
-// Fused ReLU does not apply (hal's quantized ops take none). Not tuned: correctness first.
+// Windows of up to QPOOL_TAPS [9] taps (3x3 and smaller) load every tap at once, from an
+// address clamped into the input, and then discard the taps outside by a select: a load
+// behind a branch per tap, the general loop's, keeps one memory round trip per tap (the
+// first version ran at 7 % of copy on the H200). Larger windows take the general loop.
+// Fused ReLU does not apply (hal's quantized ops take none). Not tuned: no parameters.
+//
+// Outside the pool2d tuning family (docs/tuning.md): it takes none of pool2d.cu's
+// parameters, so editing it does not stale the measured float pooling entries.
 #include "hal_prelude.cuh"
 
 #ifndef DTYPE_UINT8
@@ -23,6 +30,9 @@
 #endif
 #ifndef QPOOL_THREADS
 #define QPOOL_THREADS 256
+#endif
+#ifndef QPOOL_TAPS
+#define QPOOL_TAPS 9
 #endif
 #if DTYPE_UINT8
 typedef unsigned char q_t;
@@ -69,6 +79,28 @@ __device__ __forceinline__ QPos qpos(I i, int C, int IH, int IW, int OH, int OW)
     return q;
 }
 
+// The window's first QPOOL_TAPS taps in row-major order, each loaded from an address clamped
+// into the input (all loads issued before any is used); v[t] = the tap, or fill where it lies
+// outside the input or past the window (t >= KH * KW); pix[t] = its per-plane index.
+__device__ __forceinline__ void qpool_taps(const q_t* __restrict__ x, const QPos& q, int h0, int w0, int KH, int KW,
+                                           int DH, int DW, int IH, int IW, int fill, int (&v)[QPOOL_TAPS],
+                                           int (&pix)[QPOOL_TAPS]) {
+    int kh = 0, kw = 0;
+#pragma unroll
+    for (int t = 0; t < QPOOL_TAPS; ++t) {
+        const int ih = h0 + kh * DH, iw = w0 + kw * DW;
+        const bool ok = kh < KH && ih >= 0 && ih < IH && iw >= 0 && iw < IW;
+        const int ihc = min(max(ih, 0), IH - 1), iwc = min(max(iw, 0), IW - 1);
+        const int raw = x[q.base + ihc * q.rs + iwc * q.cs];
+        v[t] = ok ? raw : fill;
+        pix[t] = ih * IW + iw;
+        if (++kw == KW) {
+            kw = 0;
+            ++kh;
+        }
+    }
+}
+
 #define QPOOL_ARGS                                                                                        \
     const q_t *__restrict__ x, q_t *__restrict__ y, long long *__restrict__ indices, int N, int C, int IH, \
         int IW, int OH, int OW, int KH, int KW, int SH, int SW, int PT, int PB, int PL, int PR, int DH, int DW, \
@@ -85,16 +117,28 @@ __device__ __forceinline__ void qpool_max(QPOOL_ARGS) {
         const int h0 = q.oh * SH - PT, w0 = q.ow * SW - PL;
         int best = Q_MIN - 1;  // below every value: the first valid tap is taken
         long long bi = 0;
-        for (int kh = 0; kh < KH; ++kh) {
-            const int ih = h0 + kh * DH;
-            if (ih < 0 || ih >= IH) continue;
-            for (int kw = 0; kw < KW; ++kw) {
-                const int iw = w0 + kw * DW;
-                if (iw < 0 || iw >= IW) continue;
-                const int v = x[q.base + ih * q.rs + iw * q.cs];
-                if (v > best) {
-                    best = v;
-                    bi = (long long)ih * IW + iw;
+        if (KH * KW <= QPOOL_TAPS) {
+            int v[QPOOL_TAPS], pix[QPOOL_TAPS];
+            qpool_taps(x, q, h0, w0, KH, KW, DH, DW, IH, IW, Q_MIN - 1, v, pix);
+#pragma unroll
+            for (int t = 0; t < QPOOL_TAPS; ++t) {
+                if (v[t] > best) {
+                    best = v[t];
+                    bi = pix[t];
+                }
+            }
+        } else {
+            for (int kh = 0; kh < KH; ++kh) {
+                const int ih = h0 + kh * DH;
+                if (ih < 0 || ih >= IH) continue;
+                for (int kw = 0; kw < KW; ++kw) {
+                    const int iw = w0 + kw * DW;
+                    if (iw < 0 || iw >= IW) continue;
+                    const int v = x[q.base + ih * q.rs + iw * q.cs];
+                    if (v > best) {
+                        best = v;
+                        bi = (long long)ih * IW + iw;
+                    }
                 }
             }
         }
@@ -125,11 +169,21 @@ __device__ __forceinline__ void qpool_avg(QPOOL_ARGS) {
         for (int kh = 0; kh < KH; ++kh) {
             const int ih = h0 + kh * DH;
             rows_pad += ih >= -PT && ih < IH + PB;
-            if (ih < 0 || ih >= IH) continue;
-            ++rows_in;
-            for (int kw = 0; kw < KW; ++kw) {
-                const int iw = w0 + kw * DW;
-                if (iw >= 0 && iw < IW) sum += (int)x[q.base + ih * q.rs + iw * q.cs] - ZP;
+            rows_in += ih >= 0 && ih < IH;
+        }
+        if (KH * KW <= QPOOL_TAPS) {
+            int v[QPOOL_TAPS], pix[QPOOL_TAPS];
+            qpool_taps(x, q, h0, w0, KH, KW, DH, DW, IH, IW, ZP, v, pix);  // a tap outside adds 0
+#pragma unroll
+            for (int t = 0; t < QPOOL_TAPS; ++t) sum += v[t] - ZP;
+        } else {
+            for (int kh = 0; kh < KH; ++kh) {
+                const int ih = h0 + kh * DH;
+                if (ih < 0 || ih >= IH) continue;
+                for (int kw = 0; kw < KW; ++kw) {
+                    const int iw = w0 + kw * DW;
+                    if (iw >= 0 && iw < IW) sum += (int)x[q.base + ih * q.rs + iw * q.cs] - ZP;
+                }
             }
         }
         const int count = DIVISOR > 0 ? DIVISOR : (COUNT_INCLUDE_PAD ? rows_pad * cols_pad : rows_in * cols_in);
