@@ -1067,8 +1067,8 @@ class CudaBackend(Backend):
         args = ("x", "y", "i", spec.n, spec.c, spec.in_h, spec.in_w, spec.out_h, spec.out_w, kh, kw, sh, sw,
                 *spec.pads, dh, dw, spec.divisor or 0, int(spec.count_include_pad), spec.zero_point)
         return (
-            Launch("quant_pool2d.cu", defines, f"pool2d_{spec.kind}", "PPP" + "i" * 19, self._grid_1d(total, _QPOOL_THREADS),
-                   (_QPOOL_THREADS, 1, 1), 0, args),
+            Launch("quant_pool2d.cu", defines, f"pool2d_{spec.kind}", "PPP" + "i" * 19,
+                   self._grid_1d(total, _QPOOL_THREADS), (_QPOOL_THREADS, 1, 1), 0, args),
         )
 
     def _plan_pool2d(
