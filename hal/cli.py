@@ -164,6 +164,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
     dev = hal.device(args.device)
     kernels = args.ops.split(",") if args.ops else None
     dtypes = args.dtype.split(",") if args.dtype else ["float32", "float16"]
+    unknown = [d for d in dtypes if d not in ("float32", "float16", "int8", "uint8")]
+    if unknown:
+        console.print(f"[red]--dtype: expected float32, float16, int8 or uint8, got {', '.join(unknown)}[/red]")
+        return 2
     layouts = args.layout.split(",") if args.layout else ["NCHW", "NHWC"]
     plan = list(workloads.plans(workloads.select(kernels), dtypes, layouts))
     size = args.size if args.size != "auto" else ("full" if is_gpu(dev) else "small")
@@ -327,7 +331,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="table file to write (default: the user table of this device)")
     p.add_argument("--size", choices=["auto", "full", "small", "tiny"], default="auto",
                    help="workload sizes (auto: full on GPUs, small on CPUs)")
-    p.add_argument("--dtype", help="float32,float16 (default both)")
+    p.add_argument("--dtype", help="float32,float16,int8,uint8 (default float32,float16; int8/uint8 tune the "
+                                   "pooling workloads, checked against the quantized oracle)")
     p.add_argument("--layout", help="NCHW,NHWC (default both)")
     p.add_argument("--repeats", type=int, default=10, help="timed runs per candidate (median)")
     p.add_argument("--seed", type=int, help="random seed for inputs and candidate sampling")

@@ -423,3 +423,57 @@ def test_opencl_launch_signature_names_the_kernel_that_runs():
     assert sig(nhwc_g, {"MODE": 4, "PIPE_GROUPS": 2}) == sig(nhwc_g, {"MODE": 4, "PIPE_GROUPS": 16})
     assert sig(nhwc_g, {"MODE": 4}) == sig(nhwc_g, {"MODE": 0})  # MODE 4 runs as MODE 0 there
     assert sig(S.EltwiseSpec("relu", 1000, f32), {}) is None
+
+
+def test_int8_pooling_tunes_with_the_quantized_oracle(monkeypatch, tmp_path):
+    """`hal tune --dtype int8,uint8` plans the pooling workloads only (no int8 twin for the
+    others), checks candidates exactly against the quantized oracle (average pooling with a
+    nonzero zero point) and rejects a wrong one."""
+    plan = list(workloads.plans(workloads.select(None), ["int8", "uint8"], ["NCHW"]))
+    assert plan and {wl.kernel for wl, _, _ in plan} == {"pool2d"}
+    avg = next(wl for wl, _, _ in plan if wl.name == "avgpool3x3s2p1")
+    assert avg.spec_for(avg.shape("tiny"), "uint8", "NCHW").zero_point == workloads.QUANT_ZERO_POINT != 0
+    monkeypatch.setenv("HAL_TUNE_INJECT", "wrong:2")
+    picked = [(wl, dt, lay) for wl, dt, lay in plan if wl.name == "avgpool3x3s2p1" and dt == "int8"]
+    (o,) = tuner.tune(hal.device("cpu"), picked, mode="rapid", size="tiny", repeats=3, seed=1,
+                      journal_path=tmp_path / "j.jsonl")
+    assert [status for _, status, _ in o.rejected] == ["wrong"], o.rejected
+    assert o.default_ms is not None and o.best_ms is not None
+
+
+def test_int8_validation_poisons_twice():
+    """Any int8 value can be a result, so one poison value cannot show every unwritten
+    element: validation runs poisoned with the minimum, then the maximum. An element left
+    unwritten whose oracle value is the minimum passes the first run and fails the second."""
+    import numpy as np
+
+    from hal.tuning import evaluate
+
+    assert evaluate.poison_passes(np.dtype(np.float32)) == (False,)
+    assert evaluate.poison_passes(np.dtype(np.int8)) == (False, True)
+    be = hal.device("cpu").backend
+    wl = next(w for w in workloads.WORKLOADS if w.name == "maxpool3x3s2p1")
+    spec = wl.spec_for(wl.shape("tiny"), "int8", "NCHW")
+    host = evaluate.make_inputs(spec, np.random.default_rng(0))
+    host["x"][0, 0] = -128  # a plane whose outputs are all the minimum
+    problem = evaluate.upload_problem(be, spec, host)
+    want = evaluate.oracle(problem)
+    k = int(np.flatnonzero(want["y"].reshape(-1) == -128)[0])
+    real = be.pool2d
+
+    def skips_one(spec_, x, y, indices, params):
+        before = np.asarray(y).reshape(-1).view(np.int8)[k]
+        real(spec_, x, y, indices, params)
+        np.asarray(y).reshape(-1).view(np.int8)[k] = before  # as if element k were never written
+
+    be.pool2d = skips_one
+    try:
+        results = []
+        for high in evaluate.poison_passes(spec.dtype):
+            launch, outs = evaluate.launcher(be, problem, {}, high=high)
+            launch()
+            got, damaged = evaluate.read_outputs(be, problem, outs, high=high)
+            results.append(not damaged and evaluate.check(problem, got, want).ok)
+    finally:
+        del be.pool2d
+    assert results == [True, False]

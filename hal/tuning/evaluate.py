@@ -32,25 +32,33 @@ def _logical(a: np.ndarray, layout: str) -> np.ndarray:
     return np.ascontiguousarray(a.transpose(0, 3, 1, 2) if layout == "NHWC" else a)
 
 
-def _poison(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    """Output poison plus guard, as one flat byte-compatible array."""
+def _poison(shape: tuple[int, ...], dtype: np.dtype, high: bool = False) -> np.ndarray:
+    """Output poison plus guard, as one flat byte-compatible array: NaN, or for integers the
+    dtype's minimum (``high``: its maximum)."""
     count = int(np.prod(shape)) + GUARD_BYTES // dtype.itemsize
-    fill = np.nan if dtype.kind == "f" else np.iinfo(dtype).min
+    fill = np.nan if dtype.kind == "f" else (np.iinfo(dtype).max if high else np.iinfo(dtype).min)
     return np.full(count, fill, dtype=dtype)
 
 
-#: poison arrays by (shape, dtype), read-only: every candidate uploads the same tens of MB,
-#: and filling them anew took a fifth of a pooling candidate's host time
-_POISON_CACHE: dict[tuple[tuple[int, ...], str], np.ndarray] = {}
+def poison_passes(dtype: np.dtype) -> tuple[bool, ...]:
+    """The ``high`` flags a validation runs with: floats once (NaN equals no result); integers
+    twice, poisoned with the minimum and then the maximum, since any integer may be a result
+    and an unwritten element must differ from the oracle in one of the two."""
+    return (False,) if np.dtype(dtype).kind == "f" else (False, True)
 
 
-def _cached_poison(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    key = (tuple(shape), np.dtype(dtype).str)
+#: poison arrays by (shape, dtype, high), read-only: every candidate uploads the same tens of
+#: MB, and filling them anew took a fifth of a pooling candidate's host time
+_POISON_CACHE: dict[tuple[tuple[int, ...], str, bool], np.ndarray] = {}
+
+
+def _cached_poison(shape: tuple[int, ...], dtype: np.dtype, high: bool = False) -> np.ndarray:
+    key = (tuple(shape), np.dtype(dtype).str, high)
     array = _POISON_CACHE.get(key)
     if array is None:
         if len(_POISON_CACHE) >= 8:
             _POISON_CACHE.clear()
-        array = _poison(shape, np.dtype(dtype))
+        array = _poison(shape, np.dtype(dtype), high)
         array.setflags(write=False)  # uploads copy; nothing may write the shared poison
         _POISON_CACHE[key] = array
     return array
@@ -90,6 +98,9 @@ def make_inputs(spec: Spec, rng: np.random.Generator) -> dict[str, np.ndarray]:
                              ("running_mean", rng.standard_normal(spec.c)),
                              ("running_var", rng.uniform(0.5, 2.0, spec.c))):
             host[name] = values.astype(np.float32)
+    elif dt.kind in "iu":  # int8/uint8 pooling: integers across the whole range
+        info = np.iinfo(dt)
+        host["x"] = rng.integers(info.min, info.max + 1, spec.in_shape).astype(dt)
     else:
         host["x"] = rng.standard_normal(spec.in_shape, dtype=np.float32).astype(dt)
     return host
@@ -128,13 +139,16 @@ def output_buffers(backend: Backend, problem: Problem) -> dict[str, Any]:
 
 
 def launcher(
-    backend: Backend, problem: Problem, params: dict[str, int], outs: dict[str, Any] | None = None
+    backend: Backend, problem: Problem, params: dict[str, int], outs: dict[str, Any] | None = None,
+    high: bool = False,
 ) -> tuple[Callable[[], None], dict[str, Any]]:
     """A no-argument launch of ``problem`` with ``params`` into ``outs``, or into freshly
-    poisoned output buffers (with their guard regions) when ``outs`` is None."""
+    poisoned output buffers (with their guard regions; ``high``: see :func:`poison_passes`)
+    when ``outs`` is None."""
     spec = problem.spec
     if outs is None:
-        outs = {name: backend.upload(_cached_poison(shape, dt)) for name, (shape, dt) in problem.outputs.items()}
+        outs = {name: backend.upload(_cached_poison(shape, dt, high))
+                for name, (shape, dt) in problem.outputs.items()}
     b = problem.buffers
     if isinstance(spec, Pool2dSpec):
         def launch() -> None:
@@ -152,15 +166,18 @@ def launcher(
     return launch, outs
 
 
-def read_outputs(backend: Backend, problem: Problem, outs: dict[str, Any]) -> tuple[dict[str, np.ndarray], str]:
-    """Download outputs (logical order); second value names a damaged guard, or is empty."""
+def read_outputs(
+    backend: Backend, problem: Problem, outs: dict[str, Any], high: bool = False
+) -> tuple[dict[str, np.ndarray], str]:
+    """Download outputs (logical order); second value names a damaged guard (poisoned as
+    :func:`launcher` did with ``high``), or is empty."""
     result: dict[str, np.ndarray] = {}
     damaged = ""
     for name, (shape, dt) in problem.outputs.items():
         flat = np.empty(int(np.prod(shape)) + GUARD_BYTES // dt.itemsize, dtype=dt)
         backend.download(outs[name], flat)  # every byte is overwritten: no need to poison it
         body, guard = flat[: int(np.prod(shape))], flat[int(np.prod(shape)):]
-        poison = _poison((0,), dt)
+        poison = _poison((0,), dt, high)
         if guard.tobytes() != poison[: guard.size].tobytes():
             damaged = f"{name}: the kernel wrote past the end of its output"
         phys = shape if problem.spec.layout == "NCHW" else (shape[0], shape[2], shape[3], shape[1])
@@ -190,6 +207,11 @@ def oracle(problem: Problem) -> dict[str, Any]:
     threads (a 64x64x128x128 one took 9 s on one core); conv's einsum is BLAS-threaded.
     """
     spec, host = problem.spec, problem.host
+    if np.dtype(spec.dtype).kind in "iu":  # the quantized oracle: exact integers
+        parts = _by_batch_chunks(lambda xs: reference.quantized_pool2d_from_spec(spec, xs), host["x"])
+        y = np.concatenate([p[0] for p in parts]) if len(parts) > 1 else parts[0][0]
+        idx = np.concatenate([p[1] for p in parts]) if len(parts) > 1 else parts[0][1]
+        return {"y": y, "indices": idx}
     x64 = host["x"].astype(np.float64)
     if isinstance(spec, (Pool2dSpec, AdaptivePool2dSpec)):
         parts = _by_batch_chunks(lambda xs: reference.pool2d_from_spec(spec, xs), x64)
@@ -212,6 +234,15 @@ def oracle(problem: Problem) -> dict[str, Any]:
 def check(problem: Problem, got: dict[str, np.ndarray], want: dict[str, Any]) -> Comparison:
     """Compare a candidate's outputs with the oracle under the conformance tolerances."""
     spec = problem.spec
+    if np.dtype(spec.dtype).kind in "iu":  # integers: exactly the quantized oracle's
+        bad = np.argwhere(np.asarray(got["y"]) != want["y"])
+        if bad.size == 0 and "indices" in got:
+            return compare_indices(got["indices"], want["indices"])
+        if bad.size:
+            k = tuple(int(i) for i in bad[0])
+            return Comparison(False, float("inf"), f"at {k}: got {got['y'][k]}, oracle {want['y'][k]} "
+                                                  f"({len(bad)} differ)")
+        return Comparison(True, 0.0)
     if isinstance(spec, (Pool2dSpec, AdaptivePool2dSpec)):
         op = "max_pool2d" if spec.kind == "max" else "avg_pool2d"
         result = compare(op, spec.dtype, got["y"], want["y"])

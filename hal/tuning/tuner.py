@@ -153,16 +153,17 @@ def _evaluate(backend: Any, task: Task, oracle_cache: dict[Any, Any]) -> dict[st
             except ValueError:
                 continue  # this corner of the bucket is not a valid call of the op
             problem, want = _checked_problem(backend, task, i, check_shape, spec, oracle_cache)
-            launch, outs = evaluate.launcher(backend, problem, task.params)
-            launch()
-            got, damaged = evaluate.read_outputs(backend, problem, outs)
-            if task.fault == "wrong":
-                got["y"] = got["y"] + 1.0
-            if damaged:
-                return {"status": "wrong", "detail": f"shape {check_shape}: {damaged}"}
-            result = evaluate.check(problem, got, want)
-            if not result.ok:
-                return {"status": "wrong", "detail": f"shape {check_shape}: {result.detail}"}
+            for high in evaluate.poison_passes(spec.dtype):
+                launch, outs = evaluate.launcher(backend, problem, task.params, high=high)
+                launch()
+                got, damaged = evaluate.read_outputs(backend, problem, outs, high=high)
+                if task.fault == "wrong":
+                    got["y"] = got["y"] + 1
+                if damaged:
+                    return {"status": "wrong", "detail": f"shape {check_shape}: {damaged}"}
+                result = evaluate.check(problem, got, want)
+                if not result.ok:
+                    return {"status": "wrong", "detail": f"shape {check_shape}: {result.detail}"}
     # the timing inputs are the same for every candidate of a workload: made (and uploaded) once,
     # as several copies when one would fit in the last-level cache, and the timed calls rotate
     # among them, so no call finds its input left in the cache by the previous one

@@ -8,7 +8,7 @@ sizes exist for tests of the tuner itself.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -25,6 +25,13 @@ from hal.spec import (
 )
 
 SIZES = ("full", "small", "tiny")
+
+#: the quantized dtypes ``hal tune --dtype`` takes: pooling workloads only (the families
+#: whose kernels have int8/uint8 twins with the same parameters)
+QUANT_DTYPES = (np.dtype(np.int8), np.dtype(np.uint8))
+QUANT_FAMILIES = ("pool2d",)
+#: the zero point of quantized average-pooling workloads (nonzero: padding counts as it)
+QUANT_ZERO_POINT = 3
 
 
 @dataclass(frozen=True)
@@ -50,8 +57,11 @@ class Workload:
             geom = plane_geometry(geom)  # as the ops build it (one channel runs the NCHW kernels)
         kw = self.kwargs
         if self.op in ("max_pool2d", "avg_pool2d"):
-            return pool2d_spec("max" if self.op == "max_pool2d" else "avg", geom, kw["kernel_size"],
+            spec = pool2d_spec("max" if self.op == "max_pool2d" else "avg", geom, kw["kernel_size"],
                                kw.get("stride"), kw.get("padding", 0), 1, False, True, None, False)
+            if spec.kind == "avg" and np.dtype(dtype) in QUANT_DTYPES:
+                spec = replace(spec, zero_point=QUANT_ZERO_POINT)  # padding then counts as a real value
+            return spec
         if self.op in ("adaptive_avg_pool2d", "adaptive_max_pool2d"):
             return adaptive_pool2d_spec("avg" if self.op == "adaptive_avg_pool2d" else "max", geom,
                                         kw["output_size"], False)
@@ -110,10 +120,13 @@ def plans(workloads: list[Workload], dtypes: list[str], layouts: list[str]) -> I
 
     One-channel workloads are planned in NCHW only: with C = 1 both layouts are the same
     bytes, and the ops run (and look up parameters for) the NCHW kernels either way.
+    int8/uint8 are planned for the pooling workloads only (``QUANT_FAMILIES``).
     """
     for wl in workloads:
         one_channel = all(shape[1] == 1 for shape in wl.shapes.values())
         for dt in dtypes:
+            if np.dtype(dt) in QUANT_DTYPES and wl.kernel not in QUANT_FAMILIES:
+                continue
             for lay in layouts:
                 if lay in LAYOUTS and not (one_channel and lay == "NHWC" and "NCHW" in layouts):
                     yield wl, dt, lay
