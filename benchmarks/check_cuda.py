@@ -228,6 +228,8 @@ def quant_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
     windows = [  # kernel, stride, padding, dilation, ceil_mode
         (3, 2, 1, 1, False), (3, 2, 1, 1, True), (2, 2, 0, 1, True), (3, 1, 1, 2, False),
         ((2, 3), (1, 2), (1, 0), 1, True),
+        # over quant_pool2d.cu's 9 taps loaded at once: its general loop
+        (4, 2, 2, 1, True), ((5, 3), (2, 1), (2, 1), 1, False),
     ]
     for dtype in (np.int8, np.uint8):
         info = np.iinfo(dtype)
