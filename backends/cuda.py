@@ -373,6 +373,15 @@ _QUANT_DTYPES = (np.dtype(np.int8), np.dtype(np.uint8))
 #: quant_pool2d.cu's threads per block (its QPOOL_THREADS default)
 _QPOOL_THREADS = 256
 
+
+def _contract_pool_args(spec: Pool2dSpec) -> tuple[object, ...]:
+    """The contract's pool2d arguments (docs/ARCHITECTURE.md): buffers x, y, indices, then
+    N, C, IH, IW, OH, OW, KH, KW, SH, SW, PT, PB, PL, PR, DH, DW, DIVISOR, COUNT_INCLUDE_PAD."""
+    (kh, kw), (sh, sw), (dh, dw) = spec.kernel, spec.stride, spec.dilation
+    return ("x", "y", "i", spec.n, spec.c, spec.in_h, spec.in_w, spec.out_h, spec.out_w, kh, kw, sh, sw,
+            *spec.pads, dh, dw, spec.divisor or 0, int(spec.count_include_pad))
+
+
 #: the kernel family (schema) of each spec type the launch plans cover
 _SPEC_FAMILIES: dict[type, str] = {Pool2dSpec: "pool2d", AdaptivePool2dSpec: "adaptive_pool2d",
                                    Conv2dSpec: "conv2d", BatchNormSpec: "batch_norm"}
@@ -1063,12 +1072,10 @@ class CudaBackend(Backend):
         """int8/uint8 pooling: quant_pool2d.cu's one-thread-per-output kernels (no tuning parameters)."""
         defines = (("DTYPE_UINT8", int(np.dtype(spec.dtype) == np.uint8)), ("LAYOUT_NHWC", int(spec.layout == "NHWC")))
         total = spec.n * spec.c * spec.out_h * spec.out_w
-        (kh, kw), (sh, sw), (dh, dw) = spec.kernel, spec.stride, spec.dilation
-        args = ("x", "y", "i", spec.n, spec.c, spec.in_h, spec.in_w, spec.out_h, spec.out_w, kh, kw, sh, sw,
-                *spec.pads, dh, dw, spec.divisor or 0, int(spec.count_include_pad), spec.zero_point)
         return (
             Launch("quant_pool2d.cu", defines, f"pool2d_{spec.kind}", "PPP" + "i" * 19,
-                   self._grid_1d(total, _QPOOL_THREADS), (_QPOOL_THREADS, 1, 1), 0, args),
+                   self._grid_1d(total, _QPOOL_THREADS), (_QPOOL_THREADS, 1, 1), 0,
+                   (*_contract_pool_args(spec), spec.zero_point)),
         )
 
     def _plan_pool2d(
@@ -1124,13 +1131,9 @@ class CudaBackend(Backend):
                        (threads, 1, 1), shared, ("x", "y", "i", blob)),
             )
         total = spec.n * spec.c * spec.out_h * spec.out_w
-        args = (
-            "x", "y", "i", spec.n, spec.c, spec.in_h, spec.in_w, spec.out_h, spec.out_w, kh, kw, sh, sw, pt, pb, pl,
-            pr, dh, dw, divisor, int(spec.count_include_pad),
-        )
         return (
             Launch("pool2d.cu", defines, f"pool2d_{spec.kind}", "PPP" + "i" * 18, self._grid_1d(total, threads),
-                   (threads, 1, 1), 0, args),
+                   (threads, 1, 1), 0, _contract_pool_args(spec)),
         )
 
     def _plan_pool_rows(
