@@ -36,6 +36,7 @@ import numpy as np
 from hal import cache, resources
 from hal.backends.base import Backend, BackendProbe, Buffer, DeviceInfo, fixed_plane_ok
 from hal.errors import HalError, KernelCompileError, OutOfMemory, UnsupportedOperation
+from hal.quant import QUANT_DTYPES
 from hal.spec import AdaptivePool2dSpec, BatchNormSpec, Conv2dSpec, EltwiseSpec, Pool2dSpec
 from hal.tuning.schema import KernelSchema, Param
 
@@ -368,8 +369,6 @@ _COMPILE_PARAMS = {
 }
 
 _FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
-#: the quantized pooling dtypes (quant_pool2d.cu)
-_QUANT_DTYPES = (np.dtype(np.int8), np.dtype(np.uint8))
 #: quant_pool2d.cu's threads per block (its QPOOL_THREADS default)
 _QPOOL_THREADS = 256
 
@@ -1058,7 +1057,7 @@ class CudaBackend(Backend):
         self, spec: Pool2dSpec, x: Buffer, y: Buffer, indices: Buffer | None, params: Mapping[str, int]
     ) -> None:
         """Max or average pooling; int8/uint8 specs run ``quant_pool2d.cu`` (the zero point as a last argument)."""
-        if np.dtype(spec.dtype) in _QUANT_DTYPES:
+        if np.dtype(spec.dtype) in QUANT_DTYPES:  # quant_pool2d.cu
             qkey = ("qpool2d", spec)
             self._run(self._planned(qkey, lambda: self._plan_qpool2d(spec)), {"x": x, "y": y, "i": indices})
             return

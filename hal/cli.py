@@ -70,6 +70,14 @@ def _select(spec: str | None) -> list[Device]:
     return [hal.device(part) for part in spec.split(",")]
 
 
+def _known_dtypes(dtypes: list[str], console: Console) -> bool:
+    """Whether every ``--dtype`` value is one hal's ops take; says which are not."""
+    unknown = [d for d in dtypes if d not in ("float32", "float16", "int8", "uint8")]
+    if unknown:
+        console.print(f"[red]--dtype: expected float32, float16, int8 or uint8, got {', '.join(unknown)}[/red]")
+    return not unknown
+
+
 def cmd_conformance(args: argparse.Namespace) -> int:
     """Run the conformance matrix; exit status 1 on any failure."""
     console = _console(stderr=args.json)
@@ -79,9 +87,7 @@ def cmd_conformance(args: argparse.Namespace) -> int:
         return 1
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
     dtypes = args.dtype.split(",") if args.dtype else ["float32", "float16", "int8"]
-    unknown = [d for d in dtypes if d not in ("float32", "float16", "int8", "uint8")]
-    if unknown:
-        console.print(f"[red]--dtype: expected float32, float16, int8 or uint8, got {', '.join(unknown)}[/red]")
+    if not _known_dtypes(dtypes, console):
         return 2
     layouts = args.layout.split(",") if args.layout else ["NCHW", "NHWC"]
     results = []
@@ -164,9 +170,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     dev = hal.device(args.device)
     kernels = args.ops.split(",") if args.ops else None
     dtypes = args.dtype.split(",") if args.dtype else ["float32", "float16"]
-    unknown = [d for d in dtypes if d not in ("float32", "float16", "int8", "uint8")]
-    if unknown:
-        console.print(f"[red]--dtype: expected float32, float16, int8 or uint8, got {', '.join(unknown)}[/red]")
+    if not _known_dtypes(dtypes, console):
         return 2
     layouts = args.layout.split(",") if args.layout else ["NCHW", "NHWC"]
     plan = list(workloads.plans(workloads.select(kernels), dtypes, layouts))

@@ -45,3 +45,11 @@ def test_reasons_with_brackets_survive_the_terminal(capsys):
     for s in hal.backend_status():
         if not s.available and "[" in s.reason:
             assert s.reason.split("pip install ")[-1].strip("'") in out.replace("\n", "")
+
+
+def test_unknown_dtype_is_a_clear_error(capsys):
+    """conformance and tune name the --dtype values they do not know, and start nothing."""
+    for command in (["conformance", "--device", "cpu"], ["tune", "--device", "cpu", "--size", "tiny"]):
+        assert main([*command, "--dtype", "float32,bfloat17"]) == 2
+        captured = capsys.readouterr()
+        assert "--dtype" in captured.out + captured.err and "bfloat17" in captured.out + captured.err

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from hal.quant import QUANT_DTYPES
 from hal.spec import (
     LAYOUTS,
     Spec,
@@ -26,9 +27,8 @@ from hal.spec import (
 
 SIZES = ("full", "small", "tiny")
 
-#: the quantized dtypes ``hal tune --dtype`` takes: pooling workloads only (the families
-#: whose kernels have int8/uint8 twins with the same parameters)
-QUANT_DTYPES = (np.dtype(np.int8), np.dtype(np.uint8))
+#: the families ``hal tune --dtype int8,uint8`` plans: those whose kernels have int8/uint8
+#: twins built with the same parameters
 QUANT_FAMILIES = ("pool2d",)
 #: the zero point of quantized average-pooling workloads (nonzero: padding counts as it)
 QUANT_ZERO_POINT = 3
