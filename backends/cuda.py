@@ -371,6 +371,10 @@ _COMPILE_PARAMS = {
 _FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
 #: quant_pool2d.cu's threads per block (its QPOOL_THREADS default)
 _QPOOL_THREADS = 256
+#: quant_pool2d.cu's NCHW row kernels: (kernel size, stride) of their square windows, and
+#: the outputs per thread (its QROW_OUT default)
+_QPOOL_ROWS = ((2, 2), (3, 2), (3, 1))
+_QROW_OUT = 8
 
 
 def _contract_pool_args(spec: Pool2dSpec) -> tuple[object, ...]:
@@ -1058,8 +1062,10 @@ class CudaBackend(Backend):
     ) -> None:
         """Max or average pooling; int8/uint8 specs run ``quant_pool2d.cu`` (the zero point as a last argument)."""
         if np.dtype(spec.dtype) in QUANT_DTYPES:  # quant_pool2d.cu
-            qkey = ("qpool2d", spec)
-            self._run(self._planned(qkey, lambda: self._plan_qpool2d(spec)), {"x": x, "y": y, "i": indices})
+            align = 16 if int(x) % 16 == 0 and int(y) % 16 == 0 else (4 if int(x) % 4 == 0 and int(y) % 4 == 0 else 1)
+            qkey = ("qpool2d", spec, indices is not None, align, self.force_generic)
+            plan = self._planned(qkey, lambda: self._plan_qpool2d(spec, indices is not None, align))
+            self._run(plan, {"x": x, "y": y, "i": indices})
             return
         self._float_only("pool2d", spec.dtype, spec)
         aligned = int(x) % 16 == 0 and int(y) % 16 == 0
@@ -1067,14 +1073,28 @@ class CudaBackend(Backend):
         plan = self._planned(key, lambda: self._plan_pool2d(spec, params, indices is not None, aligned))
         self._run(plan, {"x": x, "y": y, "i": indices})
 
-    def _plan_qpool2d(self, spec: Pool2dSpec) -> tuple[Launch, ...]:
-        """int8/uint8 pooling: quant_pool2d.cu's one-thread-per-output kernels (no tuning parameters)."""
+    def _plan_qpool2d(self, spec: Pool2dSpec, with_indices: bool, align: int) -> tuple[Launch, ...]:
+        """int8/uint8 pooling (quant_pool2d.cu, no tuning parameters). Without indices: NCHW
+        square 2x2/2, 3x3/2 and 3x3/1 windows over word-aligned rows (IW % 4 == 0) run the row
+        kernels (8 outputs per thread from 32-bit words), NHWC windows of at most 9 taps with C
+        a multiple of 4 (16) and 4- (16-) byte aligned buffers the vector kernels (4 or 16
+        channels per thread); everything else, and ``force_generic``, one thread per output.
+        ``align``: the largest of 16, 4, 1 that both x's and y's addresses are multiples of."""
         defines = (("DTYPE_UINT8", int(np.dtype(spec.dtype) == np.uint8)), ("LAYOUT_NHWC", int(spec.layout == "NHWC")))
-        total = spec.n * spec.c * spec.out_h * spec.out_w
+        (kh, kw), (sh, sw), (dh, dw) = spec.kernel, spec.stride, spec.dilation
+        kernel, threads = f"pool2d_{spec.kind}", spec.n * spec.c * spec.out_h * spec.out_w
+        if not (with_indices or self.force_generic):
+            if spec.layout == "NCHW" and (kh, sh) in _QPOOL_ROWS and (kh, sh, dh, dw) == (kw, sw, 1, 1) \
+                    and spec.in_w % 4 == 0 and align >= 4:
+                kernel = f"pool2d_{spec.kind}_rows_k{kh}s{sh}"
+                threads = spec.n * spec.c * spec.out_h * _cdiv(spec.out_w, _QROW_OUT)
+            elif spec.layout == "NHWC" and kh * kw <= 9 and spec.c % 4 == 0 and align >= 4:
+                vec = 16 if spec.c % 16 == 0 and align >= 16 else 4
+                kernel = f"pool2d_{spec.kind}_vec{vec}"
+                threads = spec.n * spec.out_h * spec.out_w * (spec.c // vec)
         return (
-            Launch("quant_pool2d.cu", defines, f"pool2d_{spec.kind}", "PPP" + "i" * 19,
-                   self._grid_1d(total, _QPOOL_THREADS), (_QPOOL_THREADS, 1, 1), 0,
-                   (*_contract_pool_args(spec), spec.zero_point)),
+            Launch("quant_pool2d.cu", defines, kernel, "PPP" + "i" * 19, self._grid_1d(threads, _QPOOL_THREADS),
+                   (_QPOOL_THREADS, 1, 1), 0, (*_contract_pool_args(spec), spec.zero_point)),
         )
 
     def _plan_pool2d(

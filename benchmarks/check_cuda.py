@@ -223,8 +223,13 @@ def check_qpool(
 
 def quant_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
     """int8/uint8 pooling (quant_pool2d.cu): both layouts, every padding form, ceil_mode, dilation,
-    every divisor rule, indices, zero points across the range, a misaligned buffer."""
-    shapes = [(2, 5, 13, 11), (1, 16, 9, 24)] if quick else [(2, 5, 13, 11), (1, 16, 9, 24), (3, 3, 17, 8)]
+    every divisor rule, indices, zero points across the range, misaligned buffers. Without
+    indices, widths that are multiples of 4 take the NCHW row kernels (3x3/2, 2x2/2, 3x3/1;
+    OW 12 and 20 end in a partial group of 8) and channels that are multiples of 4 or 16
+    the NHWC vector kernels; the rest, and every call with indices, one thread per output."""
+    shapes = [(2, 5, 13, 11), (1, 16, 9, 24), (2, 4, 10, 40)]
+    if not quick:
+        shapes += [(3, 3, 17, 8), (1, 32, 7, 36)]
     windows = [  # kernel, stride, padding, dilation, ceil_mode
         (3, 2, 1, 1, False), (3, 2, 1, 1, True), (2, 2, 0, 1, True), (3, 1, 1, 2, False),
         ((2, 3), (1, 2), (1, 0), 1, True),
@@ -246,6 +251,16 @@ def quant_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
                                     count_include_pad=include_pad, divisor=divisor, zero_point=zp, **c)
             check_qpool(dev, rng, "misaligned", (1, 7, 9, 10), dtype, layout, "avg", 3, 2, 1, zero_point=3,
                         offset=1)
+            # 4-byte aligned, not 16: NHWC C16 takes the 4-channel kernel; odd offsets the scalar one
+            for offset in (4, 1):
+                check_qpool(dev, rng, f"offset {offset}", (2, 16, 9, 12), dtype, layout, "max", 3, 2, 1, offset=offset)
+                check_qpool(dev, rng, f"offset {offset}", (2, 16, 9, 12), dtype, layout, "avg", 3, 2, 1,
+                            zero_point=-5 if dtype == np.int8 else 7, count_include_pad=False, offset=offset)
+            # many threads per launch: the grid-stride loops of every fast kernel
+            for kernel, stride in ((3, 2), (2, 2), (3, 1)):
+                check_qpool(dev, rng, "large", (8, 64, 60, 64), dtype, layout, "max", kernel, stride, kernel // 2)
+                check_qpool(dev, rng, "large", (8, 64, 60, 64), dtype, layout, "avg", kernel, stride, kernel // 2,
+                            zero_point=9)
 
 
 def pool_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
@@ -679,6 +694,9 @@ def runtime_suite(dev: Dev, rng: np.random.Generator) -> None:
                            padding=(1, 0, 1, 1), dilation=(2, 1), count_include_pad=False, **c)
                 check_conv(dev, rng, "generic 3x3", (2, 9, 13, 11), 10, 3, padding=1, **c)
                 check_conv(dev, rng, "generic dw", (2, 9, 13, 11), 9, 3, padding=1, groups=9, **c)
+                qdt = np.int8 if dtype == np.float32 else np.uint8
+                check_qpool(dev, rng, "generic", (2, 16, 9, 12), qdt, layout, "max", 3, 2, 1)
+                check_qpool(dev, rng, "generic", (2, 16, 9, 12), qdt, layout, "avg", 3, 2, 1, zero_point=5)
                 for kind in ("avg", "max"):
                     full = f"adaptive[generic {kind} {np.dtype(dtype).name} {layout}]"
                     sp = S.adaptive_pool2d_spec(kind, geometry((2, 5, 11, 13), layout, dtype), (4, 5), kind == "max")
@@ -828,6 +846,11 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
             check_qpool(dev, rng, "one", (2, 5, 9, 10), dtype, layout, "max", 3, 2, 1, indices=True)
             zp = -3 if dtype == np.int8 else 130
             check_qpool(dev, rng, "one", (2, 5, 9, 10), dtype, layout, "avg", 3, 2, 1, zero_point=zp)
+            # the fast kernels: NCHW rows k3s2, k2s2, k3s1; NHWC vec16 (C 16) and vec4 (C 4)
+            for kernel, stride in ((3, 2), (2, 2), (3, 1)):
+                for shape in ((2, 16, 9, 12), (2, 4, 7, 20)):
+                    check_qpool(dev, rng, "one fast", shape, dtype, layout, "max", kernel, stride, 1)
+                    check_qpool(dev, rng, "one fast", shape, dtype, layout, "avg", kernel, stride, 1, zero_point=zp)
     be.force_generic = True
     try:
         for dtype in (np.float32, np.float16):

@@ -5,23 +5,37 @@
 // Macros: DTYPE_UINT8 [0] (1: uint8, else int8), LAYOUT_NHWC (hal_prelude.cuh),
 // QPOOL_THREADS [256] (threads per block; the launcher launches with that many).
 //
-// Entry points (pool2d.cu's contract signature plus the zero point ZP last), one thread
-// per output element, a grid-stride loop:
-//   pool2d_max: the largest raw integer of the window; the first one on ties (a later tap is
-//       taken only when strictly greater), so its per-plane index ih * IW + iw is the first
+// Semantics, every entry point (pool2d.cu's contract signature plus the zero point ZP last):
+//   max: the largest raw integer of the window; the first one on ties (a later tap is taken
+//       only when strictly greater), so its per-plane index ih * IW + iw is the first
 //       maximum's, as for floats; indices may be NULL. Padding is never taken.
-//   pool2d_avg: saturate(rint(sum(q - ZP) / divisor) + ZP) over the taps inside the input
-//       (a padded tap is q == ZP, adding 0); the divisor is DIVISOR if nonzero, else the taps
-//       inside the padded extent with COUNT_INCLUDE_PAD, else the taps inside the input. The
-//       sum is an exact int; the division is in double, whose correctly rounded quotient keeps
-//       every tie exact (|sum| < 2^31, divisor < 2^31), so rint (ties to even) is ONNX's rounding.
-// Windows of up to QPOOL_TAPS [9] taps (3x3 and smaller) load every tap at once, from an
-// address clamped into the input, and then discard the taps outside by a select (SASS: the
-// 9 loads with no branch between; the general loop, for larger windows, has a branch per
-// tap). On the H200 that hardly changed the time (session 11, max 3x3/2 on 64x64x112x112
-// int8: NCHW 0.182 -> 0.195 ms, NHWC 0.246 -> 0.223 ms; 8 % of copy, 5-7x the OpenCL
-// kernels' time): one output per thread costs a few hundred instructions of index and
-// address arithmetic, which bounds it. Several outputs per thread would amortise it.
+//   avg: saturate(rint(sum(q - ZP) / divisor) + ZP) over the taps inside the input (a padded
+//       tap is q == ZP, adding 0); the divisor is DIVISOR if nonzero, else the taps inside the
+//       padded extent with COUNT_INCLUDE_PAD, else the taps inside the input. The sum is an
+//       exact int and rint rounds ties to even (ONNX's rounding).
+//
+// Entry points:
+//   pool2d_max, pool2d_avg: any window, indices; one thread per output, a grid-stride loop.
+//       Windows of up to QPOOL_TAPS [9] taps load every tap at once from addresses clamped into
+//       the input; larger windows loop. The division is in double (|sum| < 2^31, divisor < 2^31:
+//       the correctly rounded quotient keeps every tie exact). Slow: one output per thread
+//       costs a few hundred instructions of index arithmetic (session 11: 8 % of copy).
+//   pool2d_{max,avg}_rows_k{K}s{S} (NCHW, a K x K window, stride S, no dilation, IW % 4 == 0,
+//       x 4-byte aligned, no indices): a thread owns QROW_OUT (8) consecutive outputs of a row.
+//       It loads each window row as aligned 32-bit words (clamped), shifts them into a byte
+//       stream starting at its first column, masks columns and rows outside the input with the
+//       fill byte, and reduces two outputs per 16-bit lane word (qlanes below). Word stores
+//       where OW % 4 == 0 and y is aligned, else bytes.
+//   pool2d_{max,avg}_vec{V} (NHWC, KH * KW <= 9, C % V == 0, x and y V-byte aligned, no
+//       indices; V = 4 or 16): a thread owns V channels of one output pixel and loads its
+//       taps as V-byte vectors, all before any is used, reducing as above.
+// The fast paths' lanes: each byte is made unsigned (int8: +128, the sign bit flipped) and
+// widened to a 16-bit lane, so one instruction takes two maxima (VIMNMX.U16x2) or two sums; a
+// tap outside the input is the fill byte (max: the dtype's minimum, avg: the zero point), the
+// lanes add at most 9 x 255, and the bias (ZP, +128 for int8) of every window tap is
+// subtracted at the end. Their division is a
+// float one (|sum| < 2^12 and an IEEE quotient: a tie k + 1/2 is exact and no other quotient
+// rounds onto one), then rintf.
 // Fused ReLU does not apply (hal's quantized ops take none). Not tuned: no parameters.
 //
 // Outside the pool2d tuning family (docs/tuning.md): it takes none of pool2d.cu's
@@ -201,3 +215,271 @@ extern "C" __global__ void __launch_bounds__(QPOOL_THREADS) pool2d_avg(QPOOL_ARG
     else
         qpool_avg<long long>(QPOOL_PASS);
 }
+
+// ---------------------------------------------------------------------------------
+// fast paths: four outputs per 32-bit word
+// ---------------------------------------------------------------------------------
+typedef unsigned int qword_t;
+
+#if DTYPE_UINT8
+#define Q_BIAS 0
+#define Q_FLIP 0u
+#else
+#define Q_BIAS 128
+#define Q_FLIP 0x80808080u
+#endif
+#ifndef QROW_OUT
+#define QROW_OUT 8
+#endif
+
+// four copies of the low byte of b
+__device__ __forceinline__ qword_t qsplat(int b) { return (qword_t)(b & 0xFF) * 0x01010101u; }
+
+// The even (0, 2) and odd (1, 3) bytes of w as 16-bit lanes, made unsigned first (int8: the
+// sign bit flipped, +128, which keeps their order), so that one VIMNMX.U16x2 (__vmaxu2) takes
+// two maxima and a 32-bit add two sums; __vmaxs4 / __vmaxu4 cost six instructions each.
+__device__ __forceinline__ void qlanes(qword_t w, qword_t& even, qword_t& odd) {
+    w ^= Q_FLIP;
+    even = __byte_perm(w, 0u, 0x4240);
+    odd = __byte_perm(w, 0u, 0x4341);
+}
+
+// a lane word into the running max or sum of its two outputs
+template <bool IS_MAX>
+__device__ __forceinline__ qword_t qlane_op(qword_t acc, qword_t t) {
+    return IS_MAX ? __vmaxu2(acc, t) : acc + t;
+}
+
+// the lane word of stream bytes b and b + 2 (ev/od: the stream's even and odd lanes)
+template <int NA>
+__device__ __forceinline__ qword_t qpair(const qword_t (&ev)[NA], const qword_t (&od)[NA], int b) {
+    const int j = b >> 2, j1 = min(j + 1, NA - 1);
+    const qword_t lo = (b & 1) ? od[j] : ev[j];
+    return ((b >> 1) & 1) ? __funnelshift_r(lo, (b & 1) ? od[j1] : ev[j1], 16) : lo;
+}
+
+// saturate(rint(sum / count) + ZP), sum = a 16-bit lane minus the window's bias
+__device__ __forceinline__ qword_t qavg(qword_t lanes, int lane, int bias, int count, int ZP) {
+    const int sum = (int)((lanes >> (16 * lane)) & 0xFFFFu) - bias;
+    const float r = rintf((float)sum / (float)(count > 0 ? count : 1)) + (float)ZP;
+    return (qword_t)(int)(r < (float)Q_MIN ? (float)Q_MIN : (r > (float)Q_MAX ? (float)Q_MAX : r)) & 0xFFu;
+}
+
+// taps in [lo, hi) of a window starting at s0, K taps apart by 1
+__device__ __forceinline__ int qtaps_in(int s0, int K, int D, int lo, int hi) {
+    int n = 0;
+    for (int k = 0; k < K; ++k) n += s0 + k * D >= lo && s0 + k * D < hi;
+    return n;
+}
+
+// NCHW rows: a thread's QROW_OUT outputs of one output row, from K input rows read as words.
+// Lane words pair two outputs whose taps lie 2 bytes apart in the stream: outputs o, o + 1
+// for stride 2 (pair p: 2p, 2p + 1), o, o + 2 for stride 1 (pair p: 4(p / 2) + p % 2, + 2).
+template <int K, int S, bool IS_MAX, typename I>
+__device__ __forceinline__ void qrows(QPOOL_ARGS) {
+    constexpr int M = QROW_OUT;          // outputs per thread, a multiple of 4
+    constexpr int NB = (M - 1) * S + K;  // input columns they read per row
+    constexpr int NW = (NB + 6) / 4;     // words covering NB bytes at any alignment
+    constexpr int NA = (NB + 3) / 4;     // words of the shifted stream
+    constexpr int NP = M / 2;            // lane words (output pairs)
+    const int OWG = (OW + M - 1) / M;
+    const int IWW = IW >> 2;
+    const I total = (I)N * C * OH * OWG;
+    const qword_t fill = qsplat(IS_MAX ? Q_MIN : ZP);
+    const bool word_store = (OW & 3) == 0 && ((size_t)y & 3) == 0;
+    const qword_t* xw = reinterpret_cast<const qword_t*>(x);
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (I)gridDim.x * blockDim.x) {
+        const int g = (int)(i % (I)OWG);
+        const I r = i / (I)OWG;  // the output row: (n * C + c) * OH + oh
+        const int oh = (int)(r % (I)OH);
+        const I plane = r / (I)OH;
+        const int ow0 = g * M, c0 = ow0 * S - PL, h0 = oh * S - PT;
+        const int wb = c0 >> 2, shift = 8 * (c0 & 3);  // c0 may be negative: >> floors
+        const qword_t* xp = xw + (size_t)plane * IH * IWW;
+        qword_t raw[K][NW];
+#pragma unroll
+        for (int kh = 0; kh < K; ++kh) {
+            const int ihc = min(max(h0 + kh, 0), IH - 1);
+#pragma unroll
+            for (int j = 0; j < NW; ++j) raw[kh][j] = __ldg(xp + (size_t)ihc * IWW + min(max(wb + j, 0), IWW - 1));
+        }
+        const bool edge = c0 < 0 || c0 + NB > IW;
+        qword_t acc[NP];  // lanes start at 0: below every unsigned byte, and an empty sum
+#pragma unroll
+        for (int p = 0; p < NP; ++p) acc[p] = 0;
+#pragma unroll
+        for (int kh = 0; kh < K; ++kh) {
+            const bool row_in = h0 + kh >= 0 && h0 + kh < IH;
+            qword_t a[NA];
+#pragma unroll
+            for (int j = 0; j < NA; ++j) a[j] = row_in ? __funnelshift_r(raw[kh][j], j + 1 < NW ? raw[kh][j + 1] : 0u, shift) : fill;
+            if (row_in && edge) {
+#pragma unroll
+                for (int b = 0; b < NB; ++b) {
+                    const qword_t keep = 0xFFu << (8 * (b & 3));
+                    if (c0 + b < 0 || c0 + b >= IW) a[b >> 2] = (a[b >> 2] & ~keep) | (fill & keep);
+                }
+            }
+            qword_t ev[NA], od[NA];
+#pragma unroll
+            for (int j = 0; j < NA; ++j) qlanes(a[j], ev[j], od[j]);
+#pragma unroll
+            for (int p = 0; p < NP; ++p) {
+                const int o1 = S == 2 ? 2 * p : 4 * (p >> 1) + (p & 1);
+#pragma unroll
+                for (int kw = 0; kw < K; ++kw) acc[p] = qlane_op<IS_MAX>(acc[p], qpair(ev, od, o1 * S + kw));
+            }
+        }
+        qword_t out[M / 4];
+        if (IS_MAX) {
+#pragma unroll
+            for (int m = 0; m < M / 4; ++m) out[m] = __byte_perm(acc[2 * m], acc[2 * m + 1], S == 2 ? 0x6420 : 0x6240) ^ Q_FLIP;
+        } else {
+            const int rows = qtaps_in(h0, K, 1, COUNT_INCLUDE_PAD ? -PT : 0, COUNT_INCLUDE_PAD ? IH + PB : IH);
+            const int bias = K * K * (ZP + Q_BIAS);
+#pragma unroll
+            for (int m = 0; m < M / 4; ++m) {
+                out[m] = 0;
+#pragma unroll
+                for (int k = 0; k < 4; ++k) {
+                    const int o = 4 * m + k, p = S == 2 ? o >> 1 : 2 * (o >> 2) + (o & 1), lane = S == 2 ? o & 1 : (o >> 1) & 1;
+                    // a window inside the input's columns has K of them, padded or not
+                    const int count = DIVISOR > 0 ? DIVISOR
+                                      : !edge     ? rows * K
+                                                  : rows * qtaps_in((ow0 + o) * S - PL, K, 1, COUNT_INCLUDE_PAD ? -PL : 0,
+                                                                    COUNT_INCLUDE_PAD ? IW + PR : IW);
+                    out[m] |= qavg(acc[p], lane, bias, count, ZP) << (8 * k);
+                }
+            }
+        }
+        q_t* yp = y + (size_t)r * OW + ow0;
+        if (word_store && ow0 + M <= OW) {
+#pragma unroll
+            for (int m = 0; m < M / 4; ++m) reinterpret_cast<qword_t*>(yp)[m] = out[m];
+        } else {
+#pragma unroll
+            for (int o = 0; o < M; ++o)
+                if (ow0 + o < OW) yp[o] = (q_t)(out[o >> 2] >> (8 * (o & 3)));
+        }
+    }
+}
+
+#define QROWS_KERNEL(KIND, IS_MAX, K, S)                                                                     \
+    extern "C" __global__ void __launch_bounds__(QPOOL_THREADS) pool2d_##KIND##_rows_k##K##s##S(QPOOL_ARGS) { \
+        if ((long long)N * C * OH * OW < (1LL << 31))                                                         \
+            qrows<K, S, IS_MAX, unsigned int>(QPOOL_PASS);                                                    \
+        else                                                                                                  \
+            qrows<K, S, IS_MAX, long long>(QPOOL_PASS);                                                       \
+    }
+#if !LAYOUT_NHWC
+QROWS_KERNEL(max, true, 2, 2)
+QROWS_KERNEL(avg, false, 2, 2)
+QROWS_KERNEL(max, true, 3, 2)
+QROWS_KERNEL(avg, false, 3, 2)
+QROWS_KERNEL(max, true, 3, 1)
+QROWS_KERNEL(avg, false, 3, 1)
+#endif
+
+// NHWC: V channels (bytes) of one output pixel per thread, every tap a V-byte vector
+template <int V>
+struct QVec {
+    qword_t w[V / 4];
+};
+template <int V>
+__device__ __forceinline__ QVec<V> qload_vec(const q_t* p) {
+    QVec<V> v;
+    if constexpr (V == 16) {
+        const uint4 u = __ldg(reinterpret_cast<const uint4*>(p));
+        v.w[0] = u.x, v.w[1] = u.y, v.w[2] = u.z, v.w[3] = u.w;
+    } else {
+        v.w[0] = __ldg(reinterpret_cast<const qword_t*>(p));
+    }
+    return v;
+}
+template <int V>
+__device__ __forceinline__ void qstore_vec(q_t* p, const qword_t (&w)[V / 4]) {
+    if constexpr (V == 16)
+        *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+    else
+        *reinterpret_cast<qword_t*>(p) = w[0];
+}
+
+template <int V, bool IS_MAX, typename I>
+__device__ __forceinline__ void qvec(QPOOL_ARGS) {
+    constexpr int NV = V / 4;
+    const int CG = C / V;
+    const int KHW = KH * KW;
+    const I total = (I)N * OH * OW * CG;
+    const qword_t fill = qsplat(IS_MAX ? Q_MIN : ZP);
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (I)gridDim.x * blockDim.x) {
+        const int cg = (int)(i % (I)CG);
+        I pix = i / (I)CG;  // (n * OH + oh) * OW + ow
+        const int ow = (int)(pix % (I)OW);
+        const I t = pix / (I)OW;
+        const int oh = (int)(t % (I)OH);
+        const I n = t / (I)OH;
+        const int h0 = oh * SH - PT, w0 = ow * SW - PL;
+        const q_t* xn = x + (size_t)n * IH * IW * C + cg * V;
+        QVec<V> tap[QPOOL_TAPS];
+        bool ok[QPOOL_TAPS];
+        int kh = 0, kw = 0;
+#pragma unroll
+        for (int u = 0; u < QPOOL_TAPS; ++u) {
+            const int ih = h0 + kh * DH, iw = w0 + kw * DW;
+            ok[u] = u < KHW && ih >= 0 && ih < IH && iw >= 0 && iw < IW;
+            const int ihc = min(max(ih, 0), IH - 1), iwc = min(max(iw, 0), IW - 1);
+            tap[u] = qload_vec<V>(xn + ((size_t)ihc * IW + iwc) * C);
+            if (++kw == KW) {
+                kw = 0;
+                ++kh;
+            }
+        }
+        qword_t ev[NV], od[NV];  // channels 0, 2 and 1, 3 of each word, as lanes starting at 0
+#pragma unroll
+        for (int j = 0; j < NV; ++j) ev[j] = 0, od[j] = 0;
+#pragma unroll
+        for (int u = 0; u < QPOOL_TAPS; ++u)
+            if (u < KHW)
+#pragma unroll
+                for (int j = 0; j < NV; ++j) {
+                    qword_t e, o;
+                    qlanes(ok[u] ? tap[u].w[j] : fill, e, o);
+                    ev[j] = qlane_op<IS_MAX>(ev[j], e);
+                    od[j] = qlane_op<IS_MAX>(od[j], o);
+                }
+        qword_t out[NV];
+        if (IS_MAX) {
+#pragma unroll
+            for (int j = 0; j < NV; ++j) out[j] = __byte_perm(ev[j], od[j], 0x6240) ^ Q_FLIP;
+        } else {
+            int count = DIVISOR;
+            if (count <= 0) {
+                const bool pad = COUNT_INCLUDE_PAD;
+                count = qtaps_in(h0, KH, DH, pad ? -PT : 0, pad ? IH + PB : IH) *
+                        qtaps_in(w0, KW, DW, pad ? -PL : 0, pad ? IW + PR : IW);
+            }
+            const int bias = KHW * (ZP + Q_BIAS);
+#pragma unroll
+            for (int j = 0; j < NV; ++j) {
+                out[j] = 0;
+#pragma unroll
+                for (int k = 0; k < 4; ++k) out[j] |= qavg((k & 1) ? od[j] : ev[j], k >> 1, bias, count, ZP) << (8 * k);
+            }
+        }
+        qstore_vec<V>(y + (size_t)pix * C + cg * V, out);
+    }
+}
+
+#define QVEC_KERNEL(KIND, IS_MAX, V)                                                                  \
+    extern "C" __global__ void __launch_bounds__(QPOOL_THREADS) pool2d_##KIND##_vec##V(QPOOL_ARGS) { \
+        if ((long long)N * C * OH * OW < (1LL << 31))                                                  \
+            qvec<V, IS_MAX, unsigned int>(QPOOL_PASS);                                                 \
+        else                                                                                           \
+            qvec<V, IS_MAX, long long>(QPOOL_PASS);                                                    \
+    }
+#if LAYOUT_NHWC
+QVEC_KERNEL(max, true, 4)
+QVEC_KERNEL(avg, false, 4)
+QVEC_KERNEL(max, true, 16)
+QVEC_KERNEL(avg, false, 16)
+#endif

@@ -207,3 +207,50 @@ def test_cuda_quantized_pooling_plans_without_a_gpu():
     be.pool2d(S.pool2d_spec("max", S.plane_geometry(S.TensorGeometry(2, 5, 9, 11, "NCHW", np.dtype(np.float32))),
                             3, 2, 1, 1, False, True, None, False), buf, buf, None, {})
     assert plans[-1][0].file == "pool2d.cu"
+
+
+def test_cuda_quantized_pooling_picks_its_fast_kernels_without_a_gpu():
+    """Without a GPU: int8/uint8 pooling without indices takes quant_pool2d.cu's NCHW row
+    kernels for square 3x3/2, 2x2/2 and 3x3/1 windows over widths that are multiples of 4, and
+    its NHWC vector kernels (16 channels where C % 16 == 0 and both buffers are 16-byte aligned,
+    else 4) for windows of at most 9 taps; indices, other windows, odd widths or channels,
+    unaligned buffers and force_generic keep one thread per output, with a grid for it."""
+    import numpy as np
+
+    from hal import spec as S
+    from hal.backends.cuda import CudaBuffer
+
+    be, _ = _h200_without_gpu()
+    plans: list[object] = []
+    be._run = lambda plan, buffers: plans.append(plan)
+
+    def kernel(shape, layout, window, indices=False, address=0x10000, dtype=np.int8):
+        k, st, pad, dil = window
+        g = S.plane_geometry(S.TensorGeometry(*shape, layout, np.dtype(dtype)))
+        spec = S.pool2d_spec("max", g, k, st, pad, dil, False, True, None, indices)
+        buf = CudaBuffer(address, 1 << 30, None)
+        be.pool2d(spec, buf, buf, buf if indices else None, {})
+        (launch,) = plans[-1]
+        return launch.kernel, launch.grid[0] * launch.block[0]
+
+    for k, st in ((3, 2), (2, 2), (3, 1)):
+        name, threads = kernel((2, 5, 9, 12), "NCHW", (k, st, 1, 1))
+        assert name == f"pool2d_max_rows_k{k}s{st}"
+        out_w = (12 + 2 - k) // st + 1
+        assert threads >= 2 * 5 * ((9 + 2 - k) // st + 1) * -(-out_w // 8)
+    assert kernel((2, 5, 9, 12), "NCHW", (3, 2, 1, 1), dtype=np.uint8)[0] == "pool2d_max_rows_k3s2"
+    assert kernel((2, 5, 9, 12), "NCHW", (3, 2, 1, 1), indices=True)[0] == "pool2d_max"
+    assert kernel((2, 5, 9, 11), "NCHW", (3, 2, 1, 1))[0] == "pool2d_max"  # width not a multiple of 4
+    assert kernel((2, 5, 9, 12), "NCHW", (3, 2, 1, 2))[0] == "pool2d_max"  # dilation
+    assert kernel((2, 5, 9, 12), "NCHW", ((3, 2), 2, 1, 1))[0] == "pool2d_max"  # not square
+    assert kernel((2, 5, 9, 12), "NCHW", (3, 2, 1, 1), address=0x10002)[0] == "pool2d_max"
+    name, threads = kernel((2, 32, 9, 11), "NHWC", (3, 2, 1, 1))
+    assert name == "pool2d_max_vec16" and threads >= 2 * 5 * 6 * 2
+    assert kernel((2, 32, 9, 11), "NHWC", (3, 2, 1, 1), address=0x10004)[0] == "pool2d_max_vec4"
+    assert kernel((2, 12, 9, 11), "NHWC", (3, 1, 1, 2))[0] == "pool2d_max_vec4"
+    assert kernel((2, 12, 9, 11), "NHWC", (4, 2, 1, 1))[0] == "pool2d_max"  # 16 taps
+    assert kernel((2, 6, 9, 11), "NHWC", (3, 2, 1, 1))[0] == "pool2d_max"
+    assert kernel((2, 32, 9, 11), "NHWC", (3, 2, 1, 1), indices=True)[0] == "pool2d_max"
+    be.force_generic = True
+    assert kernel((2, 32, 9, 11), "NHWC", (3, 2, 1, 1))[0] == "pool2d_max"
+    assert kernel((2, 5, 9, 12), "NCHW", (3, 2, 1, 1))[0] == "pool2d_max"
