@@ -225,11 +225,12 @@ def quant_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
     """int8/uint8 pooling (quant_pool2d.cu): both layouts, every padding form, ceil_mode, dilation,
     every divisor rule, indices, zero points across the range, misaligned buffers. Without
     indices, widths that are multiples of 4 take the NCHW row kernels (3x3/2, 2x2/2, 3x3/1;
-    OW 12 and 20 end in a partial group of 8) and channels that are multiples of 4 or 16
+    OW 12 and 20 end in a partial group of 8; widths 48, 16 and 64 the 16-byte ones, whose
+    ceil_mode 3x3/2 ends in a window starting at the last column) and channels that are multiples of 4 or 16
     the NHWC vector kernels; the rest, and every call with indices, one thread per output."""
-    shapes = [(2, 5, 13, 11), (1, 16, 9, 24), (2, 4, 10, 40)]
+    shapes = [(2, 5, 13, 11), (1, 16, 9, 24), (2, 4, 10, 40), (1, 8, 9, 48)]
     if not quick:
-        shapes += [(3, 3, 17, 8), (1, 32, 7, 36)]
+        shapes += [(3, 3, 17, 8), (1, 32, 7, 36), (2, 3, 6, 16)]
     windows = [  # kernel, stride, padding, dilation, ceil_mode
         (3, 2, 1, 1, False), (3, 2, 1, 1, True), (2, 2, 0, 1, True), (3, 1, 1, 2, False),
         ((2, 3), (1, 2), (1, 0), 1, True),
@@ -846,9 +847,9 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
             check_qpool(dev, rng, "one", (2, 5, 9, 10), dtype, layout, "max", 3, 2, 1, indices=True)
             zp = -3 if dtype == np.int8 else 130
             check_qpool(dev, rng, "one", (2, 5, 9, 10), dtype, layout, "avg", 3, 2, 1, zero_point=zp)
-            # the fast kernels: NCHW rows k3s2, k2s2, k3s1; NHWC vec16 (C 16) and vec4 (C 4)
+            # the fast kernels: NCHW rows and rows16 k3s2, k2s2, k3s1; NHWC vec16 (C 16) and vec4 (C 4)
             for kernel, stride in ((3, 2), (2, 2), (3, 1)):
-                for shape in ((2, 16, 9, 12), (2, 4, 7, 20)):
+                for shape in ((2, 16, 9, 12), (2, 4, 7, 20), (2, 3, 7, 32)):
                     check_qpool(dev, rng, "one fast", shape, dtype, layout, "max", kernel, stride, 1)
                     check_qpool(dev, rng, "one fast", shape, dtype, layout, "avg", kernel, stride, 1, zero_point=zp)
     be.force_generic = True

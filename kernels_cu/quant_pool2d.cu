@@ -20,12 +20,14 @@
 //       the input; larger windows loop. The division is in double (|sum| < 2^31, divisor < 2^31:
 //       the correctly rounded quotient keeps every tie exact). Slow: one output per thread
 //       costs a few hundred instructions of index arithmetic (session 11: 8 % of copy).
-//   pool2d_{max,avg}_rows_k{K}s{S} (NCHW, a K x K window, stride S, no dilation, IW % 4 == 0,
-//       x 4-byte aligned, no indices): a thread owns QROW_OUT (8) consecutive outputs of a row.
-//       It loads each window row as aligned 32-bit words (clamped), shifts them into a byte
-//       stream starting at its first column, masks columns and rows outside the input with the
-//       fill byte, and reduces two outputs per 16-bit lane word (qlanes below). Word stores
-//       where OW % 4 == 0 and y is aligned, else bytes.
+//   pool2d_{max,avg}_rows_k{K}s{S}, pool2d_{max,avg}_rows16_k{K}s{S} (NCHW, a K x K window,
+//       stride S, no dilation, no indices; rows: IW % 4 == 0 and x 4-byte aligned, rows16:
+//       IW % 16 == 0, x 16-byte aligned, PL <= 4): a thread owns 8 (rows) or 16 / S (rows16)
+//       consecutive outputs of a row. It loads each window row as aligned 32-bit words
+//       (rows16: the 16-byte block under its outputs and a word either side), clamped, shifts
+//       them into a byte stream starting at its first column, masks columns and rows outside
+//       the input with the fill byte, and reduces two outputs per 16-bit lane word (qlanes
+//       below). Word stores where OW % 4 == 0 and y is aligned, else bytes.
 //   pool2d_{max,avg}_vec{V} (NHWC, KH * KW <= 9, C % V == 0, x and y V-byte aligned, no
 //       indices; V = 4 or 16): a thread owns V channels of one output pixel and loads its
 //       taps as V-byte vectors, all before any is used, reducing as above.
@@ -33,9 +35,7 @@
 // widened to a 16-bit lane, so one instruction takes two maxima (VIMNMX.U16x2) or two sums; a
 // tap outside the input is the fill byte (max: the dtype's minimum, avg: the zero point), the
 // lanes add at most 9 x 255, and the bias (ZP, +128 for int8) of every window tap is
-// subtracted at the end. Their division is a
-// float one (|sum| < 2^12 and an IEEE quotient: a tie k + 1/2 is exact and no other quotient
-// rounds onto one), then rintf.
+// subtracted at the end; the quotient is rounded exactly by qdiv_round.
 // Fused ReLU does not apply (hal's quantized ops take none). Not tuned: no parameters.
 //
 // Outside the pool2d tuning family (docs/tuning.md): it takes none of pool2d.cu's
@@ -258,30 +258,57 @@ __device__ __forceinline__ qword_t qpair(const qword_t (&ev)[NA], const qword_t 
     return ((b >> 1) & 1) ? __funnelshift_r(lo, (b & 1) ? od[j1] : ev[j1], 16) : lo;
 }
 
-// saturate(rint(sum / count) + ZP), sum = a 16-bit lane minus the window's bias
-__device__ __forceinline__ qword_t qavg(qword_t lanes, int lane, int bias, int count, int ZP) {
-    const int sum = (int)((lanes >> (16 * lane)) & 0xFFFFu) - bias;
-    const float r = rintf((float)sum / (float)(count > 0 ? count : 1)) + (float)ZP;
-    return (qword_t)(int)(r < (float)Q_MIN ? (float)Q_MIN : (r > (float)Q_MAX ? (float)Q_MAX : r)) & 0xFFu;
+// rint(sum / count), ties to even, exactly: q from the product with inv = 1 / count is off
+// by at most one near a tie (|sum| < 2^12, so the product's error is far below 1/2), and the
+// integer residual 2 (sum - q count) against count decides the last step. A division per
+// output (IEEE, ~10 instructions and a slow-path branch) made the NCHW averages twice as
+// slow as the maxima (session 12).
+__device__ __forceinline__ int qdiv_round(int sum, int count, float inv) {
+    int q = __float2int_rn((float)sum * inv);
+    const int r2 = 2 * (sum - q * count);
+    if (r2 > count || (r2 == count && (q & 1))) ++q;
+    else if (r2 < -count || (r2 == -count && (q & 1))) --q;
+    return q;
 }
 
-// taps in [lo, hi) of a window starting at s0, K taps apart by 1
+// a window's divisor (count > 0; a non-positive count cannot occur and divides by 1)
+struct QDivisor {
+    int count;
+    float inv;
+};
+__device__ __forceinline__ QDivisor qdivisor(int count) {
+    count = count > 0 ? count : 1;
+    return QDivisor{count, 1.0f / (float)count};
+}
+
+// saturate(rint(sum / divisor) + ZP) as a byte, sum = a 16-bit lane minus the window's bias
+__device__ __forceinline__ qword_t qavg(qword_t lanes, int lane, int bias, QDivisor d, int ZP) {
+    const int v = qdiv_round((int)((lanes >> (16 * lane)) & 0xFFFFu) - bias, d.count, d.inv) + ZP;
+    return (qword_t)min(max(v, Q_MIN), Q_MAX) & 0xFFu;
+}
+
+// taps in [lo, hi) of a window of K taps D apart, starting at s0
 __device__ __forceinline__ int qtaps_in(int s0, int K, int D, int lo, int hi) {
     int n = 0;
     for (int k = 0; k < K; ++k) n += s0 + k * D >= lo && s0 + k * D < hi;
     return n;
 }
 
-// NCHW rows: a thread's QROW_OUT outputs of one output row, from K input rows read as words.
+// NCHW rows: a thread's M consecutive outputs of one output row, from K input rows.
+// V16 0: M = QROW_OUT (8); each row's bytes load as NW 32-bit words (IW % 4 == 0).
+// V16 1: M = 16 / S (16 bytes of input per thread); each row loads as the aligned 16-byte
+//   block at column ow0 * S with a word on either side (IW % 16 == 0, PL <= 4): 3 loads
+//   instead of 5, a third of the address arithmetic.
 // Lane words pair two outputs whose taps lie 2 bytes apart in the stream: outputs o, o + 1
 // for stride 2 (pair p: 2p, 2p + 1), o, o + 2 for stride 1 (pair p: 4(p / 2) + p % 2, + 2).
-template <int K, int S, bool IS_MAX, typename I>
+template <int K, int S, bool V16, bool IS_MAX, typename I>
 __device__ __forceinline__ void qrows(QPOOL_ARGS) {
-    constexpr int M = QROW_OUT;          // outputs per thread, a multiple of 4
-    constexpr int NB = (M - 1) * S + K;  // input columns they read per row
-    constexpr int NW = (NB + 6) / 4;     // words covering NB bytes at any alignment
-    constexpr int NA = (NB + 3) / 4;     // words of the shifted stream
-    constexpr int NP = M / 2;            // lane words (output pairs)
+    constexpr int M = V16 ? 16 / S : QROW_OUT;  // outputs per thread, a multiple of 4
+    constexpr int NB = (M - 1) * S + K;        // input columns they read per row
+    constexpr int NW = V16 ? 6 : (NB + 6) / 4;  // words loaded per row
+    constexpr int NA = (NB + 3) / 4;           // words of the shifted stream
+    constexpr int NP = M / 2;                  // lane words (output pairs)
+    static_assert(!V16 || NB <= 20, "the stream must fit the block and its two halo words");
     const int OWG = (OW + M - 1) / M;
     const int IWW = IW >> 2;
     const I total = (I)N * C * OH * OWG;
@@ -294,14 +321,27 @@ __device__ __forceinline__ void qrows(QPOOL_ARGS) {
         const int oh = (int)(r % (I)OH);
         const I plane = r / (I)OH;
         const int ow0 = g * M, c0 = ow0 * S - PL, h0 = oh * S - PT;
-        const int wb = c0 >> 2, shift = 8 * (c0 & 3);  // c0 may be negative: >> floors
+        // raw[kh][0] holds the word at column 4 * w_first; the stream starts off words and
+        // shift bits further (V16: the word before the block, 4 - PL bytes before c0)
+        const int w_first = V16 ? ow0 * S / 4 - 1 : c0 >> 2;  // c0 may be negative: >> floors
+        const int lead = c0 - 4 * w_first;                    // 0..3, or V16: 4 - PL
+        const int off = lead >> 2, shift = 8 * (lead & 3);
         const qword_t* xp = xw + (size_t)plane * IH * IWW;
         qword_t raw[K][NW];
 #pragma unroll
         for (int kh = 0; kh < K; ++kh) {
-            const int ihc = min(max(h0 + kh, 0), IH - 1);
+            const qword_t* row = xp + (size_t)min(max(h0 + kh, 0), IH - 1) * IWW;
+            if constexpr (V16) {
+                // the block lies inside the row but for a last ceil_mode window: clamp it too
+                const int blk = min(w_first + 1, IWW - 4);
+                const uint4 v = __ldg(reinterpret_cast<const uint4*>(row + blk));
+                raw[kh][0] = __ldg(row + max(w_first, 0));
+                raw[kh][1] = v.x, raw[kh][2] = v.y, raw[kh][3] = v.z, raw[kh][4] = v.w;
+                raw[kh][5] = __ldg(row + min(w_first + 5, IWW - 1));
+            } else {
 #pragma unroll
-            for (int j = 0; j < NW; ++j) raw[kh][j] = __ldg(xp + (size_t)ihc * IWW + min(max(wb + j, 0), IWW - 1));
+                for (int j = 0; j < NW; ++j) raw[kh][j] = __ldg(row + min(max(w_first + j, 0), IWW - 1));
+            }
         }
         const bool edge = c0 < 0 || c0 + NB > IW;
         qword_t acc[NP];  // lanes start at 0: below every unsigned byte, and an empty sum
@@ -312,7 +352,11 @@ __device__ __forceinline__ void qrows(QPOOL_ARGS) {
             const bool row_in = h0 + kh >= 0 && h0 + kh < IH;
             qword_t a[NA];
 #pragma unroll
-            for (int j = 0; j < NA; ++j) a[j] = row_in ? __funnelshift_r(raw[kh][j], j + 1 < NW ? raw[kh][j + 1] : 0u, shift) : fill;
+            for (int j = 0; j < NA; ++j) {
+                const qword_t lo = off ? raw[kh][min(j + 1, NW - 1)] : raw[kh][j];
+                const qword_t hi = j + 1 + off < NW ? raw[kh][min(j + 1 + off, NW - 1)] : 0u;
+                a[j] = row_in ? __funnelshift_r(lo, hi, shift) : fill;
+            }
             if (row_in && edge) {
 #pragma unroll
                 for (int b = 0; b < NB; ++b) {
@@ -337,18 +381,19 @@ __device__ __forceinline__ void qrows(QPOOL_ARGS) {
         } else {
             const int rows = qtaps_in(h0, K, 1, COUNT_INCLUDE_PAD ? -PT : 0, COUNT_INCLUDE_PAD ? IH + PB : IH);
             const int bias = K * K * (ZP + Q_BIAS);
+            // a window inside the input's columns has K of them, padded or not
+            const QDivisor inner = qdivisor(DIVISOR > 0 ? DIVISOR : rows * K);
 #pragma unroll
             for (int m = 0; m < M / 4; ++m) {
                 out[m] = 0;
 #pragma unroll
                 for (int k = 0; k < 4; ++k) {
                     const int o = 4 * m + k, p = S == 2 ? o >> 1 : 2 * (o >> 2) + (o & 1), lane = S == 2 ? o & 1 : (o >> 1) & 1;
-                    // a window inside the input's columns has K of them, padded or not
-                    const int count = DIVISOR > 0 ? DIVISOR
-                                      : !edge     ? rows * K
-                                                  : rows * qtaps_in((ow0 + o) * S - PL, K, 1, COUNT_INCLUDE_PAD ? -PL : 0,
-                                                                    COUNT_INCLUDE_PAD ? IW + PR : IW);
-                    out[m] |= qavg(acc[p], lane, bias, count, ZP) << (8 * k);
+                    const QDivisor d = DIVISOR > 0 || !edge
+                                           ? inner
+                                           : qdivisor(rows * qtaps_in((ow0 + o) * S - PL, K, 1, COUNT_INCLUDE_PAD ? -PL : 0,
+                                                                      COUNT_INCLUDE_PAD ? IW + PR : IW));
+                    out[m] |= qavg(acc[p], lane, bias, d, ZP) << (8 * k);
                 }
             }
         }
@@ -364,20 +409,22 @@ __device__ __forceinline__ void qrows(QPOOL_ARGS) {
     }
 }
 
-#define QROWS_KERNEL(KIND, IS_MAX, K, S)                                                                     \
-    extern "C" __global__ void __launch_bounds__(QPOOL_THREADS) pool2d_##KIND##_rows_k##K##s##S(QPOOL_ARGS) { \
+#define QROWS_KERNEL(KIND, IS_MAX, NAME, V16, K, S)                                                   \
+    extern "C" __global__ void __launch_bounds__(QPOOL_THREADS) pool2d_##KIND##_##NAME##_k##K##s##S(QPOOL_ARGS) { \
         if ((long long)N * C * OH * OW < (1LL << 31))                                                         \
-            qrows<K, S, IS_MAX, unsigned int>(QPOOL_PASS);                                                    \
+            qrows<K, S, V16, IS_MAX, unsigned int>(QPOOL_PASS);                                               \
         else                                                                                                  \
-            qrows<K, S, IS_MAX, long long>(QPOOL_PASS);                                                       \
+            qrows<K, S, V16, IS_MAX, long long>(QPOOL_PASS);                                                  \
     }
+#define QROWS_KERNELS(K, S)                       \
+    QROWS_KERNEL(max, true, rows, false, K, S)    \
+    QROWS_KERNEL(avg, false, rows, false, K, S)   \
+    QROWS_KERNEL(max, true, rows16, true, K, S)   \
+    QROWS_KERNEL(avg, false, rows16, true, K, S)
 #if !LAYOUT_NHWC
-QROWS_KERNEL(max, true, 2, 2)
-QROWS_KERNEL(avg, false, 2, 2)
-QROWS_KERNEL(max, true, 3, 2)
-QROWS_KERNEL(avg, false, 3, 2)
-QROWS_KERNEL(max, true, 3, 1)
-QROWS_KERNEL(avg, false, 3, 1)
+QROWS_KERNELS(2, 2)
+QROWS_KERNELS(3, 2)
+QROWS_KERNELS(3, 1)
 #endif
 
 // NHWC: V channels (bytes) of one output pixel per thread, every tap a V-byte vector
@@ -458,12 +505,13 @@ __device__ __forceinline__ void qvec(QPOOL_ARGS) {
                 count = qtaps_in(h0, KH, DH, pad ? -PT : 0, pad ? IH + PB : IH) *
                         qtaps_in(w0, KW, DW, pad ? -PL : 0, pad ? IW + PR : IW);
             }
+            const QDivisor d = qdivisor(count);
             const int bias = KHW * (ZP + Q_BIAS);
 #pragma unroll
             for (int j = 0; j < NV; ++j) {
                 out[j] = 0;
 #pragma unroll
-                for (int k = 0; k < 4; ++k) out[j] |= qavg((k & 1) ? od[j] : ev[j], k >> 1, bias, count, ZP) << (8 * k);
+                for (int k = 0; k < 4; ++k) out[j] |= qavg((k & 1) ? od[j] : ev[j], k >> 1, bias, d, ZP) << (8 * k);
             }
         }
         qstore_vec<V>(y + (size_t)pix * C + cg * V, out);
