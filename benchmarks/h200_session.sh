@@ -5,7 +5,7 @@
 #   bash benchmarks/h200_session.sh tests conformance overhead tune-cuda-rapid ...
 # Steps: tests, nn, conformance, check, sanitize, overhead, bench-cuda, sweep, tune-cuda-rapid,
 # tune-cuda-normal, tune-ocl-rapid, tune-ocl-normal, tvd-cuda, tvd-ocl, demo, hal-bench, ocl-bench, ocl-tests,
-# ocl-ptx, timing, ncu
+# ocl-ptx, timing, ncu, quant-bench, ncu-quant
 set -u -o pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT="${OUT:-/tmp/hal-out}"; R=/tmp/hal-results; mkdir -p "$OUT" "$R"
@@ -68,6 +68,16 @@ for s in "$@"; do
           python3 benchmarks/cuda_ops.py --profile --only "$only" --dtype "$dt" --params "$params" 2>&1 \
           | grep -v "^==PROF==" | tail -120; done'
       grep -E "^===|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per" "$R/ncu.txt" | head -60 ;;
+    quant-bench) step quant-bench ${T_QB:-150} python3 benchmarks/quant_cuda.py --out "$R" ${QB_ARGS:-}
+      grep -v Warning "$R/quant-bench.txt" | tail -30 ;;
+    ncu-quant) # NCU_QUANT: "case substring|dtype|kernel regex;..." (quant_cuda.py --profile, one launch each)
+      step ncu-quant ${T_NCU:-240} bash -c 'IFS=";"; for c in $NCU_QUANT; do IFS="|" read -r only dt kre <<<"$c";
+        echo "=== $only $dt $kre"; ncu --section SpeedOfLight --section Occupancy --section WarpStateStats \
+          --section LaunchStats --section MemoryWorkloadAnalysis --section InstructionStats -k "regex:$kre" \
+          --launch-skip 2 --launch-count 1 python3 benchmarks/quant_cuda.py --profile --only "$only" --dtypes "$dt" 2>&1 \
+          | grep -v "^==PROF==" | tail -150; done'
+      grep -E "^===|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|Executed Ipc|Issue Slots" \
+        "$R/ncu-quant.txt" | head -60 ;;
     *) echo "unknown step $s" ;;
   esac
 done

@@ -258,8 +258,8 @@ __device__ __forceinline__ qword_t qpair(const qword_t (&ev)[NA], const qword_t 
     return ((b >> 1) & 1) ? __funnelshift_r(lo, (b & 1) ? od[j1] : ev[j1], 16) : lo;
 }
 
-// rint(sum / count), ties to even, exactly: q from the product with inv = 1 / count is off
-// by at most one near a tie (|sum| < 2^12, so the product's error is far below 1/2), and the
+// rint(sum / count), ties to even, exactly: q from the product with inv ~ 1 / count (a few
+// ulp off) is off by at most one (|sum| < 2^12, so the product's error is far below 1/2), and the
 // integer residual 2 (sum - q count) against count decides the last step. A division per
 // output (IEEE, ~10 instructions and a slow-path branch) made the NCHW averages twice as
 // slow as the maxima (session 12).
@@ -278,13 +278,20 @@ struct QDivisor {
 };
 __device__ __forceinline__ QDivisor qdivisor(int count) {
     count = count > 0 ? count : 1;
-    return QDivisor{count, 1.0f / (float)count};
+    return QDivisor{count, __fdividef(1.0f, (float)count)};  // ~2 ulp: qdiv_round corrects it
 }
 
 // saturate(rint(sum / divisor) + ZP) as a byte, sum = a 16-bit lane minus the window's bias
 __device__ __forceinline__ qword_t qavg(qword_t lanes, int lane, int bias, QDivisor d, int ZP) {
     const int v = qdiv_round((int)((lanes >> (16 * lane)) & 0xFFFFu) - bias, d.count, d.inv) + ZP;
     return (qword_t)min(max(v, Q_MIN), Q_MAX) & 0xFFu;
+}
+
+// the bytes k of a stream word whose positions first <= k < end (the columns inside the input)
+__device__ __forceinline__ qword_t qbyte_mask(int first, int end) {
+    const qword_t ge = first <= 0 ? ~0u : (first >= 4 ? 0u : ~0u << (8 * first));
+    const qword_t lt = end >= 4 ? ~0u : (end <= 0 ? 0u : ~(~0u << (8 * end)));
+    return ge & lt;
 }
 
 // taps in [lo, hi) of a window of K taps D apart, starting at s0
@@ -343,7 +350,12 @@ __device__ __forceinline__ void qrows(QPOOL_ARGS) {
                 for (int j = 0; j < NW; ++j) raw[kh][j] = __ldg(row + min(max(w_first + j, 0), IWW - 1));
             }
         }
+        // which stream bytes lie inside the input's columns: all but near the left and right
+        // edges, where a warp's other threads wait for these few instructions only
         const bool edge = c0 < 0 || c0 + NB > IW;
+        qword_t inside[NA];
+#pragma unroll
+        for (int j = 0; j < NA; ++j) inside[j] = edge ? qbyte_mask(-c0 - 4 * j, IW - c0 - 4 * j) : ~0u;
         qword_t acc[NP];  // lanes start at 0: below every unsigned byte, and an empty sum
 #pragma unroll
         for (int p = 0; p < NP; ++p) acc[p] = 0;
@@ -355,14 +367,8 @@ __device__ __forceinline__ void qrows(QPOOL_ARGS) {
             for (int j = 0; j < NA; ++j) {
                 const qword_t lo = off ? raw[kh][min(j + 1, NW - 1)] : raw[kh][j];
                 const qword_t hi = j + 1 + off < NW ? raw[kh][min(j + 1 + off, NW - 1)] : 0u;
-                a[j] = row_in ? __funnelshift_r(lo, hi, shift) : fill;
-            }
-            if (row_in && edge) {
-#pragma unroll
-                for (int b = 0; b < NB; ++b) {
-                    const qword_t keep = 0xFFu << (8 * (b & 3));
-                    if (c0 + b < 0 || c0 + b >= IW) a[b >> 2] = (a[b >> 2] & ~keep) | (fill & keep);
-                }
+                const qword_t keep = row_in ? inside[j] : 0u;
+                a[j] = (__funnelshift_r(lo, hi, shift) & keep) | (fill & ~keep);
             }
             qword_t ev[NA], od[NA];
 #pragma unroll
@@ -389,10 +395,12 @@ __device__ __forceinline__ void qrows(QPOOL_ARGS) {
 #pragma unroll
                 for (int k = 0; k < 4; ++k) {
                     const int o = 4 * m + k, p = S == 2 ? o >> 1 : 2 * (o >> 2) + (o & 1), lane = S == 2 ? o & 1 : (o >> 1) & 1;
-                    const QDivisor d = DIVISOR > 0 || !edge
-                                           ? inner
-                                           : qdivisor(rows * qtaps_in((ow0 + o) * S - PL, K, 1, COUNT_INCLUDE_PAD ? -PL : 0,
-                                                                      COUNT_INCLUDE_PAD ? IW + PR : IW));
+                    QDivisor d = inner;
+                    if (DIVISOR <= 0 && edge) {  // the window's columns inside [lo, hi), branch-free
+                        const int w0 = (ow0 + o) * S - PL, lo = COUNT_INCLUDE_PAD ? -PL : 0;
+                        const int hi = COUNT_INCLUDE_PAD ? IW + PR : IW;
+                        d = qdivisor(rows * max(0, min(w0 + K, hi) - max(w0, lo)));
+                    }
                     out[m] |= qavg(acc[p], lane, bias, d, ZP) << (8 * k);
                 }
             }

@@ -1,0 +1,131 @@
+"""CUDA int8/uint8 pooling: every ``quant_pool2d.cu`` kernel that can serve a case, side by side.
+
+Method (one process, one GPU): for each case and each kernel variant the launcher can be made
+to pick (NCHW: ``rows16``, ``rows``, the one-thread-per-output contract kernel; NHWC: ``vec16``,
+``vec4``, the contract kernel), the plan is built by ``CudaBackend._plan_qpool2d`` with the
+alignment it is told (16, 4) or under ``force_generic``, and run on the same buffers.
+
+* check: every variant's output equals the contract kernel's byte for byte, each run on an
+  output buffer filled with a different byte first (so an element a kernel leaves unwritten
+  shows). The contract kernel itself is checked against the oracle by
+  ``benchmarks/check_cuda.py --only quant``.
+* "ms": median of 20 single calls between CUDA events; "b2b ms": median over 15 batches of 20
+  back-to-back calls, per call (hides launch ramp and tail, as cuda_ops.py's figures do).
+* traffic: one byte per input and output element; "% copy" against a device-to-device copy
+  of 256 MiB measured in the same run (reads + writes).
+
+``--profile`` runs each variant five times and nothing else (for ``ncu -k regex:...``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import hal
+from hal import spec as S
+
+CASES = [  # name, kind, (N, C, H, W), kernel, stride, padding, zero point (avg)
+    ("maxpool3x3s2p1", "max", (64, 64, 112, 112), 3, 2, 1, 0),
+    ("avgpool3x3s2p1", "avg", (64, 64, 112, 112), 3, 2, 1, 3),
+    ("maxpool2x2s2 4096^2", "max", (1, 1, 4096, 4096), 2, 2, 0, 0),
+]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Time and check every variant; print a table, write ``quant_cuda.json`` to ``--out``."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--dtypes", default="int8,uint8")
+    ap.add_argument("--only", default="", help="only cases whose name contains one of these comma-separated texts")
+    ap.add_argument("--profile", action="store_true", help="run each variant 5 times, no timing or checks")
+    ap.add_argument("--out", default=".")
+    args = ap.parse_args(argv)
+    dev = hal.device(args.device)
+    be = dev.backend
+    rng = np.random.default_rng(12)
+    nbytes = 256 * 2**20
+    src, dst = be.upload(np.ones(nbytes // 4, np.float32)), be.allocate(nbytes)
+    copy = 2 * nbytes / (statistics.median(be.time_launches(lambda: be.copy(src, dst, nbytes), 20)) * 1e9)
+    print(f"# {dev}: copy {copy:.1f} GB/s")
+    print(f"{'case':22s} {'dtype':6s} {'layout':6s} {'kernel':24s} {'ms':>8s} {'b2b ms':>8s} {'% copy':>7s}  check")
+    rows: list[dict[str, Any]] = []
+    only = [o for o in args.only.split(",") if o]
+    for name, kind, shape, k, st, pad, zp in CASES:
+        if only and not any(o in name for o in only):
+            continue
+        for dtype in args.dtypes.split(","):
+            dt = np.dtype(dtype)
+            info = np.iinfo(dt)
+            for layout in ("NCHW", "NHWC") if shape[0] > 1 else ("NCHW",):
+                g = S.TensorGeometry(*shape, layout, dt)
+                spec = S.pool2d_spec(kind, S.plane_geometry(g), k, st, pad, 1, False, True, None, False)
+                if kind == "avg":
+                    spec = dataclasses.replace(spec, zero_point=zp)
+                x_host = rng.integers(info.min, info.max + 1, shape).astype(dt)
+                phys = x_host.transpose(0, 2, 3, 1) if layout == "NHWC" else x_host
+                x = be.upload(np.ascontiguousarray(phys))
+                out_n = int(np.prod(spec.out_shape))
+                y = be.allocate(out_n)
+                variants = [("align16", 16, False), ("align4", 4, False), ("contract", 16, True)]
+                want = None
+                for label, align, generic in reversed(variants):  # the contract kernel first
+                    be.force_generic = generic
+                    try:
+                        plan = be._plan_qpool2d(spec, False, align)
+                    finally:
+                        be.force_generic = False
+                    kname = plan[0].kernel
+                    if label != "contract" and any(r.get("kernel") == kname and r["case"] == name
+                                                   and r["dtype"] == dtype and r["layout"] == layout for r in rows):
+                        continue  # the same kernel as a variant already timed
+
+                    def call(plan: Any = plan, x: Any = x, y: Any = y) -> None:
+                        be._run(plan, {"x": x, "y": y, "i": None})
+
+                    if args.profile:
+                        for _ in range(5):
+                            call()
+                        be.synchronize()
+                        continue
+                    fill = np.full(out_n, 0x5A if label != "contract" else 0xA5, np.uint8).view(dt)
+                    y_fill = be.upload(fill)
+                    be.copy(y_fill, y, out_n)
+                    call()
+                    got = np.empty(out_n, dt)
+                    be.download(y, got)
+                    if want is None:
+                        want, check = got, "reference"
+                    else:
+                        check = "ok" if np.array_equal(got, want) else f"MISMATCH ({int((got != want).sum())})"
+                    ms = statistics.median(be.time_launches(call, 20, warmup=3)) * 1e3
+
+                    def batch(call: Any = call) -> None:
+                        for _ in range(20):
+                            call()
+
+                    b2b = statistics.median(be.time_launches(batch, 15, warmup=1)) * 1e3 / 20
+                    share = (x_host.size + out_n) / (b2b * 1e-3) / 1e9 / copy
+                    rows.append({"case": name, "dtype": dtype, "layout": layout, "kernel": kname, "ms": ms,
+                                 "b2b_ms": b2b, "copy_share": share, "check": check})
+                    print(f"{name:22s} {dtype:6s} {layout:6s} {kname:24s} {ms:8.4f} {b2b:8.4f} "
+                          f"{100 * share:6.1f}%  {check}")
+                    sys.stdout.flush()
+    if not args.profile:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        doc = {"device": str(dev), "copy_gbps": copy, "rows": rows}
+        (out / "quant_cuda.json").write_text(json.dumps(doc, indent=1))
+    bad = [r for r in rows if r["check"].startswith("MISMATCH")]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
