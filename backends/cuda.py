@@ -1076,11 +1076,10 @@ class CudaBackend(Backend):
     def _plan_qpool2d(self, spec: Pool2dSpec, with_indices: bool, align: int) -> tuple[Launch, ...]:
         """int8/uint8 pooling (quant_pool2d.cu, no tuning parameters). Without indices: NCHW
         square 2x2/2, 3x3/2 and 3x3/1 windows over word-aligned rows (IW % 4 == 0) run the row
-        kernels (8 outputs per thread from 32-bit words; where IW % 16 == 0, x and y are
-        16-byte aligned and the left pad is at most 4, 16 / stride outputs from a 16-byte
-        vector and two words), NHWC windows of at most 9 taps with C
-        a multiple of 4 (16) and 4- (16-) byte aligned buffers the vector kernels (4 or 16
-        channels per thread); everything else, and ``force_generic``, one thread per output.
+        kernels (8 outputs per thread from 32-bit words), NHWC windows of at most 9 taps with
+        C a multiple of 4 (16) and 4- (16-) byte aligned buffers the vector kernels (4 or 16
+        channels per thread; square 2x2 and 3x3 windows without dilation built in); everything else, and
+        ``force_generic``, one thread per output.
         ``align``: the largest of 16, 4, 1 that both x's and y's addresses are multiples of."""
         defines = (("DTYPE_UINT8", int(np.dtype(spec.dtype) == np.uint8)), ("LAYOUT_NHWC", int(spec.layout == "NHWC")))
         (kh, kw), (sh, sw), (dh, dw) = spec.kernel, spec.stride, spec.dilation
@@ -1088,13 +1087,13 @@ class CudaBackend(Backend):
         if not (with_indices or self.force_generic):
             if spec.layout == "NCHW" and (kh, sh) in _QPOOL_ROWS and (kh, sh, dh, dw) == (kw, sw, 1, 1) \
                     and spec.in_w % 4 == 0 and align >= 4:
-                # rows16: 16 input bytes per thread from one aligned vector and two halo words
-                wide = spec.in_w % 16 == 0 and align >= 16 and spec.pads[2] <= 4
-                kernel = f"pool2d_{spec.kind}_{'rows16' if wide else 'rows'}_k{kh}s{sh}"
-                threads = spec.n * spec.c * spec.out_h * _cdiv(spec.out_w, 16 // sh if wide else _QROW_OUT)
+                kernel = f"pool2d_{spec.kind}_rows_k{kh}s{sh}"
+                threads = spec.n * spec.c * spec.out_h * _cdiv(spec.out_w, _QROW_OUT)
             elif spec.layout == "NHWC" and kh * kw <= 9 and spec.c % 4 == 0 and align >= 4:
                 vec = 16 if spec.c % 16 == 0 and align >= 16 else 4
-                kernel = f"pool2d_{spec.kind}_vec{vec}"
+                # square windows without dilation: taps unrolled without branches
+                square = f"_k{kh}" if kh == kw and kh in (2, 3) and (dh, dw) == (1, 1) else ""
+                kernel = f"pool2d_{spec.kind}_vec{vec}{square}"
                 threads = spec.n * spec.out_h * spec.out_w * (spec.c // vec)
         return (
             Launch("quant_pool2d.cu", defines, kernel, "PPP" + "i" * 19, self._grid_1d(threads, _QPOOL_THREADS),

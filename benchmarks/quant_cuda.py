@@ -1,9 +1,10 @@
 """CUDA int8/uint8 pooling: every ``quant_pool2d.cu`` kernel that can serve a case, side by side.
 
 Method (one process, one GPU): for each case and each kernel variant the launcher can be made
-to pick (NCHW: ``rows16``, ``rows``, the one-thread-per-output contract kernel; NHWC: ``vec16``,
-``vec4``, the contract kernel), the plan is built by ``CudaBackend._plan_qpool2d`` with the
-alignment it is told (16, 4) or under ``force_generic``, and run on the same buffers.
+to pick (NCHW: ``rows``, the one-thread-per-output contract kernel; NHWC: ``vec16``, ``vec4``,
+the contract kernel), the plan is built by ``CudaBackend._plan_qpool2d`` with the alignment it
+is told (16, 4) or under ``force_generic``, and run on the same buffers. ``[M16]``: the row
+kernels built with 16 outputs per thread (``QROW_OUT=16``) instead of the launcher's 8.
 
 * check: every variant's output equals the contract kernel's byte for byte, each run on an
   output buffer filled with a different byte first (so an element a kernel leaves unwritten
@@ -74,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
                 x = be.upload(np.ascontiguousarray(phys))
                 out_n = int(np.prod(spec.out_shape))
                 y = be.allocate(out_n)
-                variants = [("align16", 16, False), ("align4", 4, False), ("contract", 16, True)]
+                variants = [("rows16", 16, False), ("align16", 16, False), ("align4", 4, False),
+                            ("contract", 16, True)]
                 want = None
                 for label, align, generic in reversed(variants):  # the contract kernel first
                     be.force_generic = generic
@@ -83,6 +85,14 @@ def main(argv: list[str] | None = None) -> int:
                     finally:
                         be.force_generic = False
                     kname = plan[0].kernel
+                    if label == "rows16":  # experiment: the row kernels with 16 outputs per thread
+                        if "_rows_" not in kname:
+                            continue
+                        (launch,) = plan
+                        groups = spec.n * spec.c * spec.out_h * -(-spec.out_w // 16)
+                        plan = (dataclasses.replace(launch, defines=(*launch.defines, ("QROW_OUT", 16)),
+                                                    grid=be._grid_1d(groups, launch.block[0])),)
+                        kname += "[M16]"
                     if label != "contract" and any(r.get("kernel") == kname and r["case"] == name
                                                    and r["dtype"] == dtype and r["layout"] == layout for r in rows):
                         continue  # the same kernel as a variant already timed

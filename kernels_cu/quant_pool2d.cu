@@ -20,17 +20,16 @@
 //       the input; larger windows loop. The division is in double (|sum| < 2^31, divisor < 2^31:
 //       the correctly rounded quotient keeps every tie exact). Slow: one output per thread
 //       costs a few hundred instructions of index arithmetic (session 11: 8 % of copy).
-//   pool2d_{max,avg}_rows_k{K}s{S}, pool2d_{max,avg}_rows16_k{K}s{S} (NCHW, a K x K window,
-//       stride S, no dilation, no indices; rows: IW % 4 == 0 and x 4-byte aligned, rows16:
-//       IW % 16 == 0, x 16-byte aligned, PL <= 4): a thread owns 8 (rows) or 16 / S (rows16)
-//       consecutive outputs of a row. It loads each window row as aligned 32-bit words
-//       (rows16: the 16-byte block under its outputs and a word either side), clamped, shifts
-//       them into a byte stream starting at its first column, masks columns and rows outside
-//       the input with the fill byte, and reduces two outputs per 16-bit lane word (qlanes
-//       below). Word stores where OW % 4 == 0 and y is aligned, else bytes.
-//   pool2d_{max,avg}_vec{V} (NHWC, KH * KW <= 9, C % V == 0, x and y V-byte aligned, no
-//       indices; V = 4 or 16): a thread owns V channels of one output pixel and loads its
-//       taps as V-byte vectors, all before any is used, reducing as above.
+//   pool2d_{max,avg}_rows_k{K}s{S} (NCHW, a K x K window, stride S, no dilation, IW % 4 == 0,
+//       x 4-byte aligned, no indices; K x S in 3x2, 2x2, 3x1): a thread owns 8 consecutive
+//       outputs of a row. It loads each window row as aligned 32-bit words, shifts them into a
+//       byte stream starting at its first column, masks columns and rows outside the input
+//       with the fill byte, and reduces two outputs per 16-bit lane word (qlanes below). Word
+//       stores where OW % 4 == 0 and y is aligned, else bytes.
+//   pool2d_{max,avg}_vec{V}[_k{K}] (NHWC, KH * KW <= 9, C % V == 0, x and y V-byte aligned,
+//       no indices; V = 4 or 16; _k3, _k2: a square 3x3 or 2x2 window, no dilation): a thread owns V
+//       channels of one output pixel and loads its taps as V-byte vectors, all before any is
+//       used, reducing as above.
 // The fast paths' lanes: each byte is made unsigned (int8: +128, the sign bit flipped) and
 // widened to a 16-bit lane, so one instruction takes two maxima (VIMNMX.U16x2) or two sums; a
 // tap outside the input is the fill byte (max: the dtype's minimum, avg: the zero point), the
@@ -258,17 +257,27 @@ __device__ __forceinline__ qword_t qpair(const qword_t (&ev)[NA], const qword_t 
     return ((b >> 1) & 1) ? __funnelshift_r(lo, (b & 1) ? od[j1] : ev[j1], 16) : lo;
 }
 
-// rint(sum / count), ties to even, exactly: q from the product with inv ~ 1 / count (a few
-// ulp off) is off by at most one (|sum| < 2^12, so the product's error is far below 1/2), and the
-// integer residual 2 (sum - q count) against count decides the last step. A division per
-// output (IEEE, ~10 instructions and a slow-path branch) made the NCHW averages twice as
-// slow as the maxima (session 12).
+// rint(sum / count), ties to even, exactly, for |sum| < 2^21: t = sum * inv (inv a few ulp
+// off 1 / count) lies within |x| 2^-21 of x = sum / count, while a quotient that is not a
+// tie lies at least 1 / (2 count) from every k + 1/2, farther than that error; so rint(t)
+// is right but for ties, which the integer test 2 sum == (2 floor(t) + 1) count finds
+// exactly and rounds to the even neighbour. (A division per output, IEEE, and a residual
+// correction after rint were both slower, session 12.)
 __device__ __forceinline__ int qdiv_round(int sum, int count, float inv) {
-    int q = __float2int_rn((float)sum * inv);
-    const int r2 = 2 * (sum - q * count);
-    if (r2 > count || (r2 == count && (q & 1))) ++q;
-    else if (r2 < -count || (r2 == -count && (q & 1))) --q;
-    return q;
+    const float t = (float)sum * inv;
+    const int f = (int)floorf(t), q = __float2int_rn(t);
+    return 2 * sum == (2 * f + 1) * count ? f + (f & 1) : q;
+}
+
+// an approximate 1 / v (MUFU.RCP alone; __fdividef adds a denormal rescale qdiv_round needs not)
+__device__ __forceinline__ float qrcp(float v) {
+#ifdef __CUDA_ARCH__
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
+    return r;
+#else
+    return __fdividef(1.0f, v);  // the host emulation of the tests
+#endif
 }
 
 // a window's divisor (count > 0; a non-positive count cannot occur and divides by 1)
@@ -278,7 +287,7 @@ struct QDivisor {
 };
 __device__ __forceinline__ QDivisor qdivisor(int count) {
     count = count > 0 ? count : 1;
-    return QDivisor{count, __fdividef(1.0f, (float)count)};  // ~2 ulp: qdiv_round corrects it
+    return QDivisor{count, qrcp((float)count)};
 }
 
 // saturate(rint(sum / divisor) + ZP) as a byte, sum = a 16-bit lane minus the window's bias
@@ -287,11 +296,12 @@ __device__ __forceinline__ qword_t qavg(qword_t lanes, int lane, int bias, QDivi
     return (qword_t)min(max(v, Q_MIN), Q_MAX) & 0xFFu;
 }
 
-// the bytes k of a stream word whose positions first <= k < end (the columns inside the input)
+// the bytes k of a stream word whose positions satisfy first <= k < end (the columns inside
+// the input): two clamped funnel shifts, no branch
 __device__ __forceinline__ qword_t qbyte_mask(int first, int end) {
-    const qword_t ge = first <= 0 ? ~0u : (first >= 4 ? 0u : ~0u << (8 * first));
-    const qword_t lt = end >= 4 ? ~0u : (end <= 0 ? 0u : ~(~0u << (8 * end)));
-    return ge & lt;
+    const qword_t below_end = __funnelshift_lc(~0u, 0u, 8 * max(end, 0));  // bytes k < end
+    const qword_t below_first = __funnelshift_lc(~0u, 0u, 8 * max(first, 0));
+    return below_end & ~below_first;
 }
 
 // taps in [lo, hi) of a window of K taps D apart, starting at s0
@@ -301,23 +311,23 @@ __device__ __forceinline__ int qtaps_in(int s0, int K, int D, int lo, int hi) {
     return n;
 }
 
-// NCHW rows: a thread's M consecutive outputs of one output row, from K input rows.
-// V16 0: M = QROW_OUT (8); each row's bytes load as NW 32-bit words (IW % 4 == 0).
-// V16 1: M = 16 / S (16 bytes of input per thread); each row loads as the aligned 16-byte
-//   block at column ow0 * S with a word on either side (IW % 16 == 0, PL <= 4): 3 loads
-//   instead of 5, a third of the address arithmetic.
-// Lane words pair two outputs whose taps lie 2 bytes apart in the stream: outputs o, o + 1
-// for stride 2 (pair p: 2p, 2p + 1), o, o + 2 for stride 1 (pair p: 4(p / 2) + p % 2, + 2).
-template <int K, int S, bool V16, bool IS_MAX, typename I>
+// NCHW rows: a thread's QROW_OUT (8) consecutive outputs of one output row, from K input
+// rows of NW 32-bit words each (IW % 4 == 0). A word index outside the row is clamped
+// unsigned (a negative one to the row's last word): every byte of such a word lies outside
+// the input and is masked, so any word in the row serves. Lane words pair two outputs whose
+// taps lie 2 bytes apart in the stream: outputs o, o + 1 for stride 2 (pair p: 2p, 2p + 1),
+// o, o + 2 for stride 1 (pair p: 4(p / 2) + p % 2, + 2). Session 12, H200, 3x3/2 int8 max on
+// 64x64x112x112: a 16-byte vector and two halo words per row instead of 5 words was slower
+// (0.043 against 0.036 ms, benchmarks/quant_cuda.py) and was dropped.
+template <int K, int S, bool IS_MAX, typename I>
 __device__ __forceinline__ void qrows(QPOOL_ARGS) {
-    constexpr int M = V16 ? 16 / S : QROW_OUT;  // outputs per thread, a multiple of 4
-    constexpr int NB = (M - 1) * S + K;        // input columns they read per row
-    constexpr int NW = V16 ? 6 : (NB + 6) / 4;  // words loaded per row
-    constexpr int NA = (NB + 3) / 4;           // words of the shifted stream
-    constexpr int NP = M / 2;                  // lane words (output pairs)
-    static_assert(!V16 || NB <= 20, "the stream must fit the block and its two halo words");
+    constexpr int M = QROW_OUT;          // outputs per thread, a multiple of 4
+    constexpr int NB = (M - 1) * S + K;  // input columns they read per row
+    constexpr int NW = (NB + 6) / 4;     // words covering NB bytes at any alignment
+    constexpr int NA = (NB + 3) / 4;     // words of the shifted stream
+    constexpr int NP = M / 2;            // lane words (output pairs)
     const int OWG = (OW + M - 1) / M;
-    const int IWW = IW >> 2;
+    const unsigned IWW = (unsigned)IW >> 2;
     const I total = (I)N * C * OH * OWG;
     const qword_t fill = qsplat(IS_MAX ? Q_MIN : ZP);
     const bool word_store = (OW & 3) == 0 && ((size_t)y & 3) == 0;
@@ -328,79 +338,66 @@ __device__ __forceinline__ void qrows(QPOOL_ARGS) {
         const int oh = (int)(r % (I)OH);
         const I plane = r / (I)OH;
         const int ow0 = g * M, c0 = ow0 * S - PL, h0 = oh * S - PT;
-        // raw[kh][0] holds the word at column 4 * w_first; the stream starts off words and
-        // shift bits further (V16: the word before the block, 4 - PL bytes before c0)
-        const int w_first = V16 ? ow0 * S / 4 - 1 : c0 >> 2;  // c0 may be negative: >> floors
-        const int lead = c0 - 4 * w_first;                    // 0..3, or V16: 4 - PL
-        const int off = lead >> 2, shift = 8 * (lead & 3);
+        const int wb = c0 >> 2, shift = 8 * (c0 & 3);  // c0 may be negative: >> floors
         const qword_t* xp = xw + (size_t)plane * IH * IWW;
+        // Rows: a max clamps a row outside the input to the nearest one, which lies in the same
+        // window (no dilation, and every window overlaps the input), so it needs no mask; an
+        // average reads any row and replaces it by the fill.
         qword_t raw[K][NW];
 #pragma unroll
         for (int kh = 0; kh < K; ++kh) {
-            const qword_t* row = xp + (size_t)min(max(h0 + kh, 0), IH - 1) * IWW;
-            if constexpr (V16) {
-                // the block lies inside the row but for a last ceil_mode window: clamp it too
-                const int blk = min(w_first + 1, IWW - 4);
-                const uint4 v = __ldg(reinterpret_cast<const uint4*>(row + blk));
-                raw[kh][0] = __ldg(row + max(w_first, 0));
-                raw[kh][1] = v.x, raw[kh][2] = v.y, raw[kh][3] = v.z, raw[kh][4] = v.w;
-                raw[kh][5] = __ldg(row + min(w_first + 5, IWW - 1));
-            } else {
+            const unsigned ih = IS_MAX ? (unsigned)min(max(h0 + kh, 0), IH - 1) : min((unsigned)(h0 + kh), (unsigned)IH - 1u);
+            const qword_t* row = xp + (size_t)ih * IWW;
 #pragma unroll
-                for (int j = 0; j < NW; ++j) raw[kh][j] = __ldg(row + min(max(w_first + j, 0), IWW - 1));
-            }
+            for (int j = 0; j < NW; ++j) raw[kh][j] = __ldg(row + min((unsigned)(wb + j), IWW - 1u));
         }
-        // which stream bytes lie inside the input's columns: all but near the left and right
-        // edges, where a warp's other threads wait for these few instructions only
-        const bool edge = c0 < 0 || c0 + NB > IW;
+        // the stream bytes inside the input's columns (all of them but at the row's two ends)
         qword_t inside[NA];
 #pragma unroll
-        for (int j = 0; j < NA; ++j) inside[j] = edge ? qbyte_mask(-c0 - 4 * j, IW - c0 - 4 * j) : ~0u;
-        qword_t acc[NP];  // lanes start at 0: below every unsigned byte, and an empty sum
+        for (int j = 0; j < NA; ++j) inside[j] = qbyte_mask(-c0 - 4 * j, IW - c0 - 4 * j);
+        // the window rows reduced first, per stream word, then the columns per output pair
+        qword_t ev[NA], od[NA];  // lanes start at 0: below every unsigned byte, and an empty sum
 #pragma unroll
-        for (int p = 0; p < NP; ++p) acc[p] = 0;
+        for (int j = 0; j < NA; ++j) ev[j] = 0, od[j] = 0;
 #pragma unroll
         for (int kh = 0; kh < K; ++kh) {
-            const bool row_in = h0 + kh >= 0 && h0 + kh < IH;
-            qword_t a[NA];
+            const bool row_in = IS_MAX || (h0 + kh >= 0 && h0 + kh < IH);
 #pragma unroll
             for (int j = 0; j < NA; ++j) {
-                const qword_t lo = off ? raw[kh][min(j + 1, NW - 1)] : raw[kh][j];
-                const qword_t hi = j + 1 + off < NW ? raw[kh][min(j + 1 + off, NW - 1)] : 0u;
                 const qword_t keep = row_in ? inside[j] : 0u;
-                a[j] = (__funnelshift_r(lo, hi, shift) & keep) | (fill & ~keep);
+                const qword_t a = __funnelshift_r(raw[kh][j], j + 1 < NW ? raw[kh][j + 1] : 0u, shift);
+                qword_t e, o;
+                qlanes((a & keep) | (fill & ~keep), e, o);
+                ev[j] = qlane_op<IS_MAX>(ev[j], e);
+                od[j] = qlane_op<IS_MAX>(od[j], o);
             }
-            qword_t ev[NA], od[NA];
+        }
+        qword_t acc[NP];
 #pragma unroll
-            for (int j = 0; j < NA; ++j) qlanes(a[j], ev[j], od[j]);
+        for (int p = 0; p < NP; ++p) {
+            const int o1 = S == 2 ? 2 * p : 4 * (p >> 1) + (p & 1);
+            acc[p] = qpair(ev, od, o1 * S);
 #pragma unroll
-            for (int p = 0; p < NP; ++p) {
-                const int o1 = S == 2 ? 2 * p : 4 * (p >> 1) + (p & 1);
-#pragma unroll
-                for (int kw = 0; kw < K; ++kw) acc[p] = qlane_op<IS_MAX>(acc[p], qpair(ev, od, o1 * S + kw));
-            }
+            for (int kw = 1; kw < K; ++kw) acc[p] = qlane_op<IS_MAX>(acc[p], qpair(ev, od, o1 * S + kw));
         }
         qword_t out[M / 4];
         if (IS_MAX) {
 #pragma unroll
             for (int m = 0; m < M / 4; ++m) out[m] = __byte_perm(acc[2 * m], acc[2 * m + 1], S == 2 ? 0x6420 : 0x6240) ^ Q_FLIP;
         } else {
-            const int rows = qtaps_in(h0, K, 1, COUNT_INCLUDE_PAD ? -PT : 0, COUNT_INCLUDE_PAD ? IH + PB : IH);
+            const bool pad = COUNT_INCLUDE_PAD;
+            const int rows = qtaps_in(h0, K, 1, pad ? -PT : 0, pad ? IH + PB : IH);
+            const int lo = pad ? -PL : 0, hi = pad ? IW + PR : IW;
             const int bias = K * K * (ZP + Q_BIAS);
-            // a window inside the input's columns has K of them, padded or not
-            const QDivisor inner = qdivisor(DIVISOR > 0 ? DIVISOR : rows * K);
 #pragma unroll
             for (int m = 0; m < M / 4; ++m) {
                 out[m] = 0;
 #pragma unroll
                 for (int k = 0; k < 4; ++k) {
                     const int o = 4 * m + k, p = S == 2 ? o >> 1 : 2 * (o >> 2) + (o & 1), lane = S == 2 ? o & 1 : (o >> 1) & 1;
-                    QDivisor d = inner;
-                    if (DIVISOR <= 0 && edge) {  // the window's columns inside [lo, hi), branch-free
-                        const int w0 = (ow0 + o) * S - PL, lo = COUNT_INCLUDE_PAD ? -PL : 0;
-                        const int hi = COUNT_INCLUDE_PAD ? IW + PR : IW;
-                        d = qdivisor(rows * max(0, min(w0 + K, hi) - max(w0, lo)));
-                    }
+                    // the window's columns inside [lo, hi), branch-free (every warp has edge threads)
+                    const int w0 = (ow0 + o) * S - PL;
+                    const QDivisor d = qdivisor(DIVISOR > 0 ? DIVISOR : rows * max(0, min(w0 + K, hi) - max(w0, lo)));
                     out[m] |= qavg(acc[p], lane, bias, d, ZP) << (8 * k);
                 }
             }
@@ -417,22 +414,20 @@ __device__ __forceinline__ void qrows(QPOOL_ARGS) {
     }
 }
 
-#define QROWS_KERNEL(KIND, IS_MAX, NAME, V16, K, S)                                                   \
-    extern "C" __global__ void __launch_bounds__(QPOOL_THREADS) pool2d_##KIND##_##NAME##_k##K##s##S(QPOOL_ARGS) { \
+#define QROWS_KERNEL(KIND, IS_MAX, K, S)                                                                     \
+    extern "C" __global__ void __launch_bounds__(QPOOL_THREADS) pool2d_##KIND##_rows_k##K##s##S(QPOOL_ARGS) { \
         if ((long long)N * C * OH * OW < (1LL << 31))                                                         \
-            qrows<K, S, V16, IS_MAX, unsigned int>(QPOOL_PASS);                                               \
+            qrows<K, S, IS_MAX, unsigned int>(QPOOL_PASS);                                                    \
         else                                                                                                  \
-            qrows<K, S, V16, IS_MAX, long long>(QPOOL_PASS);                                                  \
+            qrows<K, S, IS_MAX, long long>(QPOOL_PASS);                                                       \
     }
-#define QROWS_KERNELS(K, S)                       \
-    QROWS_KERNEL(max, true, rows, false, K, S)    \
-    QROWS_KERNEL(avg, false, rows, false, K, S)   \
-    QROWS_KERNEL(max, true, rows16, true, K, S)   \
-    QROWS_KERNEL(avg, false, rows16, true, K, S)
 #if !LAYOUT_NHWC
-QROWS_KERNELS(2, 2)
-QROWS_KERNELS(3, 2)
-QROWS_KERNELS(3, 1)
+QROWS_KERNEL(max, true, 2, 2)
+QROWS_KERNEL(avg, false, 2, 2)
+QROWS_KERNEL(max, true, 3, 2)
+QROWS_KERNEL(avg, false, 3, 2)
+QROWS_KERNEL(max, true, 3, 1)
+QROWS_KERNEL(avg, false, 3, 1)
 #endif
 
 // NHWC: V channels (bytes) of one output pixel per thread, every tap a V-byte vector
@@ -459,11 +454,14 @@ __device__ __forceinline__ void qstore_vec(q_t* p, const qword_t (&w)[V / 4]) {
         *reinterpret_cast<qword_t*>(p) = w[0];
 }
 
-template <int V, bool IS_MAX, typename I>
+// K > 0: a K x K window without dilation (its taps unrolled without a branch each); K == 0:
+// any KH x KW window of at most QPOOL_TAPS taps.
+template <int V, int K, bool IS_MAX, typename I>
 __device__ __forceinline__ void qvec(QPOOL_ARGS) {
     constexpr int NV = V / 4;
+    constexpr int T = K > 0 ? K * K : QPOOL_TAPS;  // taps loaded
+    const int kh_n = K > 0 ? K : KH, kw_n = K > 0 ? K : KW, KHW = kh_n * kw_n;
     const int CG = C / V;
-    const int KHW = KH * KW;
     const I total = (I)N * OH * OW * CG;
     const qword_t fill = qsplat(IS_MAX ? Q_MIN : ZP);
     for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (I)gridDim.x * blockDim.x) {
@@ -475,26 +473,27 @@ __device__ __forceinline__ void qvec(QPOOL_ARGS) {
         const I n = t / (I)OH;
         const int h0 = oh * SH - PT, w0 = ow * SW - PL;
         const q_t* xn = x + (size_t)n * IH * IW * C + cg * V;
-        QVec<V> tap[QPOOL_TAPS];
-        bool ok[QPOOL_TAPS];
-        int kh = 0, kw = 0;
+        // K > 0 (no dilation): a max clamps a tap outside the input to the nearest row and
+        // column, a tap of the same window, so it needs no select
+        constexpr bool CLAMP_ONLY = K > 0 && IS_MAX;
+        const int dh = K > 0 ? 1 : DH, dw = K > 0 ? 1 : DW;
+        QVec<V> tap[T];
+        bool ok[T];
 #pragma unroll
-        for (int u = 0; u < QPOOL_TAPS; ++u) {
-            const int ih = h0 + kh * DH, iw = w0 + kw * DW;
-            ok[u] = u < KHW && ih >= 0 && ih < IH && iw >= 0 && iw < IW;
-            const int ihc = min(max(ih, 0), IH - 1), iwc = min(max(iw, 0), IW - 1);
-            tap[u] = qload_vec<V>(xn + ((size_t)ihc * IW + iwc) * C);
-            if (++kw == KW) {
-                kw = 0;
-                ++kh;
-            }
+        for (int u = 0; u < T; ++u) {
+            const int kh = K > 0 ? u / K : u / kw_n, kw = K > 0 ? u % K : u % kw_n;
+            const int ih = h0 + kh * dh, iw = w0 + kw * dw;
+            ok[u] = CLAMP_ONLY || ((K > 0 || u < KHW) && ih >= 0 && ih < IH && iw >= 0 && iw < IW);
+            const unsigned ihc = CLAMP_ONLY ? (unsigned)min(max(ih, 0), IH - 1) : min((unsigned)ih, (unsigned)IH - 1u);
+            const unsigned iwc = CLAMP_ONLY ? (unsigned)min(max(iw, 0), IW - 1) : min((unsigned)iw, (unsigned)IW - 1u);
+            tap[u] = qload_vec<V>(xn + (size_t)ihc * IW * C + iwc * C);
         }
         qword_t ev[NV], od[NV];  // channels 0, 2 and 1, 3 of each word, as lanes starting at 0
 #pragma unroll
         for (int j = 0; j < NV; ++j) ev[j] = 0, od[j] = 0;
 #pragma unroll
-        for (int u = 0; u < QPOOL_TAPS; ++u)
-            if (u < KHW)
+        for (int u = 0; u < T; ++u)
+            if (K > 0 || u < KHW)
 #pragma unroll
                 for (int j = 0; j < NV; ++j) {
                     qword_t e, o;
@@ -510,8 +509,8 @@ __device__ __forceinline__ void qvec(QPOOL_ARGS) {
             int count = DIVISOR;
             if (count <= 0) {
                 const bool pad = COUNT_INCLUDE_PAD;
-                count = qtaps_in(h0, KH, DH, pad ? -PT : 0, pad ? IH + PB : IH) *
-                        qtaps_in(w0, KW, DW, pad ? -PL : 0, pad ? IW + PR : IW);
+                count = qtaps_in(h0, kh_n, dh, pad ? -PT : 0, pad ? IH + PB : IH) *
+                        qtaps_in(w0, kw_n, dw, pad ? -PL : 0, pad ? IW + PR : IW);
             }
             const QDivisor d = qdivisor(count);
             const int bias = KHW * (ZP + Q_BIAS);
@@ -526,16 +525,21 @@ __device__ __forceinline__ void qvec(QPOOL_ARGS) {
     }
 }
 
-#define QVEC_KERNEL(KIND, IS_MAX, V)                                                                  \
-    extern "C" __global__ void __launch_bounds__(QPOOL_THREADS) pool2d_##KIND##_vec##V(QPOOL_ARGS) { \
-        if ((long long)N * C * OH * OW < (1LL << 31))                                                  \
-            qvec<V, IS_MAX, unsigned int>(QPOOL_PASS);                                                 \
-        else                                                                                           \
-            qvec<V, IS_MAX, long long>(QPOOL_PASS);                                                    \
+#define QVEC_KERNEL(KIND, IS_MAX, V, K, NAME)                                                      \
+    extern "C" __global__ void __launch_bounds__(QPOOL_THREADS) pool2d_##KIND##_vec##V##NAME(QPOOL_ARGS) { \
+        if ((long long)N * C * OH * OW < (1LL << 31))                                                    \
+            qvec<V, K, IS_MAX, unsigned int>(QPOOL_PASS);                                                \
+        else                                                                                             \
+            qvec<V, K, IS_MAX, long long>(QPOOL_PASS);                                                   \
     }
+#define QVEC_KERNELS(V)                      \
+    QVEC_KERNEL(max, true, V, 0, )           \
+    QVEC_KERNEL(avg, false, V, 0, )          \
+    QVEC_KERNEL(max, true, V, 2, _k2)        \
+    QVEC_KERNEL(avg, false, V, 2, _k2)       \
+    QVEC_KERNEL(max, true, V, 3, _k3)        \
+    QVEC_KERNEL(avg, false, V, 3, _k3)
 #if LAYOUT_NHWC
-QVEC_KERNEL(max, true, 4)
-QVEC_KERNEL(avg, false, 4)
-QVEC_KERNEL(max, true, 16)
-QVEC_KERNEL(avg, false, 16)
+QVEC_KERNELS(4)
+QVEC_KERNELS(16)
 #endif
