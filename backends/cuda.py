@@ -37,7 +37,7 @@ from hal import cache, resources
 from hal.backends.base import Backend, BackendProbe, Buffer, DeviceInfo, fixed_plane_ok
 from hal.errors import HalError, KernelCompileError, OutOfMemory, UnsupportedOperation
 from hal.quant import QUANT_DTYPES
-from hal.spec import AdaptivePool2dSpec, BatchNormSpec, Conv2dSpec, EltwiseSpec, Pool2dSpec
+from hal.spec import AdaptivePool2dSpec, BatchNormSpec, Conv2dSpec, EltwiseSpec, Pool2dSpec, QConv2dSpec
 from hal.tuning.schema import KernelSchema, Param
 
 _NOT_INSTALLED = "cuda: PyCUDA not installed; pip install 'hal-kernels[cuda]'"
@@ -371,6 +371,8 @@ _COMPILE_PARAMS = {
 _FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
 #: quant_pool2d.cu's threads per block (its QPOOL_THREADS default)
 _QPOOL_THREADS = 256
+#: quant_conv2d.cu's threads per block (its QCONV_THREADS default)
+_QCONV_THREADS = 256
 #: quant_pool2d.cu's NCHW row kernels: (kernel size, stride) of their square windows, and
 #: the outputs per thread (its QROW_OUT default)
 _QPOOL_ROWS = ((2, 2), (3, 2), (3, 1))
@@ -480,8 +482,10 @@ class CudaBackend(Backend):
     kernel_folder: ClassVar[str] = "kernels_cu"
     #: every output store goes through the prelude's epilogue (-DFUSE_RELU=1)
     fused_relu: ClassVar[bool] = True
-    #: int8/uint8 max and average pooling (quant_pool2d.cu: one thread per output, not tuned)
+    #: int8/uint8 max and average pooling (quant_pool2d.cu, not tuned)
     quantized_pooling: ClassVar[bool] = True
+    #: int8/uint8 QLinearConv and ConvInteger (quant_conv2d.cu: one thread per output, not tuned)
+    quantized_conv: ClassVar[bool] = True
 
     # -- discovery ---------------------------------------------------------------------
     @classmethod
@@ -1376,6 +1380,38 @@ class CudaBackend(Backend):
         key = ("conv2d", spec, self._pkey(params), aligned, self.force_generic)
         plan = self._planned(key, lambda: self._plan_conv2d(spec, params, aligned))
         self._run(plan, {"x": x, "w": weight, "b": bias, "y": y})
+
+    def qconv2d(
+        self,
+        spec: QConv2dSpec,
+        x: Buffer,
+        weight: Buffer,
+        bias: Buffer | None,
+        y: Buffer,
+        w_zero_point: Buffer,
+        multiplier: Buffer | None,
+        params: Mapping[str, int],
+    ) -> None:
+        """Quantized conv (QLinearConv, or ConvInteger when ``multiplier`` is None):
+        ``quant_conv2d.cu``, one thread per output, exact int64 sums (no tuning parameters)."""
+        y_kind = self.qconv_output_kind(spec, multiplier)
+        key = ("qconv2d", spec, y_kind)
+        plan = self._planned(key, lambda: self._plan_qconv2d(spec, y_kind))
+        self._run(plan, {"x": x, "w": weight, "b": bias, "y": y, "wz": w_zero_point, "m": multiplier})
+
+    def _plan_qconv2d(self, spec: QConv2dSpec, y_kind: int) -> tuple[Launch, ...]:
+        conv = spec.conv
+        defines = (("DTYPE_UINT8", int(np.dtype(conv.dtype) == np.uint8)),
+                   ("W_UINT8", int(np.dtype(spec.w_dtype) == np.uint8)), ("Y_KIND", y_kind),
+                   ("LAYOUT_NHWC", int(conv.layout == "NHWC")))
+        total = conv.n * conv.c_out * conv.out_h * conv.out_w
+        geometry = (conv.n, conv.c_in, conv.in_h, conv.in_w, conv.c_out, conv.out_h, conv.out_w, *conv.kernel,
+                    *conv.stride, conv.pads[0], conv.pads[2], *conv.dilation, conv.groups)
+        return (
+            Launch("quant_conv2d.cu", defines, "qconv2d", "PPPPPP" + "i" * 18, self._grid_1d(total, _QCONV_THREADS),
+                   (_QCONV_THREADS, 1, 1), 0,
+                   ("x", "w", "b", "y", "wz", "m", *geometry, spec.x_zero_point, spec.y_zero_point)),
+        )
 
     def _plan_conv2d(self, spec: Conv2dSpec, params: Mapping[str, int], aligned: bool) -> tuple[Launch, ...]:
         p = {**_SCHEMAS["conv2d"].defaults(), **params}

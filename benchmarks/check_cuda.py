@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
 import sys
 import threading
@@ -221,13 +222,69 @@ def check_qpool(
         record(full, False, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}")
 
 
+def check_qconv(
+    dev: Dev, rng: np.random.Generator, name: str, shape: tuple[int, int, int, int], cout: int, k: Any,
+    layout: str, x_dtype: Any, w_dtype: Any, out_dtype: Any, stride: Any = 1, padding: Any = 0,
+    dilation: Any = 1, groups: int = 1, bias: bool = True,
+) -> None:
+    """One quantized conv launch (quant_conv2d.cu) against reference.qconv2d_from_spec, exactly
+    (the kernel requantizes in double, as the oracle), the output poisoned twice: with two
+    different fill values an unwritten element fails one of the runs."""
+    out = np.dtype(out_dtype)
+    full = f"qconv2d[{name} {np.dtype(x_dtype).name}x{np.dtype(w_dtype).name}->{out.name} {layout}]"
+    try:
+        kh, kw = (k, k) if isinstance(k, int) else k
+        wshape = (cout, shape[1] // groups, kh, kw)
+        conv = S.conv2d_spec(geometry(shape, layout, x_dtype), wshape, False, None, stride, padding, dilation, groups)
+        xi, wi = np.iinfo(x_dtype), np.iinfo(w_dtype)
+        yzp = 0 if out == np.int32 else int(rng.integers(np.iinfo(out).min, np.iinfo(out).max + 1))
+        sp = S.QConv2dSpec(conv, np.dtype(w_dtype), out, int(rng.integers(xi.min, xi.max + 1)), yzp, True)
+        x = rng.integers(xi.min, xi.max + 1, shape).astype(x_dtype)
+        w = rng.integers(wi.min, wi.max + 1, wshape).astype(w_dtype)
+        b = rng.integers(-20000, 20000, cout).astype(np.int32) if bias else None
+        wz = rng.integers(wi.min, wi.max + 1, cout).astype(np.int32)
+        m = None if out == np.int32 else (rng.random(cout) * 4e-3 + 1e-4).astype(np.float32)
+        want = ref.qconv2d_from_spec(sp, x, w, b, wz, m)
+        oshape = phys_shape(conv.out_shape, layout)
+        ok, detail = True, ""
+        fills = (-7, 1 << 20) if out == np.int32 else (np.iinfo(out).min, np.iinfo(out).max)
+        for fill in fills:
+            yb = dev.put(np.full(oshape, fill, out))
+            dev.be.qconv2d(sp, dev.put(phys(x, layout)), dev.put(w), dev.put(b) if b is not None else None, yb,
+                           dev.put(wz), dev.put(m) if m is not None else None, {})
+            got = logical(dev.get(yb, oshape, out), layout)
+            bad = np.argwhere(got != want)
+            if bad.size:
+                i = tuple(bad[0])
+                ok, detail = False, f"fill {fill}: at {i} got {got[i]} want {want[i]} ({len(bad)} bad)"
+                break
+        record(full, ok, detail)
+    except Exception as exc:
+        record(full, False, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}")
+
+
+def qconv_cases(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
+    """int8/uint8 conv: every input x weight x output type, both layouts, groups, stride,
+    padding, dilation, with and without bias."""
+    types = [(np.int8, np.int8), (np.uint8, np.int8), (np.uint8, np.uint8), (np.int8, np.uint8)]
+    outs = (np.int32, np.int8, np.uint8)
+    for (xd, wd), out, layout in itertools.product(types if not quick else types[:2], outs, ("NCHW", "NHWC")):
+        c = dict(layout=layout, x_dtype=xd, w_dtype=wd, out_dtype=out)
+        check_qconv(dev, rng, "3x3", (2, 8, 9, 11), 6, 3, padding=1, **c)
+        check_qconv(dev, rng, "groups s2", (1, 6, 10, 7), 4, (2, 3), stride=2, padding=(1, 0), groups=2,
+                    bias=False, **c)
+        check_qconv(dev, rng, "depthwise dil", (2, 5, 9, 9), 5, 3, padding=2, dilation=2, groups=5, **c)
+    check_qconv(dev, rng, "large", (8, 32, 30, 30), 32, 3, "NHWC", np.uint8, np.int8, np.uint8, padding=1)
+
+
 def quant_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
     """int8/uint8 pooling (quant_pool2d.cu): both layouts, every padding form, ceil_mode, dilation,
     every divisor rule, indices, zero points across the range, misaligned buffers. Without
     indices, widths that are multiples of 4 take the NCHW row kernels (3x3/2, 2x2/2, 3x3/1;
-    OW 12 and 20 end in a partial group of 8; widths 48, 16 and 64 the 16-byte ones, whose
-    ceil_mode 3x3/2 ends in a window starting at the last column) and channels that are multiples of 4 or 16
-    the NHWC vector kernels; the rest, and every call with indices, one thread per output."""
+    OW 12 and 20 end in a partial group of 8; widths 48, 16 and 64 end in a ceil_mode 3x3/2
+    window starting at the last column) and channels that are multiples of 4 or 16 the NHWC
+    vector kernels; the rest, and every call with indices, one thread per output. Then the
+    int8/uint8 conv cases (quant_conv2d.cu, qconv_cases)."""
     shapes = [(2, 5, 13, 11), (1, 16, 9, 24), (2, 4, 10, 40), (1, 8, 9, 48)]
     if not quick:
         shapes += [(3, 3, 17, 8), (1, 32, 7, 36), (2, 3, 6, 16)]
@@ -262,6 +319,7 @@ def quant_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
                 check_qpool(dev, rng, "large", (8, 64, 60, 64), dtype, layout, "max", kernel, stride, kernel // 2)
                 check_qpool(dev, rng, "large", (8, 64, 60, 64), dtype, layout, "avg", kernel, stride, kernel // 2,
                             zero_point=9)
+    qconv_cases(dev, rng, quick)
 
 
 def pool_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
@@ -847,11 +905,13 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
             check_qpool(dev, rng, "one", (2, 5, 9, 10), dtype, layout, "max", 3, 2, 1, indices=True)
             zp = -3 if dtype == np.int8 else 130
             check_qpool(dev, rng, "one", (2, 5, 9, 10), dtype, layout, "avg", 3, 2, 1, zero_point=zp)
-            # the fast kernels: NCHW rows and rows16 k3s2, k2s2, k3s1; NHWC vec16 (C 16) and vec4 (C 4)
+            # the fast kernels: NCHW rows k3s2, k2s2, k3s1; NHWC vec16 (C 16) and vec4 (C 4)
             for kernel, stride in ((3, 2), (2, 2), (3, 1)):
                 for shape in ((2, 16, 9, 12), (2, 4, 7, 20), (2, 3, 7, 32)):
                     check_qpool(dev, rng, "one fast", shape, dtype, layout, "max", kernel, stride, 1)
                     check_qpool(dev, rng, "one fast", shape, dtype, layout, "avg", kernel, stride, 1, zero_point=zp)
+            for out in (np.int32, np.int8, np.uint8):
+                check_qconv(dev, rng, "one", (2, 4, 6, 7), 5, 3, layout, dtype, np.int8, out, padding=1)
     be.force_generic = True
     try:
         for dtype in (np.float32, np.float16):

@@ -259,3 +259,39 @@ def test_cuda_quantized_pooling_picks_its_fast_kernels_without_a_gpu():
     be.force_generic = True
     assert kernel((2, 32, 9, 11), "NHWC", (3, 2, 1, 1))[0] == "pool2d_max"
     assert kernel((2, 5, 9, 12), "NCHW", (3, 2, 1, 1))[0] == "pool2d_max"
+
+
+def test_cuda_quantized_conv_plans_without_a_gpu():
+    """Without a GPU: int8/uint8 conv plans one quant_conv2d.cu ``qconv2d`` launch with the
+    contract's 24 arguments (6 buffers, the geometry, then X_ZP and Y_ZP), built per input,
+    weight and output type and layout; a multiplier goes with an int8/uint8 output only."""
+    import numpy as np
+    import pytest
+
+    from hal import spec as S
+    from hal.backends.cuda import CudaBackend, CudaBuffer
+    from hal.errors import HalValueError
+
+    assert CudaBackend.quantized_conv
+    be, _ = _h200_without_gpu()
+    plans: list[object] = []
+    be._run = lambda plan, buffers: plans.append((plan, buffers))
+    buf = CudaBuffer(0x10000, 1 << 30, None)
+    for layout in ("NCHW", "NHWC"):
+        conv = S.conv2d_spec(S.TensorGeometry(2, 6, 9, 11, layout, np.dtype(np.uint8)), (4, 3, 3, 2), False, None,
+                             (2, 1), (1, 0), (1, 2), 2)
+        for out, kind in ((np.int32, 0), (np.int8, 1), (np.uint8, 2)):
+            spec = S.QConv2dSpec(conv, np.dtype(np.int8), np.dtype(out), 3, 0 if kind == 0 else -4, True)
+            be.qconv2d(spec, buf, buf, None, buf, buf, None if kind == 0 else buf, {})
+            (launch,), buffers = plans[-1]
+            assert (launch.file, launch.kernel) == ("quant_conv2d.cu", "qconv2d")
+            assert dict(launch.defines) == {"DTYPE_UINT8": 1, "W_UINT8": 0, "Y_KIND": kind,
+                                            "LAYOUT_NHWC": int(layout == "NHWC")}
+            assert launch.fmt == "PPPPPP" + "i" * 18 and len(launch.args) == 24
+            assert launch.args[6:] == (2, 6, 9, 11, 4, conv.out_h, conv.out_w, 3, 2, 2, 1, 1, 0, 1, 2, 2, 3,
+                                       spec.y_zero_point)
+            assert buffers["b"] is None and (buffers["m"] is None) == (kind == 0)
+            assert launch.grid[0] * launch.block[0] >= 2 * 4 * conv.out_h * conv.out_w
+        with pytest.raises(HalValueError, match="multiplier"):
+            be.qconv2d(S.QConv2dSpec(conv, np.dtype(np.int8), np.dtype(np.int32), 3, 0, True), buf, buf, None, buf,
+                       buf, buf, {})

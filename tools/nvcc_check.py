@@ -3,7 +3,8 @@
 Each ``kernels_cu/*.cu`` file is compiled for every combination of DTYPE_HALF and
 LAYOUT_NHWC for sm_75, sm_80, sm_90 and sm_120, and with the fused-ReLU epilogue
 (FUSE_RELU=1) for sm_90, as is adaptive_pool2d.cu with a plane size fixed at build time
-(ADAPT_GHW, the launcher's) and quant_pool2d.cu in uint8 (DTYPE_UINT8=1). Tuning parameters
+(ADAPT_GHW, the launcher's), quant_pool2d.cu in uint8 (DTYPE_UINT8=1) and quant_conv2d.cu
+with uint8 inputs or weights and each output kind (Y_KIND). Tuning parameters
 take the kernels' defaults. Without nvcc the check says so and passes, since a machine
 without CUDA cannot build these kernels anyway.
 """
@@ -37,6 +38,11 @@ def variants() -> list[tuple[Path, dict[str, int], tuple[str, ...]]]:
     qpool = KERNELS / "quant_pool2d.cu"
     if qpool.exists():
         out.extend((qpool, {"DTYPE_UINT8": 1, "LAYOUT_NHWC": nhwc}, ARCHS) for nhwc in (0, 1))
+    # the quantized conv: uint8 inputs and weights, and the int8 / uint8 outputs (QLinearConv)
+    qconv = KERNELS / "quant_conv2d.cu"
+    if qconv.exists():
+        out.extend((qconv, {"DTYPE_UINT8": u, "W_UINT8": wu, "Y_KIND": yk, "LAYOUT_NHWC": nhwc}, ARCHS)
+                   for (u, wu, yk), nhwc in itertools.product(((1, 0, 1), (0, 1, 2), (1, 1, 0)), (0, 1)))
     # a shape the launcher fixes at build time: global pooling's plane size (ADAPT_GHW)
     adaptive = KERNELS / "adaptive_pool2d.cu"
     if adaptive.exists():
