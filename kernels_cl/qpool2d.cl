@@ -65,18 +65,36 @@
 #define TILE_H (WG / TILE_W)
 #define TILE_ELEMS (WG * 16) /* int elements: the schema's WG * 16 * 4 bytes */
 
-/* round_half_even(s / d) for d > 0, exact. The float quotient is within one of the answer
- * (OpenCL lets float division be 2.5 ulp off, which could move a tie), so the exact int
- * remainder corrects it: one step towards s / d, then ties to the even quotient. */
-inline intV div_round_even(intV s, intV d)
-{
-    intV q = CONVERT_INTV_SAT_RTE(CONVERT_FLOATV(s) / CONVERT_FLOATV(d));
-    intV r2 = 2 * (s - q * d);
-    q += MASK01(r2 > d) - MASK01(r2 < -d);
-    r2 = 2 * (s - q * d);
-    const intV tie_odd = ((r2 == d) | (r2 == -d)) & ((q & 1) != 0);
-    return q + select((intV)0, select((intV)(-1), (intV)1, r2 > 0), tie_odd);
-}
+/* round_half_even(s / d) for d > 0, exact, on I lanes (F: the float type, CF and CI the
+ * conversions). For |s| < 2^20 (every window under 4112 taps): t = s * (1 / d), with the
+ * division up to 2.5 ulp off (OpenCL's bound) and the product rounded, lies within
+ * |x| 2^-21 of x = s / d, while an x that is not a tie lies at least 1 / (2 d) from every
+ * k + 1/2, farther than that error; so rint(t) is right except for ties, which the integer
+ * test 2 s == (2 floor(t) + 1) d finds exactly (session 12; CUDA's qdiv_round). Larger sums
+ * take the slow path: the float quotient, then the exact int remainder corrects it by one
+ * step towards s / d and breaks ties to the even quotient. */
+#define QDIV_ROUND_EVEN(NAME, I, F, CF, CI, CI_RTE, ANY)                                    \
+    inline I NAME(I s, I d)                                                                 \
+    {                                                                                       \
+        if (!ANY(abs(s) >= (1u << 20))) {                                                   \
+            const F t = CF(s) * ((F)1.0f / CF(d));                                          \
+            const I f = CI(floor(t));                                                       \
+            return select(CI_RTE(t), f + (f & 1), 2 * s == (2 * f + 1) * d);                \
+        }                                                                                   \
+        I q = CI_RTE(CF(s) / CF(d));                                                        \
+        I r2 = 2 * (s - q * d);                                                             \
+        q += select((I)0, (I)1, r2 > d) - select((I)0, (I)1, r2 < -d);                      \
+        r2 = 2 * (s - q * d);                                                               \
+        const I tie_odd = ((r2 == d) | (r2 == -d)) & ((q & 1) != 0);                        \
+        return q + select((I)0, select((I)(-1), (I)1, r2 > 0), tie_odd);                    \
+    }
+/* any() reads the sign bit: a scalar comparison gives 1, not -1 */
+#if VEC == 1
+#define QANY_V(c) (c)
+#else
+#define QANY_V(c) any(c)
+#endif
+QDIV_ROUND_EVEN(div_round_even, intV, floatV, CONVERT_FLOATV, CONVERT_INTV, CONVERT_INTV_SAT_RTE, QANY_V)
 
 /* the stored average: saturate(round_half_even(s / count) + ZP) as int (STQ saturates) */
 #define QAVG(s, count, ZP) (div_round_even((s), max((count), (intV)1)) + (ZP))
@@ -306,16 +324,9 @@ typedef int4 intH;
 #endif
 #define MASK01H(m) select((intH)0, (intH)1, (m))
 
-/* div_round_even on HV lanes (the same steps as above) */
-inline intH div_round_even_h(intH s, intH d)
-{
-    intH q = HAL_CAT(HAL_CAT(convert_int, HV), _sat_rte)(HAL_CAT(convert_float, HV)(s) / HAL_CAT(convert_float, HV)(d));
-    intH r2 = 2 * (s - q * d);
-    q += MASK01H(r2 > d) - MASK01H(r2 < -d);
-    r2 = 2 * (s - q * d);
-    const intH tie_odd = ((r2 == d) | (r2 == -d)) & ((q & 1) != 0);
-    return q + select((intH)0, select((intH)(-1), (intH)1, r2 > 0), tie_odd);
-}
+/* div_round_even on HV lanes */
+QDIV_ROUND_EVEN(div_round_even_h, intH, HAL_CAT(float, HV), HAL_CAT(convert_float, HV), HAL_CAT(convert_int, HV),
+                HAL_CAT(HAL_CAT(convert_int, HV), _sat_rte), any)
 
 #define QSTRIP_PROLOGUE                                                                    \
     const int JV = CEIL_DIV(2 * OW, VEC);                                                  \
@@ -595,10 +606,18 @@ inline void store_q(__global qtype_t* y, int base, intV v, int nvalid)
     }
 }
 
+/* A fixed window without dilation and without indices takes every clamped tap as it is:
+ * clamped to the nearest row and column, a tap outside the input is a tap of the same window
+ * (every window overlaps the input), so the max is unchanged and no select is needed. */
+#if POOL_FIXED && POOL_NO_IDX && POOL_DH == 1 && POOL_DW == 1
+#define QNHWC_TAP_OK(ok) 1
+#else
+#define QNHWC_TAP_OK(ok) (ok)
+#endif
 #define QNHWC_MAX_TAPS(LOAD)                                                               \
     QNHWC_CLAMPED_TAPS_BEGIN                                                               \
             const intV raw = LOAD;                                                         \
-            const intV v = ok ? raw : (intV)QNONE; /* never taken */                       \
+            const intV v = QNHWC_TAP_OK(ok) ? raw : (intV)QNONE; /* never taken */         \
             const intV take = v > best;                                                    \
             best = select(best, v, take);                                                  \
             QNHWC_TAKE_IDX                                                                 \
