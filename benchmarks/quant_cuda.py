@@ -4,7 +4,9 @@ Method (one process, one GPU): for each case and each kernel variant the launche
 to pick (NCHW: ``rows``, the one-thread-per-output contract kernel; NHWC: ``vec16``, ``vec4``,
 the contract kernel), the plan is built by ``CudaBackend._plan_qpool2d`` with the alignment it
 is told (16, 4) or under ``force_generic``, and run on the same buffers. ``[M16]``: the row
-kernels built with 16 outputs per thread (``QROW_OUT=16``) instead of the launcher's 8.
+kernels built with 16 outputs per thread (``QROW_OUT=16``) instead of the launcher's 8;
+``[minbN]``: the served fast kernel with ``QPOOL_MINB=N`` (registers capped so that N blocks
+of 256 threads fit a multiprocessor).
 
 * check: every variant's output equals the contract kernel's byte for byte, each run on an
   output buffer filled with a different byte first (so an element a kernel leaves unwritten
@@ -75,8 +77,8 @@ def main(argv: list[str] | None = None) -> int:
                 x = be.upload(np.ascontiguousarray(phys))
                 out_n = int(np.prod(spec.out_shape))
                 y = be.allocate(out_n)
-                variants = [("rows16", 16, False), ("align16", 16, False), ("align4", 4, False),
-                            ("contract", 16, True)]
+                variants = [("minb8", 16, False), ("minb6", 16, False), ("rows16", 16, False),
+                            ("align16", 16, False), ("align4", 4, False), ("contract", 16, True)]
                 want = None
                 for label, align, generic in reversed(variants):  # the contract kernel first
                     be.force_generic = generic
@@ -93,6 +95,12 @@ def main(argv: list[str] | None = None) -> int:
                         plan = (dataclasses.replace(launch, defines=(*launch.defines, ("QROW_OUT", 16)),
                                                     grid=be._grid_1d(groups, launch.block[0])),)
                         kname += "[M16]"
+                    if label.startswith("minb"):  # experiment: registers capped for more blocks per SM
+                        if kname == "pool2d_max" or kname == "pool2d_avg":
+                            continue
+                        (launch,) = plan
+                        plan = (dataclasses.replace(launch, defines=(*launch.defines, ("QPOOL_MINB", int(label[4:])))),)
+                        kname += f"[minb{label[4:]}]"
                     if label != "contract" and any(r.get("kernel") == kname and r["case"] == name
                                                    and r["dtype"] == dtype and r["layout"] == layout for r in rows):
                         continue  # the same kernel as a variant already timed

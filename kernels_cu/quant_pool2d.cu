@@ -230,6 +230,16 @@ typedef unsigned int qword_t;
 #ifndef QROW_OUT
 #define QROW_OUT 8
 #endif
+// QPOOL_MINB [0]: the fast kernels' blocks per multiprocessor asked of the compiler
+// (__launch_bounds__' second argument, which caps registers); 0: none asked
+#ifndef QPOOL_MINB
+#define QPOOL_MINB 0
+#endif
+#if QPOOL_MINB > 0
+#define QPOOL_FAST_BOUNDS __launch_bounds__(QPOOL_THREADS, QPOOL_MINB)
+#else
+#define QPOOL_FAST_BOUNDS __launch_bounds__(QPOOL_THREADS)
+#endif
 
 // four copies of the low byte of b
 __device__ __forceinline__ qword_t qsplat(int b) { return (qword_t)(b & 0xFF) * 0x01010101u; }
@@ -415,7 +425,7 @@ __device__ __forceinline__ void qrows(QPOOL_ARGS) {
 }
 
 #define QROWS_KERNEL(KIND, IS_MAX, K, S)                                                                     \
-    extern "C" __global__ void __launch_bounds__(QPOOL_THREADS) pool2d_##KIND##_rows_k##K##s##S(QPOOL_ARGS) { \
+    extern "C" __global__ void QPOOL_FAST_BOUNDS pool2d_##KIND##_rows_k##K##s##S(QPOOL_ARGS) {                   \
         if ((long long)N * C * OH * OW < (1LL << 31))                                                         \
             qrows<K, S, IS_MAX, unsigned int>(QPOOL_PASS);                                                    \
         else                                                                                                  \
@@ -526,7 +536,7 @@ __device__ __forceinline__ void qvec(QPOOL_ARGS) {
 }
 
 #define QVEC_KERNEL(KIND, IS_MAX, V, K, NAME)                                                      \
-    extern "C" __global__ void __launch_bounds__(QPOOL_THREADS) pool2d_##KIND##_vec##V##NAME(QPOOL_ARGS) { \
+    extern "C" __global__ void QPOOL_FAST_BOUNDS pool2d_##KIND##_vec##V##NAME(QPOOL_ARGS) {                      \
         if ((long long)N * C * OH * OW < (1LL << 31))                                                    \
             qvec<V, K, IS_MAX, unsigned int>(QPOOL_PASS);                                                \
         else                                                                                             \
