@@ -1082,8 +1082,8 @@ class CudaBackend(Backend):
         square 2x2/2, 3x3/2 and 3x3/1 windows over word-aligned rows (IW % 4 == 0) run the row
         kernels (8 outputs per thread from 32-bit words), NHWC windows of at most 9 taps with
         C a multiple of 4 (16) and 4- (16-) byte aligned buffers the vector kernels (4 or 16
-        channels per thread; square 2x2 and 3x3 windows without dilation built in); everything else, and
-        ``force_generic``, one thread per output.
+        channels per thread; square 2x2 and 3x3 windows without dilation built in); everything
+        else, and ``force_generic``, one thread per output.
         ``align``: the largest of 16, 4, 1 that both x's and y's addresses are multiples of."""
         defines = (("DTYPE_UINT8", int(np.dtype(spec.dtype) == np.uint8)), ("LAYOUT_NHWC", int(spec.layout == "NHWC")))
         (kh, kw), (sh, sw), (dh, dw) = spec.kernel, spec.stride, spec.dilation
@@ -1400,6 +1400,8 @@ class CudaBackend(Backend):
         self._run(plan, {"x": x, "w": weight, "b": bias, "y": y, "wz": w_zero_point, "m": multiplier})
 
     def _plan_qconv2d(self, spec: QConv2dSpec, y_kind: int) -> tuple[Launch, ...]:
+        """One ``qconv2d`` launch, built per input, weight and output type and layout; a thread
+        per output element (a grid-stride loop past the grid's cap)."""
         conv = spec.conv
         defines = (("DTYPE_UINT8", int(np.dtype(conv.dtype) == np.uint8)),
                    ("W_UINT8", int(np.dtype(spec.w_dtype) == np.uint8)), ("Y_KIND", y_kind),
