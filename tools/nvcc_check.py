@@ -3,8 +3,8 @@
 Each ``kernels_cu/*.cu`` file is compiled for every combination of DTYPE_HALF and
 LAYOUT_NHWC for sm_75, sm_80, sm_90 and sm_120, and with the fused-ReLU epilogue
 (FUSE_RELU=1) for sm_90, as is adaptive_pool2d.cu with a plane size fixed at build time
-(ADAPT_GHW, the launcher's), quant_pool2d.cu in uint8 (DTYPE_UINT8=1) and quant_conv2d.cu
-with uint8 inputs or weights and each output kind (Y_KIND). Tuning parameters
+(ADAPT_GHW, the launcher's). The quantized kernels (quant_pool2d.cu, quant_conv2d.cu) build
+instead per integer type (DTYPE_UINT8, W_UINT8, Y_KIND) and layout. Tuning parameters
 take the kernels' defaults. Without nvcc the check says so and passes, since a machine
 without CUDA cannot build these kernels anyway.
 """
@@ -27,22 +27,25 @@ ARCHS = ("75", "80", "90", "120")
 
 def variants() -> list[tuple[Path, dict[str, int], tuple[str, ...]]]:
     """(file, defines, archs): every dtype x layout for every arch; the fused-ReLU epilogue
-    (a store-side change that compiles alike everywhere) for sm_90 only, to keep CI short."""
+    (a store-side change that compiles alike everywhere) for sm_90 only, to keep CI short.
+    The quantized files take neither DTYPE_HALF nor FUSE_RELU: their own type macros instead."""
     out = []
+    quant = {
+        # int8 and uint8 pooling
+        "quant_pool2d.cu": [{"DTYPE_UINT8": u} for u in (0, 1)],
+        # input x weight -> output types: int8 x int8 -> int32, uint8 x int8 -> int8,
+        # int8 x uint8 -> uint8, uint8 x uint8 -> int32
+        "quant_conv2d.cu": [{"DTYPE_UINT8": u, "W_UINT8": wu, "Y_KIND": yk}
+                            for u, wu, yk in ((0, 0, 0), (1, 0, 1), (0, 1, 2), (1, 1, 0))],
+    }
     for path in sorted(KERNELS.glob("*.cu")):
+        if path.name in quant:
+            out.extend((path, {**d, "LAYOUT_NHWC": nhwc}, ARCHS) for d in quant[path.name] for nhwc in (0, 1))
+            continue
         for half, nhwc in itertools.product((0, 1), (0, 1)):
             out.append((path, {"DTYPE_HALF": half, "LAYOUT_NHWC": nhwc}, ARCHS))
         out.append((path, {"DTYPE_HALF": 0, "LAYOUT_NHWC": 1, "FUSE_RELU": 1}, ("90",)))
         out.append((path, {"DTYPE_HALF": 1, "LAYOUT_NHWC": 0, "FUSE_RELU": 1}, ("90",)))
-    # the quantized pooling kernels: uint8 (the loop above builds int8)
-    qpool = KERNELS / "quant_pool2d.cu"
-    if qpool.exists():
-        out.extend((qpool, {"DTYPE_UINT8": 1, "LAYOUT_NHWC": nhwc}, ARCHS) for nhwc in (0, 1))
-    # the quantized conv: uint8 inputs and weights, and the int8 / uint8 outputs (QLinearConv)
-    qconv = KERNELS / "quant_conv2d.cu"
-    if qconv.exists():
-        out.extend((qconv, {"DTYPE_UINT8": u, "W_UINT8": wu, "Y_KIND": yk, "LAYOUT_NHWC": nhwc}, ARCHS)
-                   for (u, wu, yk), nhwc in itertools.product(((1, 0, 1), (0, 1, 2), (1, 1, 0)), (0, 1)))
     # a shape the launcher fixes at build time: global pooling's plane size (ADAPT_GHW)
     adaptive = KERNELS / "adaptive_pool2d.cu"
     if adaptive.exists():
