@@ -179,6 +179,15 @@ def compare(got: np.ndarray, want: np.ndarray, dtype: Any, exact: bool = False,
     return True, ""
 
 
+def first_mismatch(got: np.ndarray, want: np.ndarray, what: str) -> str:
+    """'' where ``got`` equals ``want`` exactly, else the first element that differs and how many do."""
+    bad = np.argwhere(got != want)
+    if not bad.size:
+        return ""
+    k = tuple(int(i) for i in bad[0])
+    return f"{what}: at {k} got {got[k]} want {want[k]} ({len(bad)} bad)"
+
+
 def check_qpool(
     dev: Dev, rng: np.random.Generator, name: str, shape: tuple[int, int, int, int], dtype: Any, layout: str,
     kind: str, kernel: Any, stride: Any, padding: Any, dilation: Any = 1, ceil_mode: bool = False,
@@ -200,24 +209,17 @@ def check_qpool(
         want, want_i = ref.quantized_pool2d_from_spec(sp, x)
         xb = dev.put(phys(x, layout), offset)
         oshape = phys_shape(sp.out_shape, layout)
-        ok, detail = True, ""
+        detail = ""
         for fill in (info.min, info.max):
             yb = dev.put(np.full(oshape, fill, dt), offset)
             ib = dev.poison(oshape, np.int64) if indices else None
             dev.be.pool2d(sp, xb, yb, ib, {})
-            got = logical(dev.get(yb, oshape, dt), layout)
-            bad = np.argwhere(got != want)
-            if bad.size == 0 and ib is not None:
-                got_i = logical(dev.get(ib, oshape, np.int64), layout)
-                bad = np.argwhere(got_i != want_i)
-                got, want_shown = got_i, want_i
-            else:
-                want_shown = want
-            if bad.size:
-                k = tuple(bad[0])
-                ok, detail = False, f"poison {fill}: at {k} got {got[k]} want {want_shown[k]} ({len(bad)} bad)"
+            detail = first_mismatch(logical(dev.get(yb, oshape, dt), layout), want, f"poison {fill}")
+            if not detail and ib is not None:
+                detail = first_mismatch(logical(dev.get(ib, oshape, np.int64), layout), want_i, f"poison {fill}")
+            if detail:
                 break
-        record(full, ok, detail)
+        record(full, not detail, detail)
     except Exception as exc:
         record(full, False, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}")
 
@@ -246,19 +248,16 @@ def check_qconv(
         m = None if out == np.int32 else (rng.random(cout) * 4e-3 + 1e-4).astype(np.float32)
         want = ref.qconv2d_from_spec(sp, x, w, b, wz, m)
         oshape = phys_shape(conv.out_shape, layout)
-        ok, detail = True, ""
+        detail = ""
         fills = (-7, 1 << 20) if out == np.int32 else (np.iinfo(out).min, np.iinfo(out).max)
         for fill in fills:
             yb = dev.put(np.full(oshape, fill, out))
             dev.be.qconv2d(sp, dev.put(phys(x, layout)), dev.put(w), dev.put(b) if b is not None else None, yb,
                            dev.put(wz), dev.put(m) if m is not None else None, {})
-            got = logical(dev.get(yb, oshape, out), layout)
-            bad = np.argwhere(got != want)
-            if bad.size:
-                i = tuple(bad[0])
-                ok, detail = False, f"fill {fill}: at {i} got {got[i]} want {want[i]} ({len(bad)} bad)"
+            detail = first_mismatch(logical(dev.get(yb, oshape, out), layout), want, f"fill {fill}")
+            if detail:
                 break
-        record(full, ok, detail)
+        record(full, not detail, detail)
     except Exception as exc:
         record(full, False, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}")
 
