@@ -6,7 +6,7 @@ the contract kernel), the plan is built by ``CudaBackend._plan_qpool2d`` with th
 is told (16, 4) or under ``force_generic``, and run on the same buffers. ``[M16]``: the row
 kernels built with 16 outputs per thread (``QROW_OUT=16``) instead of the launcher's 8;
 ``[minbN]``: the served fast kernel with ``QPOOL_MINB=N`` (registers capped so that N blocks
-of 256 threads fit a multiprocessor).
+of 256 threads fit a multiprocessor); ``[tN]``: built and launched with N threads per block.
 
 * check: every variant's output equals the contract kernel's byte for byte, each run on an
   output buffer filled with a different byte first (so an element a kernel leaves unwritten
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
                 x = be.upload(np.ascontiguousarray(phys))
                 out_n = int(np.prod(spec.out_shape))
                 y = be.allocate(out_n)
-                variants = [("minb8", 16, False), ("minb6", 16, False), ("rows16", 16, False),
+                variants = [("t512", 16, False), ("t128", 16, False), ("minb6", 16, False), ("rows16", 16, False),
                             ("align16", 16, False), ("align4", 4, False), ("contract", 16, True)]
                 want = None
                 for label, align, generic in reversed(variants):  # the contract kernel first
@@ -95,6 +95,15 @@ def main(argv: list[str] | None = None) -> int:
                         plan = (dataclasses.replace(launch, defines=(*launch.defines, ("QROW_OUT", 16)),
                                                     grid=be._grid_1d(groups, launch.block[0])),)
                         kname += "[M16]"
+                    if label in ("t128", "t512"):  # experiment: another block size for the fast kernels
+                        if kname == "pool2d_max" or kname == "pool2d_avg":
+                            continue
+                        (launch,) = plan
+                        threads = int(label[1:])
+                        work = launch.grid[0] * launch.block[0]  # >= the kernel's thread count
+                        plan = (dataclasses.replace(launch, defines=(*launch.defines, ("QPOOL_THREADS", threads)),
+                                                    grid=be._grid_1d(work, threads), block=(threads, 1, 1)),)
+                        kname += f"[{label}]"
                     if label.startswith("minb"):  # experiment: registers capped for more blocks per SM
                         if kname == "pool2d_max" or kname == "pool2d_avg":
                             continue
