@@ -17,6 +17,9 @@ of 256 threads fit a multiprocessor); ``[tN]``: built and launched with N thread
 * traffic: one byte per input and output element; "% copy" against a device-to-device copy
   of 256 MiB measured in the same run (reads + writes).
 
+Last, QLinearConv 3x3 64->64 on 16x64x32x32 int8 (``quant_conv2d.cu``, checked exactly
+against the oracle, median of 10 single calls, GOP/s = 2 x MACs / time).
+
 ``--profile`` runs each variant five times and nothing else (for ``ncu -k regex:...``).
 """
 
@@ -40,6 +43,46 @@ CASES = [  # name, kind, (N, C, H, W), kernel, stride, padding, zero point (avg)
     ("avgpool3x3s2p1", "avg", (64, 64, 112, 112), 3, 2, 1, 3),
     ("maxpool2x2s2 4096^2", "max", (1, 1, 4096, 4096), 2, 2, 0, 0),
 ]
+
+
+def time_qconv(be: Any, rng: np.random.Generator) -> list[dict[str, Any]]:
+    """QLinearConv 3x3 64->64 pad 1 on 16x64x32x32 int8 (int8 weights, int8 out), both layouts:
+    ``quant_conv2d.cu`` (one thread per output) checked exactly against the oracle, then timed
+    (CUDA events, median of 10 single calls); GOP/s counts 2 x MACs."""
+    from hal import reference as R
+
+    out = []
+    for layout in ("NCHW", "NHWC"):
+        shape, cout = (16, 64, 32, 32), 64
+        conv = S.conv2d_spec(S.TensorGeometry(*shape, layout, np.dtype(np.int8)), (cout, 64, 3, 3), False, None,
+                             1, 1, 1, 1)
+        spec = S.QConv2dSpec(conv, np.dtype(np.int8), np.dtype(np.int8), 3, -2, True)
+        x = rng.integers(-128, 128, shape).astype(np.int8)
+        w = rng.integers(-128, 128, conv.weight_shape).astype(np.int8)
+        bias = rng.integers(-5000, 5000, cout).astype(np.int32)
+        wz = np.zeros(cout, np.int32)
+        m = np.full(cout, 1e-4, np.float32)
+        want = R.qconv2d_from_spec(spec, x, w, bias, wz, m)
+        phys = np.ascontiguousarray(x.transpose(0, 2, 3, 1)) if layout == "NHWC" else x
+        bufs = [be.upload(a) for a in (phys, w, bias)]
+        n, c, oh, ow = conv.out_shape
+        y, wzb, mb = be.allocate(n * c * oh * ow), be.upload(wz), be.upload(m)
+
+        def call(bufs: Any = bufs, y: Any = y, wzb: Any = wzb, mb: Any = mb, spec: Any = spec) -> None:
+            be.qconv2d(spec, bufs[0], bufs[1], bufs[2], y, wzb, mb, {})
+
+        call()
+        got = np.empty((n, oh, ow, c) if layout == "NHWC" else (n, c, oh, ow), np.int8)
+        be.download(y, got)
+        got = got.transpose(0, 3, 1, 2) if layout == "NHWC" else got
+        check = "ok" if np.array_equal(got, want) else f"MISMATCH ({int((got != want).sum())})"
+        ms = statistics.median(be.time_launches(call, 10, warmup=2)) * 1e3
+        gops = 2 * n * c * oh * ow * 64 * 9 / (ms * 1e-3) / 1e9
+        out.append({"case": "qconv3x3 64->64 16x32x32", "dtype": "int8", "layout": layout, "kernel": "qconv2d",
+                    "ms": ms, "gops": gops, "check": check})
+        print(f"{'qconv3x3 64->64 16x32x32':22s} {'int8':6s} {layout:6s} {'qconv2d':24s} {ms:8.4f} "
+              f"{gops:8.1f} GOP/s  {check}")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -145,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{name:22s} {dtype:6s} {layout:6s} {kname:24s} {ms:8.4f} {b2b:8.4f} "
                           f"{100 * share:6.1f}%  {check}")
                     sys.stdout.flush()
+    if not args.profile and (not only or any(o in "qconv3x3" for o in only)):
+        rows.extend(time_qconv(be, rng))
     if not args.profile:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
