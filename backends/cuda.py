@@ -1079,8 +1079,8 @@ class CudaBackend(Backend):
 
     def _plan_qpool2d(self, spec: Pool2dSpec, with_indices: bool, align: int) -> tuple[Launch, ...]:
         """int8/uint8 pooling (quant_pool2d.cu, no tuning parameters). Without indices: NCHW
-        square 2x2/2, 3x3/2 and 3x3/1 windows over word-aligned rows (IW % 4 == 0) run the row
-        kernels (8 outputs per thread from 32-bit words), NHWC windows of at most 9 taps with
+        square 2x2/2, 3x3/2 and 3x3/1 windows run the row kernels (8 outputs per thread, from
+        32-bit words over word-aligned rows, IW % 4 == 0, else from one-byte loads), NHWC windows of at most 9 taps with
         C a multiple of 4 (16) and 4- (16-) byte aligned buffers the vector kernels (4 or 16
         channels per thread; square 2x2 and 3x3 windows without dilation built in); everything
         else, and ``force_generic``, one thread per output.
@@ -1089,9 +1089,9 @@ class CudaBackend(Backend):
         (kh, kw), (sh, sw), (dh, dw) = spec.kernel, spec.stride, spec.dilation
         kernel, threads = f"pool2d_{spec.kind}", spec.n * spec.c * spec.out_h * spec.out_w
         if not (with_indices or self.force_generic):
-            if spec.layout == "NCHW" and (kh, sh) in _QPOOL_ROWS and (kh, sh, dh, dw) == (kw, sw, 1, 1) \
-                    and spec.in_w % 4 == 0 and align >= 4:
-                kernel = f"pool2d_{spec.kind}_rows_k{kh}s{sh}"
+            if spec.layout == "NCHW" and (kh, sh) in _QPOOL_ROWS and (kh, sh, dh, dw) == (kw, sw, 1, 1):
+                words = spec.in_w % 4 == 0 and align >= 4  # else the stream from one-byte loads
+                kernel = f"pool2d_{spec.kind}_{'rows' if words else 'rows_b'}_k{kh}s{sh}"
                 threads = spec.n * spec.c * spec.out_h * _cdiv(spec.out_w, _QROW_OUT)
             elif spec.layout == "NHWC" and kh * kw <= 9 and spec.c % 4 == 0 and align >= 4:
                 vec = 16 if spec.c % 16 == 0 and align >= 16 else 4

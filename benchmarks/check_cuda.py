@@ -904,9 +904,10 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
             check_qpool(dev, rng, "one", (2, 5, 9, 10), dtype, layout, "max", 3, 2, 1, indices=True)
             zp = -3 if dtype == np.int8 else 130
             check_qpool(dev, rng, "one", (2, 5, 9, 10), dtype, layout, "avg", 3, 2, 1, zero_point=zp)
-            # the fast kernels: NCHW rows k3s2, k2s2, k3s1; NHWC vec16 (C 16) and vec4 (C 4)
+            # the fast kernels: NCHW rows and rows_b (width 13) k3s2, k2s2, k3s1; NHWC vec16 (C 16)
+            # and vec4 (C 4)
             for kernel, stride in ((3, 2), (2, 2), (3, 1)):
-                for shape in ((2, 16, 9, 12), (2, 4, 7, 20), (2, 3, 7, 32)):
+                for shape in ((2, 16, 9, 12), (2, 4, 7, 20), (2, 3, 7, 32), (2, 3, 7, 13)):
                     check_qpool(dev, rng, "one fast", shape, dtype, layout, "max", kernel, stride, 1)
                     check_qpool(dev, rng, "one fast", shape, dtype, layout, "avg", kernel, stride, 1, zero_point=zp)
             for out in (np.int32, np.int8, np.uint8):

@@ -1,9 +1,10 @@
 """CUDA int8/uint8 pooling: every ``quant_pool2d.cu`` kernel that can serve a case, side by side.
 
 Method (one process, one GPU): for each case and each kernel variant the launcher can be made
-to pick (NCHW: ``rows``, the one-thread-per-output contract kernel; NHWC: ``vec16``, ``vec4``,
-the contract kernel), the plan is built by ``CudaBackend._plan_qpool2d`` with the alignment it
-is told (16, 4) or under ``force_generic``, and run on the same buffers. ``[M16]``: the row
+to pick (NCHW: ``rows``, ``rows_b``, the one-thread-per-output contract kernel; NHWC:
+``vec16``, ``vec4``, the contract kernel), the plan is built by ``CudaBackend._plan_qpool2d``
+with the alignment it is told (16, 4, 1) or under ``force_generic``, and run on the same
+buffers. With ``--experiments``, also the variants tried and dropped: ``[M16]``: the row
 kernels built with 16 outputs per thread (``QROW_OUT=16``) instead of the launcher's 8;
 ``[minbN]``: the served fast kernel with ``QPOOL_MINB=N`` (registers capped so that N blocks
 of 256 threads fit a multiprocessor); ``[tN]``: built and launched with N threads per block.
@@ -92,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dtypes", default="int8,uint8")
     ap.add_argument("--only", default="", help="only cases whose name contains one of these comma-separated texts")
     ap.add_argument("--profile", action="store_true", help="run each variant 5 times, no timing or checks")
+    ap.add_argument("--experiments", action="store_true",
+                    help="also the variants that were tried and dropped: [M16], [minb6], [t128], [t512]")
     ap.add_argument("--out", default=".")
     args = ap.parse_args(argv)
     dev = hal.device(args.device)
@@ -120,8 +123,10 @@ def main(argv: list[str] | None = None) -> int:
                 x = be.upload(np.ascontiguousarray(phys))
                 out_n = int(np.prod(spec.out_shape))
                 y = be.allocate(out_n)
-                variants = [("t512", 16, False), ("t128", 16, False), ("minb6", 16, False), ("rows16", 16, False),
-                            ("align16", 16, False), ("align4", 4, False), ("contract", 16, True)]
+                variants = [("align16", 16, False), ("align4", 4, False), ("align1", 1, False), ("contract", 16, True)]
+                if args.experiments:
+                    variants = [("t512", 16, False), ("t128", 16, False), ("minb6", 16, False),
+                                ("rows16", 16, False), *variants]
                 want = None
                 for label, align, generic in reversed(variants):  # the contract kernel first
                     be.force_generic = generic

@@ -26,6 +26,8 @@
 //       byte stream starting at its first column, masks columns and rows outside the input
 //       with the fill byte, and reduces two outputs per 16-bit lane word (qlanes below). Word
 //       stores where OW % 4 == 0 and y is aligned, else bytes.
+//   pool2d_{max,avg}_rows_b_k{K}s{S}: the same for any width and alignment, the stream built
+//       from one-byte loads (session 12).
 //   pool2d_{max,avg}_vec{V}[_k{K}] (NHWC, KH * KW <= 9, C % V == 0, x and y V-byte aligned,
 //       no indices; V = 4 or 16; _k3, _k2: a square 3x3 or 2x2 window, no dilation): a thread owns V
 //       channels of one output pixel and loads its taps as V-byte vectors, all before any is
@@ -329,13 +331,15 @@ __device__ __forceinline__ int qtaps_in(int s0, int K, int D, int lo, int hi) {
 // o, o + 2 for stride 1 (pair p: 4(p / 2) + p % 2, + 2). Session 12, H200, 3x3/2 int8 max on
 // 64x64x112x112: a 16-byte vector and two halo words per row instead of 5 words was slower
 // (0.043 against 0.036 ms, benchmarks/quant_cuda.py) and was dropped.
-template <int K, int S, bool IS_MAX, typename I>
+// WORDS 0 (the rows_b kernels: any width, any alignment): the stream is assembled from NB
+// one-byte loads per row, each from a column clamped into the row.
+template <int K, int S, bool WORDS, bool IS_MAX, typename I>
 __device__ __forceinline__ void qrows(QPOOL_ARGS) {
-    constexpr int M = QROW_OUT;          // outputs per thread, a multiple of 4
-    constexpr int NB = (M - 1) * S + K;  // input columns they read per row
-    constexpr int NW = (NB + 6) / 4;     // words covering NB bytes at any alignment
-    constexpr int NA = (NB + 3) / 4;     // words of the shifted stream
-    constexpr int NP = M / 2;            // lane words (output pairs)
+    constexpr int M = QROW_OUT;                   // outputs per thread, a multiple of 4
+    constexpr int NB = (M - 1) * S + K;           // input columns they read per row
+    constexpr int NW = WORDS ? (NB + 6) / 4 : 1;  // words covering NB bytes at any alignment
+    constexpr int NA = (NB + 3) / 4;              // words of the shifted stream
+    constexpr int NP = M / 2;                     // lane words (output pairs)
     const int OWG = (OW + M - 1) / M;
     const unsigned IWW = (unsigned)IW >> 2;
     const I total = (I)N * C * OH * OWG;
@@ -349,17 +353,23 @@ __device__ __forceinline__ void qrows(QPOOL_ARGS) {
         const I plane = r / (I)OH;
         const int ow0 = g * M, c0 = ow0 * S - PL, h0 = oh * S - PT;
         const int wb = c0 >> 2, shift = 8 * (c0 & 3);  // c0 may be negative: >> floors
-        const qword_t* xp = xw + (size_t)plane * IH * IWW;
         // Rows: a max clamps a row outside the input to the nearest one, which lies in the same
         // window (no dilation, and every window overlaps the input), so it needs no mask; an
         // average reads any row and replaces it by the fill.
         qword_t raw[K][NW];
+        unsigned char bytes[K][WORDS ? 1 : NB];
 #pragma unroll
         for (int kh = 0; kh < K; ++kh) {
             const unsigned ih = IS_MAX ? (unsigned)min(max(h0 + kh, 0), IH - 1) : min((unsigned)(h0 + kh), (unsigned)IH - 1u);
-            const qword_t* row = xp + (size_t)ih * IWW;
+            if constexpr (WORDS) {
+                const qword_t* row = xw + ((size_t)plane * IH + ih) * IWW;
 #pragma unroll
-            for (int j = 0; j < NW; ++j) raw[kh][j] = __ldg(row + min((unsigned)(wb + j), IWW - 1u));
+                for (int j = 0; j < NW; ++j) raw[kh][j] = __ldg(row + min((unsigned)(wb + j), IWW - 1u));
+            } else {
+                const unsigned char* row = reinterpret_cast<const unsigned char*>(x) + ((size_t)plane * IH + ih) * IW;
+#pragma unroll
+                for (int b = 0; b < NB; ++b) bytes[kh][b] = __ldg(row + min((unsigned)(c0 + b), (unsigned)IW - 1u));
+            }
         }
         // the stream bytes inside the input's columns (all of them but at the row's two ends)
         qword_t inside[NA];
@@ -375,7 +385,14 @@ __device__ __forceinline__ void qrows(QPOOL_ARGS) {
 #pragma unroll
             for (int j = 0; j < NA; ++j) {
                 const qword_t keep = row_in ? inside[j] : 0u;
-                const qword_t a = __funnelshift_r(raw[kh][j], j + 1 < NW ? raw[kh][j + 1] : 0u, shift);
+                qword_t a = 0;
+                if constexpr (WORDS) {
+                    a = __funnelshift_r(raw[kh][j], j + 1 < NW ? raw[kh][j + 1] : 0u, shift);
+                } else {
+#pragma unroll
+                    for (int k = 0; k < 4; ++k)
+                        if (4 * j + k < NB) a |= (qword_t)bytes[kh][4 * j + k] << (8 * k);
+                }
                 qword_t e, o;
                 qlanes((a & keep) | (fill & ~keep), e, o);
                 ev[j] = qlane_op<IS_MAX>(ev[j], e);
@@ -424,20 +441,22 @@ __device__ __forceinline__ void qrows(QPOOL_ARGS) {
     }
 }
 
-#define QROWS_KERNEL(KIND, IS_MAX, K, S)                                                                     \
-    extern "C" __global__ void QPOOL_FAST_BOUNDS pool2d_##KIND##_rows_k##K##s##S(QPOOL_ARGS) {                   \
-        if ((long long)N * C * OH * OW < (1LL << 31))                                                         \
-            qrows<K, S, IS_MAX, unsigned int>(QPOOL_PASS);                                                    \
-        else                                                                                                  \
-            qrows<K, S, IS_MAX, long long>(QPOOL_PASS);                                                       \
+#define QROWS_KERNEL(KIND, IS_MAX, NAME, WORDS, K, S)                                                \
+    extern "C" __global__ void QPOOL_FAST_BOUNDS pool2d_##KIND##_##NAME##_k##K##s##S(QPOOL_ARGS) {         \
+        if ((long long)N * C * OH * OW < (1LL << 31))                                                    \
+            qrows<K, S, WORDS, IS_MAX, unsigned int>(QPOOL_PASS);                                        \
+        else                                                                                             \
+            qrows<K, S, WORDS, IS_MAX, long long>(QPOOL_PASS);                                           \
     }
+#define QROWS_KERNELS(K, S)                          \
+    QROWS_KERNEL(max, true, rows, true, K, S)        \
+    QROWS_KERNEL(avg, false, rows, true, K, S)       \
+    QROWS_KERNEL(max, true, rows_b, false, K, S)     \
+    QROWS_KERNEL(avg, false, rows_b, false, K, S)
 #if !LAYOUT_NHWC
-QROWS_KERNEL(max, true, 2, 2)
-QROWS_KERNEL(avg, false, 2, 2)
-QROWS_KERNEL(max, true, 3, 2)
-QROWS_KERNEL(avg, false, 3, 2)
-QROWS_KERNEL(max, true, 3, 1)
-QROWS_KERNEL(avg, false, 3, 1)
+QROWS_KERNELS(2, 2)
+QROWS_KERNELS(3, 2)
+QROWS_KERNELS(3, 1)
 #endif
 
 // NHWC: V channels (bytes) of one output pixel per thread, every tap a V-byte vector

@@ -198,7 +198,10 @@ def test_cuda_quantized_pooling_plans_without_a_gpu():
                     spec = replace(spec, zero_point=-7 if dtype == np.int8 else 200)
                 be.pool2d(spec, buf, buf, None, {})
                 (launch,) = plans[-1]
-                assert (launch.file, launch.kernel) == ("quant_pool2d.cu", f"pool2d_{kind}")
+                # NCHW 3x3/2 without indices: the byte row kernel (width 11); NHWC with 5 channels:
+                # the contract kernel; the same argument list either way
+                want = f"pool2d_{kind}_rows_b_k3s2" if layout == "NCHW" else f"pool2d_{kind}"
+                assert (launch.file, launch.kernel) == ("quant_pool2d.cu", want)
                 assert dict(launch.defines) == {"DTYPE_UINT8": int(dtype == np.uint8),
                                                 "LAYOUT_NHWC": int(layout == "NHWC")}
                 assert len(launch.fmt) == len(launch.args) == 22 and launch.fmt == "PPP" + "i" * 19
@@ -211,8 +214,8 @@ def test_cuda_quantized_pooling_plans_without_a_gpu():
 
 def test_cuda_quantized_pooling_picks_its_fast_kernels_without_a_gpu():
     """Without a GPU: int8/uint8 pooling without indices takes quant_pool2d.cu's NCHW row
-    kernels for square 3x3/2, 2x2/2 and 3x3/1 windows over widths that are multiples of 4
-    (8 outputs per thread), and
+    kernels for square 3x3/2, 2x2/2 and 3x3/1 windows (8 outputs per thread; from words
+    where the width is a multiple of 4 and the buffers aligned, else from bytes: rows_b), and
     its NHWC vector kernels (16 channels where C % 16 == 0 and both buffers are 16-byte aligned,
     else 4) for windows of at most 9 taps; indices, other windows, odd widths or channels,
     unaligned buffers and force_generic keep one thread per output, with a grid for it. Square
@@ -243,10 +246,13 @@ def test_cuda_quantized_pooling_picks_its_fast_kernels_without_a_gpu():
         assert threads >= 2 * 5 * ((9 + 2 - k) // st + 1) * -(-out_w // 8)
     assert kernel((2, 5, 9, 12), "NCHW", (3, 2, 1, 1), dtype=np.uint8)[0] == "pool2d_max_rows_k3s2"
     assert kernel((2, 5, 9, 12), "NCHW", (3, 2, 1, 1), indices=True)[0] == "pool2d_max"
-    assert kernel((2, 5, 9, 11), "NCHW", (3, 2, 1, 1))[0] == "pool2d_max"  # width not a multiple of 4
+    # widths that are not a multiple of 4, or unaligned buffers: the same rows from byte loads
+    assert kernel((2, 5, 9, 11), "NCHW", (3, 2, 1, 1))[0] == "pool2d_max_rows_b_k3s2"
+    assert kernel((2, 5, 9, 14), "NCHW", (2, 2, 0, 1))[0] == "pool2d_max_rows_b_k2s2"
+    assert kernel((2, 5, 9, 12), "NCHW", (3, 1, 1, 1), address=0x10002)[0] == "pool2d_max_rows_b_k3s1"
     assert kernel((2, 5, 9, 12), "NCHW", (3, 2, 1, 2))[0] == "pool2d_max"  # dilation
     assert kernel((2, 5, 9, 12), "NCHW", ((3, 2), 2, 1, 1))[0] == "pool2d_max"  # not square
-    assert kernel((2, 5, 9, 12), "NCHW", (3, 2, 1, 1), address=0x10002)[0] == "pool2d_max"
+    assert kernel((2, 5, 9, 12), "NCHW", (2, 1, 0, 1))[0] == "pool2d_max"  # 2x2/1: no row kernel
     name, threads = kernel((2, 32, 9, 11), "NHWC", (3, 2, 1, 1))
     assert name == "pool2d_max_vec16_k3" and threads >= 2 * 5 * 6 * 2
     assert kernel((2, 32, 9, 11), "NHWC", (3, 2, 1, 1), address=0x10004)[0] == "pool2d_max_vec4_k3"
