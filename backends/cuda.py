@@ -1400,8 +1400,10 @@ class CudaBackend(Backend):
         self._run(plan, {"x": x, "w": weight, "b": bias, "y": y, "wz": w_zero_point, "m": multiplier})
 
     def _plan_qconv2d(self, spec: QConv2dSpec, y_kind: int) -> tuple[Launch, ...]:
-        """One ``qconv2d`` launch, built per input, weight and output type and layout; a thread
-        per output element (a grid-stride loop past the grid's cap)."""
+        """One launch, built per input, weight and output type and layout: ``qconv2d_co4`` (4
+        output channels per thread) where C_out per group is a multiple of 4 and offsets fit
+        32 bits, else ``qconv2d`` (a thread per output element); grid-stride loops past the
+        grid's cap."""
         conv = spec.conv
         defines = (("DTYPE_UINT8", int(np.dtype(conv.dtype) == np.uint8)),
                    ("W_UINT8", int(np.dtype(spec.w_dtype) == np.uint8)), ("Y_KIND", y_kind),
@@ -1409,8 +1411,13 @@ class CudaBackend(Backend):
         total = conv.n * conv.c_out * conv.out_h * conv.out_w
         geometry = (conv.n, conv.c_in, conv.in_h, conv.in_w, conv.c_out, conv.out_h, conv.out_w, *conv.kernel,
                     *conv.stride, conv.pads[0], conv.pads[2], *conv.dilation, conv.groups)
+        kernel = "qconv2d"
+        cig, cog = conv.c_in // conv.groups, conv.c_out // conv.groups
+        if cog % 4 == 0 and conv.c_in * conv.in_h * conv.in_w < 2**31 \
+                and conv.c_out * cig * conv.kernel[0] * conv.kernel[1] < 2**31:
+            kernel, total = "qconv2d_co4", total // 4  # 4 output channels of one group per thread
         return (
-            Launch("quant_conv2d.cu", defines, "qconv2d", "PPPPPP" + "i" * 18, self._grid_1d(total, _QCONV_THREADS),
+            Launch("quant_conv2d.cu", defines, kernel, "PPPPPP" + "i" * 18, self._grid_1d(total, _QCONV_THREADS),
                    (_QCONV_THREADS, 1, 1), 0,
                    ("x", "w", "b", "y", "wz", "m", *geometry, spec.x_zero_point, spec.y_zero_point)),
         )

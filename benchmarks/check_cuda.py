@@ -264,12 +264,15 @@ def check_qconv(
 
 def qconv_cases(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
     """int8/uint8 conv: every input x weight x output type, both layouts, groups, stride,
-    padding, dilation, with and without bias."""
+    padding, dilation, with and without bias; C_out per group a multiple of 4 (qconv2d_co4) and
+    not (qconv2d)."""
     types = [(np.int8, np.int8), (np.uint8, np.int8), (np.uint8, np.uint8), (np.int8, np.uint8)]
     outs = (np.int32, np.int8, np.uint8)
     for (xd, wd), out, layout in itertools.product(types if not quick else types[:2], outs, ("NCHW", "NHWC")):
         c = dict(layout=layout, x_dtype=xd, w_dtype=wd, out_dtype=out)
         check_qconv(dev, rng, "3x3", (2, 8, 9, 11), 6, 3, padding=1, **c)
+        check_qconv(dev, rng, "3x3 co4", (2, 8, 9, 11), 8, 3, padding=1, **c)  # qconv2d_co4
+        check_qconv(dev, rng, "groups co4", (1, 6, 7, 10), 8, 3, stride=(1, 2), padding=(0, 1), groups=2, **c)
         check_qconv(dev, rng, "groups s2", (1, 6, 10, 7), 4, (2, 3), stride=2, padding=(1, 0), groups=2,
                     bias=False, **c)
         check_qconv(dev, rng, "depthwise dil", (2, 5, 9, 9), 5, 3, padding=2, dilation=2, groups=5, **c)
@@ -912,6 +915,7 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
                     check_qpool(dev, rng, "one fast", shape, dtype, layout, "avg", kernel, stride, 1, zero_point=zp)
             for out in (np.int32, np.int8, np.uint8):
                 check_qconv(dev, rng, "one", (2, 4, 6, 7), 5, 3, layout, dtype, np.int8, out, padding=1)
+                check_qconv(dev, rng, "one co4", (2, 4, 6, 7), 8, 3, layout, dtype, np.int8, out, padding=1)
     be.force_generic = True
     try:
         for dtype in (np.float32, np.float16):

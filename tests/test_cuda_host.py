@@ -268,9 +268,10 @@ def test_cuda_quantized_pooling_picks_its_fast_kernels_without_a_gpu():
 
 
 def test_cuda_quantized_conv_plans_without_a_gpu():
-    """Without a GPU: int8/uint8 conv plans one quant_conv2d.cu ``qconv2d`` launch with the
-    contract's 24 arguments (6 buffers, the geometry, then X_ZP and Y_ZP), built per input,
-    weight and output type and layout; a multiplier goes with an int8/uint8 output only."""
+    """Without a GPU: int8/uint8 conv plans one quant_conv2d.cu launch with the contract's 24
+    arguments (6 buffers, the geometry, then X_ZP and Y_ZP), built per input, weight and output
+    type and layout: ``qconv2d_co4`` where C_out per group is a multiple of 4, else ``qconv2d``;
+    a multiplier goes with an int8/uint8 output only."""
     import numpy as np
     import pytest
 
@@ -290,7 +291,7 @@ def test_cuda_quantized_conv_plans_without_a_gpu():
             spec = S.QConv2dSpec(conv, np.dtype(np.int8), np.dtype(out), 3, 0 if kind == 0 else -4, True)
             be.qconv2d(spec, buf, buf, None, buf, buf, None if kind == 0 else buf, {})
             (launch,), buffers = plans[-1]
-            assert (launch.file, launch.kernel) == ("quant_conv2d.cu", "qconv2d")
+            assert (launch.file, launch.kernel) == ("quant_conv2d.cu", "qconv2d")  # 2 channels per group
             assert dict(launch.defines) == {"DTYPE_UINT8": 1, "W_UINT8": 0, "Y_KIND": kind,
                                             "LAYOUT_NHWC": int(layout == "NHWC")}
             assert launch.fmt == "PPPPPP" + "i" * 18 and len(launch.args) == 24
@@ -298,6 +299,14 @@ def test_cuda_quantized_conv_plans_without_a_gpu():
                                        spec.y_zero_point)
             assert buffers["b"] is None and (buffers["m"] is None) == (kind == 0)
             assert launch.grid[0] * launch.block[0] >= 2 * 4 * conv.out_h * conv.out_w
+        # 8 output channels in 2 groups: 4 channels of one group per thread
+        conv8 = S.conv2d_spec(S.TensorGeometry(2, 6, 9, 11, layout, np.dtype(np.uint8)), (8, 3, 3, 2), False, None,
+                              (2, 1), (1, 0), (1, 2), 2)
+        be.qconv2d(S.QConv2dSpec(conv8, np.dtype(np.int8), np.dtype(np.int8), 3, 1, True), buf, buf, None, buf, buf,
+                   buf, {})
+        (launch,), _ = plans[-1]
+        assert launch.kernel == "qconv2d_co4" and launch.args[6:13] == (2, 6, 9, 11, 8, conv8.out_h, conv8.out_w)
+        assert launch.grid[0] * launch.block[0] >= 2 * 2 * conv8.out_h * conv8.out_w
         with pytest.raises(HalValueError, match="multiplier"):
             be.qconv2d(S.QConv2dSpec(conv, np.dtype(np.int8), np.dtype(np.int32), 3, 0, True), buf, buf, None, buf,
                        buf, buf, {})
