@@ -128,15 +128,21 @@ __device__ __forceinline__ void qconv_co4(const qx_t* __restrict__ x, const qw_t
     const int cig = CI / G, cog = CO / G, KK = KH * KW, CQ = CO / 4;
     const long long total = (long long)N * CQ * OH * OW;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
-        // pixels fastest in both layouts: a warp's threads share their 4 channels' weights (one
-        // broadcast load); with channels fastest in NHWC each thread read other weights, and
-        // the kernel ran 3x slower than in NCHW (session 12, call11)
+#if LAYOUT_NHWC
+        const int cq = (int)(i % CQ);
+        long long t = i / CQ;
+        const int ow = (int)(t % OW);
+        t /= OW;
+        const int oh = (int)(t % OH);
+        const long long n = t / OH;
+#else
         const int ow = (int)(i % OW);
         long long t = i / OW;
         const int oh = (int)(t % OH);
         t /= OH;
         const int cq = (int)(t % CQ);
         const long long n = t / CQ;
+#endif
         const int co0 = 4 * cq, ci0 = (co0 / cog) * cig;
         const qx_t* xn = x + n * CI * IH * IW;
         const qw_t* wc = w + (long long)co0 * cig * KK;  // the 4 channels' weights, cig * KK apart
