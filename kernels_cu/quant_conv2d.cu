@@ -3,7 +3,7 @@
 //
 //   acc[n, co, oh, ow] = sum over (ci, kh, kw) of (x - XZP) * (w - w_zp[co]) + bias[co]
 //
-// in 64-bit integers (exact; a padded tap is x == XZP and adds 0), then
+// exactly (int64, or int32 where no sum can overflow; a padded tap is x == XZP and adds 0), then
 //   Y_KIND 0 (ConvInteger): acc stored as int32 (its low 32 bits, as the C kernel);
 //   Y_KIND 1/2 (QLinearConv, int8/uint8 out): saturate(rint(acc * multiplier[co]) + YZP),
 //     the product in double (IEEE, rounded to nearest even as the C kernel's nearbyint).
@@ -17,7 +17,8 @@
 //   qconv2d(x, w, bias, y, w_zp, multiplier, N, CI, IH, IW, CO, OH, OW, KH, KW, SH, SW, PT,
 //           PL, DH, DW, G, XZP, YZP): one thread per output element, a grid-stride loop.
 //   qconv2d_co4 (same arguments; C_out per group a multiple of 4): 4 output channels per
-//           thread, 32-bit offsets and int32 sums where they cannot overflow (below).
+//           thread, each input tap loaded once for the 4, 32-bit offsets inside an image.
+// Both are qconv_body (below) and sum in int32 where no sum can overflow.
 // Correct, not fast: no tiling, no tensor cores (IMMA), no tuning parameters; outside the
 // conv2d tuning family (docs/tuning.md), so editing it stales no measured entry.
 #include "hal_prelude.cuh"
@@ -56,78 +57,23 @@ typedef unsigned char qy_t;
 #define QY_MAX 255
 #endif
 
-// element (n, c, h, w) of an N x C x H x W tensor in the build's layout
-__device__ __forceinline__ long long qconv_at(long long n, int c, int h, int w, int C, int H, int W) {
-#if LAYOUT_NHWC
-    return ((n * H + h) * W + w) * C + c;
-#else
-    return ((n * C + c) * H + h) * W + w;
-#endif
-}
+#define QCONV_ARGS                                                                                            \
+    const qx_t *__restrict__ x, const qw_t *__restrict__ w, const int *__restrict__ bias, qy_t *__restrict__ y, \
+        const int *__restrict__ w_zp, const float *__restrict__ multiplier, int N, int CI, int IH, int IW, int CO, \
+        int OH, int OW, int KH, int KW, int SH, int SW, int PT, int PL, int DH, int DW, int G, int XZP, int YZP
+#define QCONV_PASS x, w, bias, y, w_zp, multiplier, N, CI, IH, IW, CO, OH, OW, KH, KW, SH, SW, PT, PL, DH, DW, G, XZP, YZP
 
-extern "C" __global__ void __launch_bounds__(QCONV_THREADS)
-    qconv2d(const qx_t* __restrict__ x, const qw_t* __restrict__ w, const int* __restrict__ bias, qy_t* __restrict__ y,
-            const int* __restrict__ w_zp, const float* __restrict__ multiplier, int N, int CI, int IH, int IW, int CO,
-            int OH, int OW, int KH, int KW, int SH, int SW, int PT, int PL, int DH, int DW, int G, int XZP, int YZP) {
-    const int cig = CI / G, cog = CO / G;
-    const long long total = (long long)N * CO * OH * OW;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
-        // the output's (n, co, oh, ow) in the build's layout order, so a warp writes adjacent bytes
-#if LAYOUT_NHWC
-        const int co = (int)(i % CO);
-        long long t = i / CO;
-        const int ow = (int)(t % OW);
-        t /= OW;
-        const int oh = (int)(t % OH);
-        const long long n = t / OH;
-#else
-        const int ow = (int)(i % OW);
-        long long t = i / OW;
-        const int oh = (int)(t % OH);
-        t /= OH;
-        const int co = (int)(t % CO);
-        const long long n = t / CO;
-#endif
-        const int ci0 = (co / cog) * cig;
-        const long long wz = w_zp[co];
-        long long acc = bias ? bias[co] : 0;
-        for (int ci = 0; ci < cig; ++ci) {
-            for (int kh = 0; kh < KH; ++kh) {
-                const int ih = oh * SH - PT + kh * DH;
-                if (ih < 0 || ih >= IH) continue;  // padding is the zero point: (XZP - XZP) = 0
-                for (int kw = 0; kw < KW; ++kw) {
-                    const int iw = ow * SW - PL + kw * DW;
-                    if (iw < 0 || iw >= IW) continue;
-                    const long long xv = (long long)x[qconv_at(n, ci0 + ci, ih, iw, CI, IH, IW)] - XZP;
-                    const long long wv = (long long)w[(((long long)co * cig + ci) * KH + kh) * KW + kw] - wz;
-                    acc += xv * wv;
-                }
-            }
-        }
-#if Y_KIND == 0
-        y[i] = (int)acc;
-#else
-        double v = rint((double)acc * (double)multiplier[co]) + (double)YZP;
-        v = v < QY_MIN ? QY_MIN : (v > QY_MAX ? QY_MAX : v);
-        y[i] = (qy_t)v;
-#endif
-    }
-}
-
-// qconv2d_co4: the same result, a thread computing 4 consecutive output channels of one
-// output pixel (each input tap loaded once for the 4), with 32-bit offsets inside one image
-// (the launcher checks CI * IH * IW and CO * cig * KH * KW < 2^31, and cog % 4 == 0 so the 4
-// channels share one group). The products sum in int32 where no sum can overflow (cig * KH *
-// KW * 255^2 < 2^31: ACC int), else in int64; the bias is added in int64 after.
-template <typename ACC>
-__device__ __forceinline__ void qconv_co4(const qx_t* __restrict__ x, const qw_t* __restrict__ w,
-                                          const int* __restrict__ bias, qy_t* __restrict__ y,
-                                          const int* __restrict__ w_zp, const float* __restrict__ multiplier, int N,
-                                          int CI, int IH, int IW, int CO, int OH, int OW, int KH, int KW, int SH,
-                                          int SW, int PT, int PL, int DH, int DW, int G, int XZP, int YZP) {
-    const int cig = CI / G, cog = CO / G, KK = KH * KW, CQ = CO / 4;
+// T output channels of one output pixel per thread (T divides C_out per group, so they share
+// one group and each input tap is loaded once for the T). IDX: the type of offsets inside one
+// image and into the weights (int where the launcher checks CI * IH * IW and CO * cig * KH * KW
+// < 2^31, else long long). ACC: the type the products sum in (int where cig * KH * KW * 255^2 <
+// 2^31, so no sum can overflow; else long long); the bias is added in 64 bits after.
+template <int T, typename IDX, typename ACC>
+__device__ __forceinline__ void qconv_body(QCONV_ARGS) {
+    const int cig = CI / G, cog = CO / G, KK = KH * KW, CQ = CO / T;
     const long long total = (long long)N * CQ * OH * OW;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
+        // the output's (n, channel group, oh, ow) in the build's layout order
 #if LAYOUT_NHWC
         const int cq = (int)(i % CQ);
         long long t = i / CQ;
@@ -143,13 +89,13 @@ __device__ __forceinline__ void qconv_co4(const qx_t* __restrict__ x, const qw_t
         const int cq = (int)(t % CQ);
         const long long n = t / CQ;
 #endif
-        const int co0 = 4 * cq, ci0 = (co0 / cog) * cig;
+        const int co0 = T * cq, ci0 = (co0 / cog) * cig;
         const qx_t* xn = x + n * CI * IH * IW;
-        const qw_t* wc = w + (long long)co0 * cig * KK;  // the 4 channels' weights, cig * KK apart
-        int wz[4];
-        ACC acc[4] = {0, 0, 0, 0};
+        const qw_t* wc = w + (long long)co0 * cig * KK;  // the T channels' weights, cig * KK apart
+        int wz[T];
+        ACC acc[T];
 #pragma unroll
-        for (int k = 0; k < 4; ++k) wz[k] = w_zp[co0 + k];
+        for (int k = 0; k < T; ++k) wz[k] = w_zp[co0 + k], acc[k] = 0;
         for (int ci = 0; ci < cig; ++ci) {
             for (int kh = 0; kh < KH; ++kh) {
                 const int ih = oh * SH - PT + kh * DH;
@@ -158,21 +104,21 @@ __device__ __forceinline__ void qconv_co4(const qx_t* __restrict__ x, const qw_t
                     const int iw = ow * SW - PL + kw * DW;
                     if (iw < 0 || iw >= IW) continue;
 #if LAYOUT_NHWC
-                    const int xv = (int)xn[(ih * IW + iw) * CI + ci0 + ci] - XZP;
+                    const int xv = (int)xn[((IDX)ih * IW + iw) * CI + ci0 + ci] - XZP;
 #else
-                    const int xv = (int)xn[((ci0 + ci) * IH + ih) * IW + iw] - XZP;
+                    const int xv = (int)xn[((IDX)(ci0 + ci) * IH + ih) * IW + iw] - XZP;
 #endif
-                    const int wo = ci * KK + kh * KW + kw;
+                    const IDX wo = (IDX)ci * KK + kh * KW + kw;
 #pragma unroll
-                    for (int k = 0; k < 4; ++k) acc[k] += (ACC)xv * (ACC)((int)wc[k * cig * KK + wo] - wz[k]);
+                    for (int k = 0; k < T; ++k) acc[k] += (ACC)xv * (ACC)((int)wc[(IDX)k * cig * KK + wo] - wz[k]);
                 }
             }
         }
 #pragma unroll
-        for (int k = 0; k < 4; ++k) {
+        for (int k = 0; k < T; ++k) {
             const long long a = (long long)acc[k] + (bias ? bias[co0 + k] : 0);
 #if LAYOUT_NHWC
-            const long long o = (((n * OH + oh) * OW + ow) * CO) + co0 + k;
+            const long long o = ((n * OH + oh) * OW + ow) * CO + co0 + k;
 #else
             const long long o = ((n * CO + co0 + k) * OH + oh) * OW + ow;
 #endif
@@ -187,15 +133,21 @@ __device__ __forceinline__ void qconv_co4(const qx_t* __restrict__ x, const qw_t
     }
 }
 
-extern "C" __global__ void __launch_bounds__(QCONV_THREADS)
-    qconv2d_co4(const qx_t* __restrict__ x, const qw_t* __restrict__ w, const int* __restrict__ bias,
-                qy_t* __restrict__ y, const int* __restrict__ w_zp, const float* __restrict__ multiplier, int N, int CI,
-                int IH, int IW, int CO, int OH, int OW, int KH, int KW, int SH, int SW, int PT, int PL, int DH, int DW,
-                int G, int XZP, int YZP) {
-    if ((long long)(CI / G) * KH * KW * 255 * 255 < (1LL << 31))
-        qconv_co4<int>(x, w, bias, y, w_zp, multiplier, N, CI, IH, IW, CO, OH, OW, KH, KW, SH, SW, PT, PL, DH, DW, G,
-                       XZP, YZP);
+// int32 sums when no window's sum of products can leave int32
+__device__ __forceinline__ bool qconv_narrow(int CI, int G, int KH, int KW) {
+    return (long long)(CI / G) * KH * KW * 255 * 255 < (1LL << 31);
+}
+
+extern "C" __global__ void __launch_bounds__(QCONV_THREADS) qconv2d(QCONV_ARGS) {
+    if (qconv_narrow(CI, G, KH, KW))
+        qconv_body<1, long long, int>(QCONV_PASS);
     else
-        qconv_co4<long long>(x, w, bias, y, w_zp, multiplier, N, CI, IH, IW, CO, OH, OW, KH, KW, SH, SW, PT, PL, DH,
-                             DW, G, XZP, YZP);
+        qconv_body<1, long long, long long>(QCONV_PASS);
+}
+
+extern "C" __global__ void __launch_bounds__(QCONV_THREADS) qconv2d_co4(QCONV_ARGS) {
+    if (qconv_narrow(CI, G, KH, KW))
+        qconv_body<4, int, int>(QCONV_PASS);
+    else
+        qconv_body<4, int, long long>(QCONV_PASS);
 }
