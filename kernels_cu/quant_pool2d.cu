@@ -119,6 +119,37 @@ __device__ __forceinline__ void qpool_taps(const q_t* __restrict__ x, const QPos
     }
 }
 
+// taps in [lo, hi) of a window of K taps D apart, starting at s0
+__device__ __forceinline__ int qtaps_in(int s0, int K, int D, int lo, int hi) {
+    int n = 0;
+    for (int k = 0; k < K; ++k) n += s0 + k * D >= lo && s0 + k * D < hi;
+    return n;
+}
+
+// the average's divisor: DIVISOR if nonzero, else the window's taps inside the padded extent
+// (COUNT_INCLUDE_PAD) or inside the input
+__device__ __forceinline__ int qwindow_count(int h0, int w0, int KH, int KW, int DH, int DW, int IH, int IW, int PT,
+                                             int PB, int PL, int PR, int DIVISOR, int COUNT_INCLUDE_PAD) {
+    if (DIVISOR > 0) return DIVISOR;
+    const bool pad = COUNT_INCLUDE_PAD;
+    return qtaps_in(h0, KH, DH, pad ? -PT : 0, pad ? IH + PB : IH) * qtaps_in(w0, KW, DW, pad ? -PL : 0, pad ? IW + PR : IW);
+}
+
+// f(v, ih, iw) for each tap of the window inside the input, row-major (windows over
+// QPOOL_TAPS taps: a branch per row and per tap)
+template <typename F>
+__device__ __forceinline__ void qeach_tap(const q_t* __restrict__ x, const QPos& q, int h0, int w0, int KH, int KW,
+                                          int DH, int DW, int IH, int IW, F f) {
+    for (int kh = 0; kh < KH; ++kh) {
+        const int ih = h0 + kh * DH;
+        if (ih < 0 || ih >= IH) continue;
+        for (int kw = 0; kw < KW; ++kw) {
+            const int iw = w0 + kw * DW;
+            if (iw >= 0 && iw < IW) f((int)x[q.base + ih * q.rs + iw * q.cs], ih, iw);
+        }
+    }
+}
+
 #define QPOOL_ARGS                                                                                        \
     const q_t *__restrict__ x, q_t *__restrict__ y, long long *__restrict__ indices, int N, int C, int IH, \
         int IW, int OH, int OW, int KH, int KW, int SH, int SW, int PT, int PB, int PL, int PR, int DH, int DW, \
@@ -146,19 +177,12 @@ __device__ __forceinline__ void qpool_max(QPOOL_ARGS) {
                 }
             }
         } else {
-            for (int kh = 0; kh < KH; ++kh) {
-                const int ih = h0 + kh * DH;
-                if (ih < 0 || ih >= IH) continue;
-                for (int kw = 0; kw < KW; ++kw) {
-                    const int iw = w0 + kw * DW;
-                    if (iw < 0 || iw >= IW) continue;
-                    const int v = x[q.base + ih * q.rs + iw * q.cs];
-                    if (v > best) {
-                        best = v;
-                        bi = (long long)ih * IW + iw;
-                    }
+            qeach_tap(x, q, h0, w0, KH, KW, DH, DW, IH, IW, [&](int v, int ih, int iw) {
+                if (v > best) {
+                    best = v;
+                    bi = (long long)ih * IW + iw;
                 }
-            }
+            });
         }
         y[i] = (q_t)best;
         if (indices) indices[i] = bi;
@@ -178,33 +202,16 @@ __device__ __forceinline__ void qpool_avg(QPOOL_ARGS) {
     for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (I)gridDim.x * blockDim.x) {
         const QPos q = qpos<I>(i, C, IH, IW, OH, OW);
         const int h0 = q.oh * SH - PT, w0 = q.ow * SW - PL;
-        int sum = 0, rows_in = 0, rows_pad = 0, cols_in = 0, cols_pad = 0;
-        for (int kw = 0; kw < KW; ++kw) {
-            const int iw = w0 + kw * DW;
-            cols_in += iw >= 0 && iw < IW;
-            cols_pad += iw >= -PL && iw < IW + PR;
-        }
-        for (int kh = 0; kh < KH; ++kh) {
-            const int ih = h0 + kh * DH;
-            rows_pad += ih >= -PT && ih < IH + PB;
-            rows_in += ih >= 0 && ih < IH;
-        }
+        int sum = 0;
         if (KH * KW <= QPOOL_TAPS) {
             int v[QPOOL_TAPS], pix[QPOOL_TAPS];
             qpool_taps(x, q, h0, w0, KH, KW, DH, DW, IH, IW, ZP, v, pix);  // a tap outside adds 0
 #pragma unroll
             for (int t = 0; t < QPOOL_TAPS; ++t) sum += v[t] - ZP;
         } else {
-            for (int kh = 0; kh < KH; ++kh) {
-                const int ih = h0 + kh * DH;
-                if (ih < 0 || ih >= IH) continue;
-                for (int kw = 0; kw < KW; ++kw) {
-                    const int iw = w0 + kw * DW;
-                    if (iw >= 0 && iw < IW) sum += (int)x[q.base + ih * q.rs + iw * q.cs] - ZP;
-                }
-            }
+            qeach_tap(x, q, h0, w0, KH, KW, DH, DW, IH, IW, [&](int v, int, int) { sum += v - ZP; });
         }
-        const int count = DIVISOR > 0 ? DIVISOR : (COUNT_INCLUDE_PAD ? rows_pad * cols_pad : rows_in * cols_in);
+        const int count = qwindow_count(h0, w0, KH, KW, DH, DW, IH, IW, PT, PB, PL, PR, DIVISOR, COUNT_INCLUDE_PAD);
         const double r = rint((double)sum / (double)(count > 0 ? count : 1)) + ZP;
         y[i] = (q_t)(r < Q_MIN ? Q_MIN : (r > Q_MAX ? Q_MAX : r));
     }
@@ -316,12 +323,6 @@ __device__ __forceinline__ qword_t qbyte_mask(int first, int end) {
     return below_end & ~below_first;
 }
 
-// taps in [lo, hi) of a window of K taps D apart, starting at s0
-__device__ __forceinline__ int qtaps_in(int s0, int K, int D, int lo, int hi) {
-    int n = 0;
-    for (int k = 0; k < K; ++k) n += s0 + k * D >= lo && s0 + k * D < hi;
-    return n;
-}
 
 // NCHW rows: a thread's QROW_OUT (8) consecutive outputs of one output row, from K input
 // rows of NW 32-bit words each (IW % 4 == 0). A word index outside the row is clamped
@@ -535,13 +536,8 @@ __device__ __forceinline__ void qvec(QPOOL_ARGS) {
 #pragma unroll
             for (int j = 0; j < NV; ++j) out[j] = __byte_perm(ev[j], od[j], 0x6240) ^ Q_FLIP;
         } else {
-            int count = DIVISOR;
-            if (count <= 0) {
-                const bool pad = COUNT_INCLUDE_PAD;
-                count = qtaps_in(h0, kh_n, dh, pad ? -PT : 0, pad ? IH + PB : IH) *
-                        qtaps_in(w0, kw_n, dw, pad ? -PL : 0, pad ? IW + PR : IW);
-            }
-            const QDivisor d = qdivisor(count);
+            const QDivisor d =
+                qdivisor(qwindow_count(h0, w0, kh_n, kw_n, dh, dw, IH, IW, PT, PB, PL, PR, DIVISOR, COUNT_INCLUDE_PAD));
             const int bias = KHW * (ZP + Q_BIAS);
 #pragma unroll
             for (int j = 0; j < NV; ++j) {
