@@ -537,6 +537,19 @@ def conv_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
             check_conv(dev, rng, "3x3 70->20 valid", (2, 70, 11, 13), 20, 3, padding=0, **c)
             check_conv(dev, rng, "3x3 simt ci4", (2, 13, 10, 33), 24, 3, padding=1, params={"CONV_SIMT_CI": 4}, **c)
             check_conv(dev, rng, "3x3 no tc", (2, 24, 10, 17), 40, 3, padding=1, params={"CONV_TC": 0}, **c)
+            # the pipelined NHWC float16 kernel (CONV_TC=2; other dtypes and layouts fall back): full and
+            # partial 8x32 tiles, C_in below 64 and not a multiple of 16, C_out not a multiple of 8 or over 64,
+            # asymmetric and no padding, more tiles than blocks (both buffers, grid-stride), unaligned -> fallback
+            tc2 = {"CONV_TC": 2}
+            check_conv(dev, rng, "3x3 tc pipe 64->64", (2, 64, 32, 32), 64, 3, padding=1, params=tc2, **c)
+            check_conv(dev, rng, "3x3 tc pipe 56->70", (3, 56, 13, 45), 70, 3, padding=1, params=tc2, **c)
+            check_conv(dev, rng, "3x3 tc pipe 40->64 asym", (2, 40, 17, 33), 64, 3, padding=(0, 2, 1, 0),
+                       params=tc2, **c)
+            check_conv(dev, rng, "3x3 tc pipe 8->16", (2, 8, 9, 35), 16, 3, padding=1, bias=False, params=tc2, **c)
+            check_conv(dev, rng, "3x3 tc pipe valid", (2, 64, 11, 13), 24, 3, padding=0, params=tc2, **c)
+            check_conv(dev, rng, "3x3 tc pipe many tiles", (18, 64, 24, 40), 72, 3, padding=1, params=tc2, **c)
+            check_conv(dev, rng, "3x3 tc pipe misaligned", (2, 16, 10, 11), 16, 3, padding=1, offset=4, params=tc2,
+                       **c)
             check_conv(dev, rng, "1x1 16->24", (2, 16, 9, 9), 24, 1, **c)
             check_conv(dev, rng, "2x3 asym", (2, 8, 11, 12), 16, (2, 3), padding=(1, 0, 2, 1), **c)
             check_conv(dev, rng, "dw 3x3", (2, 32, 17, 19), 32, 3, padding=1, groups=32, **c)
@@ -884,6 +897,7 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
                            *compare(got, want, dtype, exact=kind == "max"))
             check_conv(dev, rng, "one 3x3", (1, 16, 9, 35), 70, 3, padding=1, **c)
             check_conv(dev, rng, "one 3x3 simt", (1, 16, 9, 35), 70, 3, padding=1, params={"CONV_TC": 0}, **c)
+            check_conv(dev, rng, "one 3x3 tc pipe", (2, 24, 9, 35), 70, 3, padding=1, params={"CONV_TC": 2}, **c)
             check_conv(dev, rng, "one dw k3s1", (2, 16, 10, 11), 16, 3, padding=1, groups=16, **c)
             check_conv(dev, rng, "one dw k3s1 C24", (1, 24, 7, 9), 24, 3, padding=1, groups=24, **c)
             for reg in ({"DW_ROWS": 2}, {"DW_ROWS": 4}, {"DW_COLS": 2}, {"DW_COLS": 4}, {"DW_COLS": 8},

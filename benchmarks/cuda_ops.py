@@ -355,7 +355,8 @@ def build_cases(quick: bool) -> list[Case]:
                                   {"ADAPT_VSPLIT_U": 4, "ADAPT_THREADS": 512}])))
         for layout in ("NCHW", "NHWC"):
             x = 256 * 64 * 32 * 32
-            dense = [{}, {"CONV_SIMT_CI": 4}] if dtype == "float32" else [{}, {"CONV_TC": 0}]
+            dense = ([{}, {"CONV_SIMT_CI": 4}] if dtype == "float32" else
+                     [{}, {"CONV_TC": 0}, {"CONV_TC": 1}, {"CONV_TC": 2}])
             cases.append(Case(f"conv3x3 64->64 256x32x32 {layout.lower()}", "conv2d", dtype, layout,
                               (2 * x + 64 * 64 * 9) * es, 2 * 256 * 64 * 64 * 9 * 32 * 32,
                               {"shape": (256, 64, 32, 32), "cout": 64, "groups": 1}, dense))

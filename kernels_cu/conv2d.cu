@@ -528,6 +528,192 @@ extern "C" __global__ void __launch_bounds__(256, 2)
         }
     }
 }
+
+// ---------------------------------------------------------------------------------
+// dense 3x3 NHWC float16 on tensor cores, pipelined (CONV_TC=2): one persistent block per
+// multiprocessor keeps the weights of 64 output channels ([tap][co][ci], swizzled as above)
+// and streams 8 x 32-pixel output tiles through two input buffers: the next tile's
+// cp.async copies run while the warps multiply the current one. A warp owns one output row
+// of the tile (32 pixels x 64 channels: 6 ldmatrix per 16 mma), the 3x3 taps and 4 k-steps
+// are unrolled so the next fragments load under the current mma, and the results leave
+// through the consumed input buffer as whole 16-byte pixel chunks.
+// Needs C_in % 8 == 0 (C_in <= 64) and a 16-byte aligned input; 160,768 bytes of shared memory.
+// ---------------------------------------------------------------------------------
+namespace tcp {
+constexpr int TR = 8, TCOL = 32, TCO = 64, IROWS = TR + 2, ICOLS = TCOL + 2;
+constexpr int W_HALVES = 9 * TCO * 64, IN_HALVES = IROWS * ICOLS * 64;
+}  // namespace tcp
+
+extern "C" __global__ void __launch_bounds__(256, 1)
+    conv2d_k3_tc_pipe(const __half* __restrict__ x, const __half* __restrict__ w, const float* __restrict__ bias,
+                      __half* __restrict__ y, int N, int CI, int IH, int IW, int CO, int OH, int OW, int PT, int PL,
+                      int tiles_h, int tiles_w) {
+    using namespace tcp;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    __half* s_w = reinterpret_cast<__half*>(smem_raw);
+    __half* s_in0 = s_w + W_HALVES;  // two input buffers of IN_HALVES each
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int co0 = blockIdx.y * TCO;
+    const int ntiles = N * tiles_h * tiles_w;
+
+    // one tile's input patch (IROWS x ICOLS pixels x 64 channels) into buffer `buf`:
+    // thread -> 16-byte channel chunk (tid & 7) of pixels tid / 8, + 32, ... (zero outside)
+    auto load_tile = [&](int t, int buf) {
+        const int twi = t % tiles_w, rest = t / tiles_w;
+        const int thi = rest % tiles_h, n = rest / tiles_h;
+        const int ih0 = thi * TR - PT, iw0 = twi * TCOL - PL;
+        __half* s_in = s_in0 + buf * IN_HALVES;
+        const int c8 = tid & 7;
+        const bool chan_ok = c8 * 8 < CI;
+        int pix = tid >> 3, r = 0, c = pix;
+        for (; pix < IROWS * ICOLS; pix += 32) {
+            const int ih = ih0 + r, iw = iw0 + c;
+            const bool valid = chan_ok && (unsigned)ih < (unsigned)IH && (unsigned)iw < (unsigned)IW;
+            const __half* src = valid ? x + (((long long)n * IH + ih) * IW + iw) * CI + c8 * 8 : x;
+            cp_async16_zfill(s_in + pix * 64 + ((c8 ^ (pix & 7)) * 8), src, valid);
+            c += 32;
+            if (c >= ICOLS) {
+                c -= ICOLS;
+                ++r;
+            }
+        }
+    };
+
+    if ((int)blockIdx.x < ntiles) load_tile(blockIdx.x, 0);
+    cp_async_commit();
+
+    // weights, while the first tile's copies are in flight: zero the padding first
+    // (channels >= C_in or >= C_out), then scatter the block's contiguous [co][ci][3][3]
+    // run, read as 16-byte vectors where aligned
+    const int ncol = min(TCO, CO - co0), per_co = CI * 9;
+    if (CI < 64 || ncol < TCO) {
+        for (int f = tid; f < W_HALVES / 8; f += blockDim.x)
+            reinterpret_cast<uint4*>(s_w)[f] = make_uint4(0u, 0u, 0u, 0u);
+        __syncthreads();
+    }
+    const __half* wb = w + (long long)co0 * per_co;
+    const int wtotal = ncol * per_co;
+    auto put_w = [&](int e, __half v) {
+        const int col = e / per_co, rem = e - col * per_co;
+        const int ci = rem / 9, tap = rem - ci * 9;
+        s_w[(tap * TCO + col) * 64 + (((ci >> 3) ^ (col & 7)) << 3) + (ci & 7)] = v;
+    };
+    if (aligned16(wb)) {  // per_co = 9 * C_in is a multiple of 8: no vector straddles two channels
+        for (int f = tid; f < wtotal / 8; f += blockDim.x) {
+            const uint4 u = __ldg(reinterpret_cast<const uint4*>(wb) + f);
+            const __half* h = reinterpret_cast<const __half*>(&u);
+#pragma unroll
+            for (int j = 0; j < 8; ++j) put_w(f * 8 + j, h[j]);
+        }
+    } else {
+        for (int e = tid; e < wtotal; e += blockDim.x) put_w(e, wb[e]);
+    }
+
+    float bv[8][2];
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const int co = co0 + nt * 8 + (lane & 3) * 2 + e;
+            bv[nt][e] = (bias && co < CO) ? bias[co] : 0.0f;
+        }
+    const bool vec_out = (CO % 8 == 0) && aligned16(y);
+    // per-lane ldmatrix rows: A = pixels (16 per m tile), B = output channels (swizzle co & 7 = lane & 7)
+    const int pr = (lane & 7) + ((lane >> 3) & 1) * 8, a_half = lane >> 4, b_half = (lane >> 3) & 1;
+    const int b_row = (lane & 7) + (lane >> 4) * 8;
+    const unsigned w_u = smem_u32(s_w);
+
+    int buf = 0;
+    for (int t = blockIdx.x; t < ntiles; t += gridDim.x, buf ^= 1) {
+        cp_async_wait<0>();
+        __syncthreads();  // tile t is in `buf`; every warp is done with the other buffer
+        if (t + (int)gridDim.x < ntiles) load_tile(t + gridDim.x, buf ^ 1);
+        cp_async_commit();
+
+        __half* s_in = s_in0 + buf * IN_HALVES;
+        const unsigned in_u = smem_u32(s_in);
+        float acc[2][8][4];
+#pragma unroll
+        for (int a = 0; a < 2; ++a)
+#pragma unroll
+            for (int b = 0; b < 8; ++b)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc[a][b][e] = 0.0f;
+
+        const int p0 = warp * ICOLS + pr;
+#pragma unroll
+        for (int tap = 0; tap < 9; ++tap) {
+            const int kh = tap / 3, kw = tap % 3;
+            unsigned a_base[2], a_sw[2];
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt) {
+                const int p = p0 + kh * ICOLS + mt * 16 + kw;
+                a_base[mt] = in_u + p * 128;
+                a_sw[mt] = p & 7;
+            }
+            const unsigned b_base = w_u + (tap * TCO + b_row) * 128;
+#pragma unroll
+            for (int kc = 0; kc < 4; ++kc) {
+                unsigned af[2][4], bf[8][2];
+#pragma unroll
+                for (int mt = 0; mt < 2; ++mt)
+                    ldsm_x4(a_base[mt] + ((((unsigned)(kc * 2 + a_half)) ^ a_sw[mt]) << 4), af[mt][0], af[mt][1],
+                            af[mt][2], af[mt][3]);
+#pragma unroll
+                for (int np = 0; np < 4; ++np)
+                    ldsm_x4(b_base + np * 16 * 128 + ((((unsigned)(kc * 2 + b_half)) ^ (unsigned)(lane & 7)) << 4),
+                            bf[2 * np][0], bf[2 * np][1], bf[2 * np + 1][0], bf[2 * np + 1][1]);
+#pragma unroll
+                for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+                    for (int nt = 0; nt < 8; ++nt) mma16816(acc[mt][nt], af[mt], bf[nt][0], bf[nt][1]);
+            }
+        }
+        __syncthreads();  // every warp is done reading `buf`: it becomes the output staging area
+
+        // lane holds pixels lane/4 (+8) of each m16 tile, channels 8 nt + 2 (lane % 4) + {0,1};
+        // the warp's 32 x 64 results go to its 4 KB of `buf` ([pixel][16-byte chunk ^ pixel & 7])
+        __half* stage = s_in + warp * (TCOL * 64);
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+            for (int hsel = 0; hsel < 2; ++hsel) {
+                const int px = mt * 16 + (lane >> 2) + hsel * 8;
+#pragma unroll
+                for (int nt = 0; nt < 8; ++nt) {
+                    const __half2 v = __floats2half2_rn(out_act(acc[mt][nt][hsel * 2] + bv[nt][0]),
+                                                        out_act(acc[mt][nt][hsel * 2 + 1] + bv[nt][1]));
+                    *reinterpret_cast<__half2*>(stage + px * 64 + ((nt ^ (px & 7)) << 3) + (lane & 3) * 2) = v;
+                }
+            }
+        __syncwarp();
+        {
+            const int twi = t % tiles_w, rest = t / tiles_w;
+            const int thi = rest % tiles_h, n = rest / tiles_h;
+            const int oh = thi * TR + warp, ow0 = twi * TCOL;
+            if (oh < OH) {
+                __half* yrow = y + ((long long)n * OH + oh) * OW * CO;
+#pragma unroll
+                for (int it = 0; it < 8; ++it) {
+                    const int i = it * 32 + lane, px = i >> 3, ch = i & 7;
+                    const int ow = ow0 + px, co = co0 + ch * 8;
+                    if (ow >= OW || co >= CO) continue;
+                    const uint4 u = *reinterpret_cast<const uint4*>(stage + px * 64 + ((ch ^ (px & 7)) << 3));
+                    __half* yp = yrow + (long long)ow * CO + co;
+                    if (vec_out && co + 8 <= CO) {
+                        *reinterpret_cast<uint4*>(yp) = u;
+                    } else {
+                        const __half* h = reinterpret_cast<const __half*>(&u);
+#pragma unroll
+                        for (int j = 0; j < 8; ++j)
+                            if (co + j < CO) yp[j] = h[j];
+                    }
+                }
+            }
+        }
+    }
+    cp_async_wait<0>();  // nothing left in flight when the block exits
+}
 #endif
 
 // ---------------------------------------------------------------------------------

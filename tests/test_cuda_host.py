@@ -310,3 +310,36 @@ def test_cuda_quantized_conv_plans_without_a_gpu():
         with pytest.raises(HalValueError, match="multiplier"):
             be.qconv2d(S.QConv2dSpec(conv, np.dtype(np.int8), np.dtype(np.int32), 3, 0, True), buf, buf, None, buf,
                        buf, buf, {})
+
+
+def test_cuda_tensor_core_conv_plans_without_a_gpu():
+    """Without a GPU: CONV_TC=2 plans ``conv2d_k3_tc_pipe`` for float16 NHWC 3x3 stride-1 convs with
+    C_in % 8 == 0 (<= 64) and 16-byte aligned buffers, one block per multiprocessor (split over the
+    64-channel output tiles) and the weights plus two input tiles of shared memory; every other case
+    falls back to ``conv2d_k3_tc`` (CONV_TC=1's kernel) or the CUDA-core kernels."""
+    import numpy as np
+
+    from hal import spec as S
+    from hal.backends.cuda import _TC_PIPE_SMEM, CudaBuffer
+
+    be, _ = _h200_without_gpu()
+    plans: list[object] = []
+    be._run = lambda plan, buffers: plans.append(plan)
+    buf = CudaBuffer(0x10000, 1 << 30, None)
+    odd = CudaBuffer(0x10004, 1 << 30, None)
+
+    def plan(layout="NHWC", ci=64, co=64, k=3, dtype=np.float16, x=buf, tc=2):
+        sp = S.conv2d_spec(S.TensorGeometry(256, ci, 32, 32, layout, np.dtype(dtype)), (co, ci, k, k), False, None,
+                           1, k // 2, 1, 1)
+        be.conv2d(sp, x, buf, None, buf, {"CONV_TC": tc})
+        (launch,) = plans[-1]
+        return launch
+
+    launch = plan()
+    assert launch.kernel == "conv2d_k3_tc_pipe" and launch.shared == _TC_PIPE_SMEM <= 232448
+    assert launch.grid == (132, 1, 1) and launch.block == (256, 1, 1)
+    assert launch.args[4:] == (256, 64, 32, 32, 64, 32, 32, 1, 1, 4, 1)
+    assert plan(co=130).grid == (44, 3, 1)
+    for fallback in (dict(layout="NCHW"), dict(ci=12), dict(ci=72), dict(k=1), dict(x=odd), dict(tc=1)):
+        assert plan(**fallback).kernel in ("conv2d_k3_tc", "conv2d_k3_simt"), fallback
+    assert plan(dtype=np.float32).kernel == "conv2d_k3_simt"
