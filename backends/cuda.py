@@ -304,8 +304,9 @@ _SCHEMAS: dict[str, KernelSchema] = {
                   "resident threads per SM for those kernels' register allocation, 0 = compiler's choice (-D)"),
             Param("CONV_SIMT_CI", (4, 8), 8, "input channels per pipeline stage of the float 3x3 kernel (-D)"),
             Param("CONV_TC", (0, 1, 2), 1,
-                  "float16 dense convolutions on tensor cores: 1 = conv2d_k3_tc, 2 = the pipelined NHWC 3x3 kernel "
-                  "(conv2d_k3_tc_pipe) where it applies, else 1's kernel; 0 = CUDA cores"),
+                  "float16 dense convolutions on tensor cores: 1 = conv2d_k3_tc, 2 = the pipelined 3x3 kernel "
+                  "(conv2d_k3_tc_pipe: NHWC C_in % 8 == 0, NCHW W % 8 == 0) where it applies, else 1's kernel; "
+                  "0 = CUDA cores"),
             Param("DW_TILE_H", (1, 2, 4, 8, 16, 32), 32, "depthwise: output rows per block"),
             Param("DW_TILE_W", (4, 8, 16, 32), 8, "depthwise NHWC: output columns per tile"),
             Param("DW_SMEM_KB", (8, 16, 24, 32, 48), 32, "depthwise: shared-memory budget per block, KiB"),
@@ -420,7 +421,8 @@ def _load_pack() -> tuple[Callable[..., bytes] | None, bool]:
 _pack_fn, _FAST_LAUNCH = _load_pack()
 
 _TC_SMEM = (9 * 64 * 64 + 6 * 34 * 64) * 2  # conv2d_k3_tc: all weights of 64 channels + one input tile
-_TC_PIPE_SMEM = (9 * 64 * 64 + 2 * 10 * 34 * 64) * 2  # conv2d_k3_tc_pipe: the weights + two 8x32 input tiles
+# conv2d_k3_tc_pipe: the weights + two 8x32 input tiles (NHWC), or one tile and its rows as staged (NCHW)
+_TC_PIPE_SMEM = {"NHWC": (9 * 64 * 64 + 2 * 10 * 34 * 64) * 2, "NCHW": (9 * 64 * 64 + 10 * 34 * 64 + 64 * 10 * 48) * 2}
 _SIMT_BUF_FLOATS = {ci: ci * 10 * 36 + ci * 9 * 68 for ci in (4, 8)}
 
 
@@ -1439,16 +1441,18 @@ class CudaBackend(Backend):
         n, ci, co, ih, iw, oh, ow = spec.n, spec.c_in, spec.c_out, spec.in_h, spec.in_w, spec.out_h, spec.out_w
         unit = (sh, sw, dh, dw) == (1, 1, 1, 1)
         if not self.force_generic:
-            if spec.groups == 1 and unit and half and p["CONV_TC"] == 2 and (kh, kw) == (3, 3) \
-                    and spec.layout == "NHWC" and ci % 8 == 0 and ci <= 64 and aligned and self._cc >= (8, 0) \
-                    and _TC_PIPE_SMEM <= self._max_smem():
+            # the pipelined kernel's copies: NHWC 16-byte channel chunks, NCHW 16-byte row chunks
+            pipe_copies = ci % 8 == 0 if spec.layout == "NHWC" else iw % 8 == 0
+            if spec.groups == 1 and unit and half and p["CONV_TC"] == 2 and (kh, kw) == (3, 3) and ci <= 64 \
+                    and pipe_copies and aligned and self._cc >= (8, 0) \
+                    and _TC_PIPE_SMEM[spec.layout] <= self._max_smem():
                 tiles_h, tiles_w, co_tiles = _cdiv(oh, 8), _cdiv(ow, 32), _cdiv(co, 64)
                 ntiles = n * tiles_h * tiles_w
                 grid = (max(1, min(ntiles, _cdiv(self._sms, co_tiles))), co_tiles, 1)
                 args = ("x", "w", "b", "y", n, ci, ih, iw, co, oh, ow, pt, pl, tiles_h, tiles_w)
                 return (
                     Launch("conv2d.cu", defines, "conv2d_k3_tc_pipe", "PPPP" + "i" * 11, grid, (256, 1, 1),
-                           _TC_PIPE_SMEM, args),
+                           _TC_PIPE_SMEM[spec.layout], args),
                 )
             if spec.groups == 1 and unit and half and p["CONV_TC"] and ci <= 64 and kh <= 3 and kw <= 3 \
                     and self._cc >= (7, 5) and _TC_SMEM <= self._max_smem():

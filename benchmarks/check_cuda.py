@@ -550,6 +550,11 @@ def conv_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
             check_conv(dev, rng, "3x3 tc pipe many tiles", (18, 64, 24, 40), 72, 3, padding=1, params=tc2, **c)
             check_conv(dev, rng, "3x3 tc pipe misaligned", (2, 16, 10, 11), 16, 3, padding=1, offset=4, params=tc2,
                        **c)
+            # NCHW: widths that are multiples of 8 (C_in any), padding 3 (the rows' column shift 5)
+            check_conv(dev, rng, "3x3 tc pipe 20->70 w40", (3, 20, 13, 40), 70, 3, padding=1, params=tc2, **c)
+            check_conv(dev, rng, "3x3 tc pipe pad3", (2, 24, 11, 16), 32, 3, padding=3, params=tc2, **c)
+            check_conv(dev, rng, "3x3 tc pipe asym w24", (2, 64, 17, 24), 64, 3, padding=(0, 2, 1, 0), bias=False,
+                       params=tc2, **c)
             check_conv(dev, rng, "1x1 16->24", (2, 16, 9, 9), 24, 1, **c)
             check_conv(dev, rng, "2x3 asym", (2, 8, 11, 12), 16, (2, 3), padding=(1, 0, 2, 1), **c)
             check_conv(dev, rng, "dw 3x3", (2, 32, 17, 19), 32, 3, padding=1, groups=32, **c)
@@ -898,6 +903,7 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
             check_conv(dev, rng, "one 3x3", (1, 16, 9, 35), 70, 3, padding=1, **c)
             check_conv(dev, rng, "one 3x3 simt", (1, 16, 9, 35), 70, 3, padding=1, params={"CONV_TC": 0}, **c)
             check_conv(dev, rng, "one 3x3 tc pipe", (2, 24, 9, 35), 70, 3, padding=1, params={"CONV_TC": 2}, **c)
+            check_conv(dev, rng, "one 3x3 tc pipe w16", (2, 20, 9, 16), 70, 3, padding=1, params={"CONV_TC": 2}, **c)
             check_conv(dev, rng, "one dw k3s1", (2, 16, 10, 11), 16, 3, padding=1, groups=16, **c)
             check_conv(dev, rng, "one dw k3s1 C24", (1, 24, 7, 9), 24, 3, padding=1, groups=24, **c)
             for reg in ({"DW_ROWS": 2}, {"DW_ROWS": 4}, {"DW_COLS": 2}, {"DW_COLS": 4}, {"DW_COLS": 8},

@@ -360,6 +360,11 @@ def build_cases(quick: bool) -> list[Case]:
             cases.append(Case(f"conv3x3 64->64 256x32x32 {layout.lower()}", "conv2d", dtype, layout,
                               (2 * x + 64 * 64 * 9) * es, 2 * 256 * 64 * 64 * 9 * 32 * 32,
                               {"shape": (256, 64, 32, 32), "cout": 64, "groups": 1}, dense))
+            if dtype == "float16":  # a second shape for the tensor-core kernels: 56 wide, 2 x 32-column tiles
+                x56 = 64 * 64 * 56 * 56
+                cases.append(Case(f"conv3x3 64->64 64x56x56 {layout.lower()}", "conv2d", dtype, layout,
+                                  (2 * x56 + 64 * 64 * 9) * es, 2 * 64 * 64 * 64 * 9 * 56 * 56,
+                                  {"shape": (64, 64, 56, 56), "cout": 64, "groups": 1}, dense))
             cases.append(Case(f"conv3x3 g8 256x64x32x32 {layout.lower()}", "conv2d", dtype, layout, 2 * x * es,
                               2 * 256 * 64 * 8 * 9 * 32 * 32, {"shape": (256, 64, 32, 32), "cout": 64, "groups": 8},
                               [{}]))

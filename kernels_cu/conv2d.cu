@@ -530,18 +530,24 @@ extern "C" __global__ void __launch_bounds__(256, 2)
 }
 
 // ---------------------------------------------------------------------------------
-// dense 3x3 NHWC float16 on tensor cores, pipelined (CONV_TC=2): one persistent block per
+// dense 3x3 float16 on tensor cores, pipelined (CONV_TC=2): one persistent block per
 // multiprocessor keeps the weights of 64 output channels ([tap][co][ci], swizzled as above)
-// and streams 8 x 32-pixel output tiles through two input buffers: the next tile's
-// cp.async copies run while the warps multiply the current one. A warp owns one output row
-// of the tile (32 pixels x 64 channels: 6 ldmatrix per 16 mma), the 3x3 taps and 4 k-steps
-// are unrolled so the next fragments load under the current mma, and the results leave
-// through the consumed input buffer as whole 16-byte pixel chunks.
-// Needs C_in % 8 == 0 (C_in <= 64) and a 16-byte aligned input; 160,768 bytes of shared memory.
+// and streams 8 x 32-pixel output tiles; the next tile's cp.async copies run while the warps
+// multiply the current one. A warp owns one output row of the tile (32 pixels x 64 channels:
+// 6 ldmatrix per 16 mma); the 3x3 taps and 4 k-steps are unrolled so the next fragments
+// load under the current mma; results leave through shared memory as 16-byte stores.
+//   NHWC (C_in % 8 == 0): two [pixel][channel] input buffers, filled by cp.async directly.
+//   NCHW (W % 8 == 0): cp.async brings the next tile's rows as they lie ([ci][row][48 columns]
+//   from a 16-byte aligned column) into a staging area; after the current tile, the block
+//   transposes it into the one [pixel][channel] buffer.
+// Needs C_in <= 64, a 16-byte aligned input; shared memory tcp::smem_bytes(NHWC).
 // ---------------------------------------------------------------------------------
 namespace tcp {
-constexpr int TR = 8, TCOL = 32, TCO = 64, IROWS = TR + 2, ICOLS = TCOL + 2;
-constexpr int W_HALVES = 9 * TCO * 64, IN_HALVES = IROWS * ICOLS * 64;
+constexpr int TR = 8, TCOL = 32, TCO = 64, IROWS = TR + 2, ICOLS = TCOL + 2, NPIX = IROWS * ICOLS;
+constexpr int W_HALVES = 9 * TCO * 64, IN_HALVES = NPIX * 64;
+constexpr int SCOLS = 48;                           // NCHW staging: 6 aligned 16-byte chunks per row
+constexpr int STAGE_HALVES = 64 * IROWS * SCOLS;    // NCHW staging: [ci][row][column]
+constexpr int NCHW_CO_STRIDE = TCOL + 8;            // NCHW output staging row: 80 bytes, no bank conflicts
 }  // namespace tcp
 
 extern "C" __global__ void __launch_bounds__(256, 1)
@@ -551,13 +557,14 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     using namespace tcp;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __half* s_w = reinterpret_cast<__half*>(smem_raw);
-    __half* s_in0 = s_w + W_HALVES;  // two input buffers of IN_HALVES each
+    __half* s_in0 = s_w + W_HALVES;  // NHWC: two input buffers; NCHW: one, then the staging area
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int co0 = blockIdx.y * TCO;
     const int ntiles = N * tiles_h * tiles_w;
 
-    // one tile's input patch (IROWS x ICOLS pixels x 64 channels) into buffer `buf`:
-    // thread -> 16-byte channel chunk (tid & 7) of pixels tid / 8, + 32, ... (zero outside)
+#if LAYOUT_NHWC
+    // one tile's patch (IROWS x ICOLS pixels x 64 channels) into buffer `buf`: thread ->
+    // 16-byte channel chunk (tid & 7) of pixels tid / 8, + 32, ... (zero outside)
     auto load_tile = [&](int t, int buf) {
         const int twi = t % tiles_w, rest = t / tiles_w;
         const int thi = rest % tiles_h, n = rest / tiles_h;
@@ -566,7 +573,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
         const int c8 = tid & 7;
         const bool chan_ok = c8 * 8 < CI;
         int pix = tid >> 3, r = 0, c = pix;
-        for (; pix < IROWS * ICOLS; pix += 32) {
+        for (; pix < NPIX; pix += 32) {
             const int ih = ih0 + r, iw = iw0 + c;
             const bool valid = chan_ok && (unsigned)ih < (unsigned)IH && (unsigned)iw < (unsigned)IW;
             const __half* src = valid ? x + (((long long)n * IH + ih) * IW + iw) * CI + c8 * 8 : x;
@@ -578,6 +585,25 @@ extern "C" __global__ void __launch_bounds__(256, 1)
             }
         }
     };
+#else
+    __half* s_stage = s_in0 + IN_HALVES;
+    // the first patch column's offset inside the staged rows (the same for every tile: 32 | ow0)
+    const int col_shift = ((-PL) % 8 + 8) % 8;
+    // one tile's rows into the staging area: [ci][row][6 chunks of 8 columns from an aligned column]
+    auto load_tile = [&](int t, int) {
+        const int twi = t % tiles_w, rest = t / tiles_w;
+        const int thi = rest % tiles_h, n = rest / tiles_h;
+        const int ih0 = thi * TR - PT, iwa = twi * TCOL - PL - col_shift;  // iwa % 8 == 0
+        for (int f = tid; f < 64 * IROWS * (SCOLS / 8); f += blockDim.x) {
+            const int k = f % (SCOLS / 8), rest2 = f / (SCOLS / 8);
+            const int r = rest2 % IROWS, ci = rest2 / IROWS;
+            const int ih = ih0 + r, iw = iwa + k * 8;  // IW % 8 == 0: a chunk is all inside or all outside
+            const bool valid = ci < CI && (unsigned)ih < (unsigned)IH && (unsigned)iw < (unsigned)IW;
+            const __half* src = valid ? x + (((long long)n * CI + ci) * IH + ih) * IW + iw : x;
+            cp_async16_zfill(s_stage + (ci * IROWS + r) * SCOLS + k * 8, src, valid);
+        }
+    };
+#endif
 
     if ((int)blockIdx.x < ntiles) load_tile(blockIdx.x, 0);
     cp_async_commit();
@@ -598,7 +624,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
         const int ci = rem / 9, tap = rem - ci * 9;
         s_w[(tap * TCO + col) * 64 + (((ci >> 3) ^ (col & 7)) << 3) + (ci & 7)] = v;
     };
-    if (aligned16(wb)) {  // per_co = 9 * C_in is a multiple of 8: no vector straddles two channels
+    if (CI % 8 == 0 && aligned16(wb)) {  // 9 * C_in % 8 == 0: no vector straddles two channels
         for (int f = tid; f < wtotal / 8; f += blockDim.x) {
             const uint4 u = __ldg(reinterpret_cast<const uint4*>(wb) + f);
             const __half* h = reinterpret_cast<const __half*>(&u);
@@ -617,20 +643,42 @@ extern "C" __global__ void __launch_bounds__(256, 1)
             const int co = co0 + nt * 8 + (lane & 3) * 2 + e;
             bv[nt][e] = (bias && co < CO) ? bias[co] : 0.0f;
         }
+#if LAYOUT_NHWC
     const bool vec_out = (CO % 8 == 0) && aligned16(y);
+#else
+    const bool vec_out = (OW % 8 == 0) && aligned16(y);
+#endif
     // per-lane ldmatrix rows: A = pixels (16 per m tile), B = output channels (swizzle co & 7 = lane & 7)
     const int pr = (lane & 7) + ((lane >> 3) & 1) * 8, a_half = lane >> 4, b_half = (lane >> 3) & 1;
     const int b_row = (lane & 7) + (lane >> 4) * 8;
     const unsigned w_u = smem_u32(s_w);
 
     int buf = 0;
-    for (int t = blockIdx.x; t < ntiles; t += gridDim.x, buf ^= 1) {
+    for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
         cp_async_wait<0>();
-        __syncthreads();  // tile t is in `buf`; every warp is done with the other buffer
+        __syncthreads();  // tile t has landed; every warp is done with the previous tile's buffers
+#if LAYOUT_NHWC
         if (t + (int)gridDim.x < ntiles) load_tile(t + gridDim.x, buf ^ 1);
         cp_async_commit();
-
         __half* s_in = s_in0 + buf * IN_HALVES;
+        buf ^= 1;
+#else
+        // staging [ci][row][column] -> buffer [pixel][16-byte channel chunk ^ pixel & 7]: a warp
+        // takes 32 consecutive pixels of one chunk (conflict-free reads along a row)
+        __half* s_in = s_in0;
+        for (int f = tid; f < NPIX * 8; f += blockDim.x) {
+            const int c8 = f / NPIX, p = f - c8 * NPIX;
+            const int r = p / ICOLS, c = p - r * ICOLS;
+            const __half* src = s_stage + (c8 * 8 * IROWS + r) * SCOLS + col_shift + c;
+            __align__(16) __half h[8];
+#pragma unroll
+            for (int j = 0; j < 8; ++j) h[j] = src[j * IROWS * SCOLS];
+            *reinterpret_cast<uint4*>(s_in + p * 64 + ((c8 ^ (p & 7)) << 3)) = *reinterpret_cast<const uint4*>(h);
+        }
+        __syncthreads();  // the buffer is ready and the staging area free
+        if (t + (int)gridDim.x < ntiles) load_tile(t + gridDim.x, 0);
+        cp_async_commit();
+#endif
         const unsigned in_u = smem_u32(s_in);
         float acc[2][8][4];
 #pragma unroll
@@ -669,10 +717,14 @@ extern "C" __global__ void __launch_bounds__(256, 1)
                     for (int nt = 0; nt < 8; ++nt) mma16816(acc[mt][nt], af[mt], bf[nt][0], bf[nt][1]);
             }
         }
-        __syncthreads();  // every warp is done reading `buf`: it becomes the output staging area
+        __syncthreads();  // every warp is done reading the buffer: it becomes the output staging area
 
-        // lane holds pixels lane/4 (+8) of each m16 tile, channels 8 nt + 2 (lane % 4) + {0,1};
-        // the warp's 32 x 64 results go to its 4 KB of `buf` ([pixel][16-byte chunk ^ pixel & 7])
+        // lane holds pixels lane/4 (+8) of each m16 tile, channels 8 nt + 2 (lane % 4) + {0,1}
+        const int twi = t % tiles_w, rest = t / tiles_w;
+        const int thi = rest % tiles_h, n = rest / tiles_h;
+        const int oh = thi * TR + warp, ow0 = twi * TCOL;
+#if LAYOUT_NHWC
+        // the warp's 32 x 64 results in its 4 KB: [pixel][16-byte chunk ^ pixel & 7]
         __half* stage = s_in + warp * (TCOL * 64);
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt)
@@ -687,34 +739,67 @@ extern "C" __global__ void __launch_bounds__(256, 1)
                 }
             }
         __syncwarp();
-        {
-            const int twi = t % tiles_w, rest = t / tiles_w;
-            const int thi = rest % tiles_h, n = rest / tiles_h;
-            const int oh = thi * TR + warp, ow0 = twi * TCOL;
-            if (oh < OH) {
-                __half* yrow = y + ((long long)n * OH + oh) * OW * CO;
+        if (oh < OH) {
+            __half* yrow = y + ((long long)n * OH + oh) * OW * CO;
 #pragma unroll
-                for (int it = 0; it < 8; ++it) {
-                    const int i = it * 32 + lane, px = i >> 3, ch = i & 7;
-                    const int ow = ow0 + px, co = co0 + ch * 8;
-                    if (ow >= OW || co >= CO) continue;
-                    const uint4 u = *reinterpret_cast<const uint4*>(stage + px * 64 + ((ch ^ (px & 7)) << 3));
-                    __half* yp = yrow + (long long)ow * CO + co;
-                    if (vec_out && co + 8 <= CO) {
-                        *reinterpret_cast<uint4*>(yp) = u;
-                    } else {
-                        const __half* h = reinterpret_cast<const __half*>(&u);
+            for (int it = 0; it < 8; ++it) {
+                const int i = it * 32 + lane, px = i >> 3, ch = i & 7;
+                const int ow = ow0 + px, co = co0 + ch * 8;
+                if (ow >= OW || co >= CO) continue;
+                const uint4 u = *reinterpret_cast<const uint4*>(stage + px * 64 + ((ch ^ (px & 7)) << 3));
+                __half* yp = yrow + (long long)ow * CO + co;
+                if (vec_out && co + 8 <= CO) {
+                    *reinterpret_cast<uint4*>(yp) = u;
+                } else {
+                    const __half* h = reinterpret_cast<const __half*>(&u);
 #pragma unroll
-                        for (int j = 0; j < 8; ++j)
-                            if (co + j < CO) yp[j] = h[j];
-                    }
+                    for (int j = 0; j < 8; ++j)
+                        if (co + j < CO) yp[j] = h[j];
                 }
             }
         }
+#else
+        // the warp's results as [co][pixel] rows of 40 halves (80 bytes: the 4 channel rows a
+        // store instruction touches fall in different banks)
+        __half* stage = s_in + warp * (TCO * NCHW_CO_STRIDE);
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+            for (int hsel = 0; hsel < 2; ++hsel) {
+                const int px = mt * 16 + (lane >> 2) + hsel * 8;
+#pragma unroll
+                for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        const int col = nt * 8 + (lane & 3) * 2 + e;
+                        stage[col * NCHW_CO_STRIDE + px] = __float2half_rn(out_act(acc[mt][nt][hsel * 2 + e] + bv[nt][e]));
+                    }
+            }
+        __syncwarp();
+        if (oh < OH) {
+#pragma unroll
+            for (int it = 0; it < 8; ++it) {
+                const int i = it * 32 + lane, col = i >> 2, j = i & 3;
+                const int co = co0 + col, ow = ow0 + j * 8;
+                if (co >= CO || ow >= OW) continue;
+                const uint4 u = *reinterpret_cast<const uint4*>(stage + col * NCHW_CO_STRIDE + j * 8);
+                __half* yp = y + (((long long)n * CO + co) * OH + oh) * OW + ow;
+                if (vec_out && ow + 8 <= OW) {
+                    *reinterpret_cast<uint4*>(yp) = u;
+                } else {
+                    const __half* h = reinterpret_cast<const __half*>(&u);
+#pragma unroll
+                    for (int k = 0; k < 8; ++k)
+                        if (ow + k < OW) yp[k] = h[k];
+                }
+            }
+        }
+#endif
     }
     cp_async_wait<0>();  // nothing left in flight when the block exits
 }
 #endif
+
 
 // ---------------------------------------------------------------------------------
 // depthwise 3x3, stride 1, no dilation, from registers (DW_ROWS / DW_COLS in the schema;

@@ -313,10 +313,10 @@ def test_cuda_quantized_conv_plans_without_a_gpu():
 
 
 def test_cuda_tensor_core_conv_plans_without_a_gpu():
-    """Without a GPU: CONV_TC=2 plans ``conv2d_k3_tc_pipe`` for float16 NHWC 3x3 stride-1 convs with
-    C_in % 8 == 0 (<= 64) and 16-byte aligned buffers, one block per multiprocessor (split over the
-    64-channel output tiles) and the weights plus two input tiles of shared memory; every other case
-    falls back to ``conv2d_k3_tc`` (CONV_TC=1's kernel) or the CUDA-core kernels."""
+    """Without a GPU: CONV_TC=2 plans ``conv2d_k3_tc_pipe`` for float16 3x3 stride-1 convs with C_in <= 64
+    and 16-byte aligned buffers (NHWC: C_in % 8 == 0), one block per multiprocessor (split over the
+    64-channel output tiles) and its layout's shared memory; every other case falls back to
+    ``conv2d_k3_tc`` (CONV_TC=1's kernel) or the CUDA-core kernels."""
     import numpy as np
 
     from hal import spec as S
@@ -335,11 +335,14 @@ def test_cuda_tensor_core_conv_plans_without_a_gpu():
         (launch,) = plans[-1]
         return launch
 
-    launch = plan()
-    assert launch.kernel == "conv2d_k3_tc_pipe" and launch.shared == _TC_PIPE_SMEM <= 232448
-    assert launch.grid == (132, 1, 1) and launch.block == (256, 1, 1)
-    assert launch.args[4:] == (256, 64, 32, 32, 64, 32, 32, 1, 1, 4, 1)
-    assert plan(co=130).grid == (44, 3, 1)
-    for fallback in (dict(layout="NCHW"), dict(ci=12), dict(ci=72), dict(k=1), dict(x=odd), dict(tc=1)):
-        assert plan(**fallback).kernel in ("conv2d_k3_tc", "conv2d_k3_simt"), fallback
+    for layout in ("NHWC", "NCHW"):
+        launch = plan(layout)
+        assert launch.kernel == "conv2d_k3_tc_pipe" and launch.shared == _TC_PIPE_SMEM[layout] <= 232448
+        assert launch.grid == (132, 1, 1) and launch.block == (256, 1, 1)
+        assert launch.args[4:] == (256, 64, 32, 32, 64, 32, 32, 1, 1, 4, 1)
+        assert plan(layout, co=130).grid == (44, 3, 1)
+        for fallback in (dict(ci=72), dict(k=1), dict(x=odd), dict(tc=1)):
+            assert plan(layout, **fallback).kernel in ("conv2d_k3_tc", "conv2d_k3_simt"), fallback
+    assert plan("NHWC", ci=12).kernel == "conv2d_k3_tc"  # NHWC copies need C_in % 8 == 0
+    assert plan("NCHW", ci=12).kernel == "conv2d_k3_tc_pipe"  # NCHW transposes any C_in
     assert plan(dtype=np.float32).kernel == "conv2d_k3_simt"
