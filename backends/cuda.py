@@ -292,6 +292,9 @@ _SCHEMAS: dict[str, KernelSchema] = {
                   "NCHW global pooling: shared-memory buffers per warp, 0 = 3 for float16, 2 for float32 (-D)"),
             Param("ADAPT_VSPLIT_U", (1, 2, 4, 8), 8,
                   "NHWC block-per-output kernel: 16-byte loads per thread issued before folding (-D)"),
+            Param("ADAPT_GVEC_U", (0, 4, 8, 16), 8,
+                  "NHWC global pooling without indices, enough (image, channel vector) pairs to fill the GPU: "
+                  "a thread per pair with this many 16-byte loads in flight (adaptive_pool2d_*_gvec); 0 = off (-D)"),
         ),
         (_fits_threads("ADAPT_THREADS"), _fits_smem("ADAPT_SMEM_KB")),
     ),
@@ -364,7 +367,7 @@ _SCHEMAS: dict[str, KernelSchema] = {
 #: parameters that change the generated code (passed as -D); the rest shape the launch only
 _COMPILE_PARAMS = {
     "pool2d": ("POOL_THREADS", "POOL_OCC", "POOL_SPLIT", "POOL_H2", "POOL_H2AVG"),
-    "adaptive_pool2d": ("ADAPT_THREADS", "ADAPT_GSTAGES", "ADAPT_VSPLIT_U"),
+    "adaptive_pool2d": ("ADAPT_THREADS", "ADAPT_GSTAGES", "ADAPT_VSPLIT_U", "ADAPT_GVEC_U"),
     "conv2d": ("CONV_THREADS", "CONV_SIMT_CI", "CONV_OCC", "DW_HALF4", "DW_H2", "DW_PREFETCH"),
     "batch_norm": ("BN_THREADS", "BN_UNROLL", "BN_L2_HINT", "BN_INFER_OCC"),
     "eltwise": ("ELT_THREADS",),
@@ -1290,6 +1293,15 @@ class CudaBackend(Backend):
                 return (
                     Launch("adaptive_pool2d.cu", defines, f"adaptive_pool2d_{kind}_block", "PPP" + "i" * 6,
                            (min(outputs, 2**31 - 1), 1, 1), (threads, 1, 1), 0, ("x", "y", "i", *dims)),
+                )
+            # NHWC global pooling with a thread per (image, channel vector) where those fill the GPU
+            if spec.layout == "NHWC" and aligned and spec.c % vec == 0 and p["ADAPT_GVEC_U"] and not with_indices \
+                    and (spec.out_h, spec.out_w) == (1, 1) and spec.kind in ("avg", "max") \
+                    and outputs // vec >= self._sms * 256:
+                return (
+                    Launch("adaptive_pool2d.cu", defines, f"adaptive_pool2d_{spec.kind}_gvec", "PPiii",
+                           self._grid_1d(outputs // vec, threads), (threads, 1, 1), 0,
+                           ("x", "y", spec.n, spec.c, spec.in_h * spec.in_w)),
                 )
             # the kernel keeps pixel indices ih * IW + iw (and a few rows past the bin) in an int
             if spec.layout == "NHWC" and aligned and spec.c % vec == 0 and p["ADAPT_VSPLIT"] and bin_area >= 8 \

@@ -480,6 +480,17 @@ def adaptive_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
             for name, shape, params in gcases:
                 for kind, idx in (("avg", False), ("max", False), ("max", True)):
                     check_adaptive(dev, rng, name, shape, (1, 1), kind, indices=idx, params=params, **c)
+            # NHWC global pooling with a thread per (image, channel vector) (adaptive_pool2d_*_gvec, where
+            # those number at least 256 per multiprocessor): 7x7 (a partial last batch of loads), 5x3 with
+            # 16 and 4 loads in flight, a 1x1 image, NaN inputs; indices stay on vsplit
+            ggv = (136, 2048)
+            for name, shape, params in (("gvec 7x7", (*ggv, 7, 7), {}), ("gvec 5x3 U16", (*ggv, 5, 3),
+                                        {"ADAPT_GVEC_U": 16}), ("gvec 3x4 U4 512", (*ggv, 3, 4),
+                                        {"ADAPT_GVEC_U": 4, "ADAPT_THREADS": 512}), ("gvec 1x1", (*ggv, 1, 1), {})):
+                for kind, idx in (("avg", False), ("max", False), ("max", True)):
+                    check_adaptive(dev, rng, name, shape, (1, 1), kind, indices=idx, params=params, **c)
+            for kind, idx in (("avg", False), ("max", False)):
+                check_adaptive(dev, rng, "gvec nan", (*ggv, 7, 7), (1, 1), kind, indices=idx, nan_frac=0.01, **c)
             for kind, idx in (("avg", False), ("max", False), ("max", True)):
                 check_adaptive(dev, rng, "g nan", (3, 64, 7, 7), (1, 1), kind, indices=idx, nan_frac=0.01, **c)
                 check_adaptive(dev, rng, "g misaligned", (3, 64, 7, 7), (1, 1), kind, indices=idx,
@@ -888,7 +899,8 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
                            ceil_mode=True, params=reg, **c)
                 check_pool(dev, rng, f"one {reg} k2", (1, 8, 9, 24), kind="avg", kernel=2, stride=2, padding=1,
                            params=reg, **c)
-            for name, shape, out in (("global", (2, 16, 7, 7), (1, 1)), ("large bins", (1, 2, 60, 70), (1, 1))):
+            for name, shape, out in (("global", (2, 16, 7, 7), (1, 1)), ("large bins", (1, 2, 60, 70), (1, 1)),
+                                     ("global gvec", (136, 2048, 2, 3), (1, 1))):
                 for kind, with_idx in (("max", True), ("max", False), ("avg", False)):
                     sp = S.adaptive_pool2d_spec(kind, geometry(shape, layout, dtype), out, with_idx)
                     x = rand(rng, shape, dtype)

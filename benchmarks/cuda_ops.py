@@ -347,12 +347,14 @@ def build_cases(quick: bool) -> list[Case]:
                                   {"ADAPT_GSTAGES": 2, "ADAPT_THREADS": 512},
                                   {"ADAPT_GSTAGES": 3, "ADAPT_THREADS": 512}]
                                  if layout == "NCHW" else
-                                 [{"ADAPT_VSPLIT_U": 1}, {"ADAPT_VSPLIT_U": 4}, {"ADAPT_VSPLIT_U": 2},
-                                  {"ADAPT_VSPLIT_U": 4, "ADAPT_THREADS": 128},
-                                  {"ADAPT_VSPLIT_U": 8, "ADAPT_THREADS": 512},
-                                  {"ADAPT_VSPLIT_U": 8, "ADAPT_THREADS": 128},
-                                  {"ADAPT_VSPLIT_U": 2, "ADAPT_THREADS": 128},
-                                  {"ADAPT_VSPLIT_U": 4, "ADAPT_THREADS": 512}])))
+                                 # NHWC: gvec (a thread per channel vector, ADAPT_GVEC_U loads in flight)
+                                 # against vsplit (ADAPT_GVEC_U 0, its loads in flight ADAPT_VSPLIT_U)
+                                 [{"ADAPT_GVEC_U": 4}, {"ADAPT_GVEC_U": 16},
+                                  {"ADAPT_GVEC_U": 8, "ADAPT_THREADS": 128}, {"ADAPT_GVEC_U": 16, "ADAPT_THREADS": 128},
+                                  {"ADAPT_GVEC_U": 8, "ADAPT_THREADS": 512}, {"ADAPT_GVEC_U": 16, "ADAPT_THREADS": 512},
+                                  {"ADAPT_GVEC_U": 0}, {"ADAPT_GVEC_U": 0, "ADAPT_VSPLIT_U": 4},
+                                  {"ADAPT_GVEC_U": 0, "ADAPT_VSPLIT_U": 8, "ADAPT_THREADS": 128},
+                                  {"ADAPT_GVEC_U": 0, "ADAPT_VSPLIT_U": 4, "ADAPT_THREADS": 128}])))
         for layout in ("NCHW", "NHWC"):
             x = 256 * 64 * 32 * 32
             dense = ([{}, {"CONV_SIMT_CI": 4}] if dtype == "float32" else

@@ -1,10 +1,13 @@
 // Adaptive (and global) max / average pooling: bin i spans [i*In/Out, ceil((i+1)*In/Out)).
 //
-// Macros: DTYPE_HALF, LAYOUT_NHWC, ADAPT_THREADS [256] (threads per block of every kernel).
+// Macros: DTYPE_HALF, LAYOUT_NHWC, ADAPT_THREADS [256] (threads per block of every kernel),
+// ADAPT_VSPLIT_U [8], ADAPT_GVEC_U [8] (loads in flight per thread of the vsplit and gvec kernels).
 //
 // Entry points:
 //   adaptive_pool2d_max, adaptive_pool2d_avg (contract signature) one thread per output
 //   adaptive_pool2d_{max,maxi,avg}_vec   NHWC, HAL_VEC channels per thread (16-byte loads)
+//   adaptive_pool2d_{max,avg}_gvec(x, y, N, C, HW) NHWC global pooling (1x1 output, no indices):
+//       HAL_VEC channels per thread, ADAPT_GVEC_U [8] pixel loads in flight
 //   adaptive_pool2d_{max,maxi,avg}_tile  NCHW shared-memory tiles (hal_window.cuh)
 //   adaptive_pool2d_{max,maxi,avg}_block one block per output: few outputs, large bins
 //   adaptive_pool2d_{max,maxi,avg}_vsplit NHWC, a block per (output pixel, 32 channel vectors):
@@ -155,6 +158,57 @@ __device__ __forceinline__ void adaptive_vec(const act_t* __restrict__ x, act_t*
 ADAPT_VEC_KERNEL(adaptive_pool2d_max_vec, WIN_MAX, false)
 ADAPT_VEC_KERNEL(adaptive_pool2d_maxi_vec, WIN_MAX, true)
 ADAPT_VEC_KERNEL(adaptive_pool2d_avg_vec, WIN_AVG, false)
+
+// ---- NHWC global pooling (1x1 output) without indices: a thread per (image, 16-byte channel
+// vector) walks the image's HW pixels in order, ADAPT_GVEC_U loads in flight before any is
+// folded in (the row-major fold order of adaptive_vec, so the same sums); no shared memory,
+// no barrier. Each load instruction of a warp reads 512 contiguous bytes.
+#ifndef ADAPT_GVEC_U
+#define ADAPT_GVEC_U 8
+#endif
+template <int OP>
+__device__ __forceinline__ void adaptive_gvec(const act_t* __restrict__ x, act_t* __restrict__ y, int N, int C,
+                                              int HW) {
+    constexpr int U = ADAPT_GVEC_U > 0 ? ADAPT_GVEC_U : 1;
+    const int ncv = C / HAL_VEC;
+    const long long total = (long long)N * ncv;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        const int n = (int)(i / ncv), cv = (int)(i - (long long)n * ncv);
+        const act_t* xb = x + (long long)n * HW * C + cv * HAL_VEC;
+        float acc[HAL_VEC];
+#pragma unroll
+        for (int j = 0; j < HAL_VEC; ++j) acc[j] = OP == WIN_MAX ? HAL_NEG_INF : 0.0f;
+        for (int p0 = 0; p0 < HW; p0 += U) {
+            uint4 raw[U];
+#pragma unroll
+            for (int u = 0; u < U; ++u)
+                if (p0 + u < HW) raw[u] = __ldg(reinterpret_cast<const uint4*>(xb + (long long)(p0 + u) * C));
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                if (p0 + u < HW) {
+                    float v[HAL_VEC];
+                    unpack_vec(raw[u], v);
+#pragma unroll
+                    for (int j = 0; j < HAL_VEC; ++j) acc[j] = OP == WIN_MAX ? max_nan(acc[j], v[j]) : acc[j] + v[j];
+                }
+            }
+        }
+        if (OP == WIN_AVG) {
+            const float d = (float)HW;
+#pragma unroll
+            for (int j = 0; j < HAL_VEC; ++j) acc[j] /= d;
+        }
+        st_vec(y + (long long)n * C + cv * HAL_VEC, acc);
+    }
+}
+#define ADAPT_GVEC_KERNEL(NAME, OP)                                                                       \
+    extern "C" __global__ void __launch_bounds__(ADAPT_THREADS)                                           \
+        NAME(const act_t* __restrict__ x, act_t* __restrict__ y, int N, int C, int HW) {                  \
+        adaptive_gvec<OP>(x, y, N, C, HW);                                                                \
+    }
+ADAPT_GVEC_KERNEL(adaptive_pool2d_max_gvec, WIN_MAX)
+ADAPT_GVEC_KERNEL(adaptive_pool2d_avg_gvec, WIN_AVG)
 
 // ---- NCHW tiles
 #define ADAPT_TILE_KERNEL(NAME, OP, IDX)                                                                     \

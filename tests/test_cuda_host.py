@@ -346,3 +346,33 @@ def test_cuda_tensor_core_conv_plans_without_a_gpu():
     assert plan("NHWC", ci=12).kernel == "conv2d_k3_tc"  # NHWC copies need C_in % 8 == 0
     assert plan("NCHW", ci=12).kernel == "conv2d_k3_tc_pipe"  # NCHW transposes any C_in
     assert plan(dtype=np.float32).kernel == "conv2d_k3_simt"
+
+
+def test_cuda_nhwc_global_pooling_plans_a_thread_per_channel_vector_without_a_gpu():
+    """Without a GPU: NHWC global pooling without indices plans ``adaptive_pool2d_*_gvec`` (a thread per
+    (image, 16-byte channel vector), arguments N, C, H*W) where those pairs number at least 256 per
+    multiprocessor; indices, fewer pairs, or ADAPT_GVEC_U=0 keep the block-per-output vsplit kernel."""
+    import numpy as np
+
+    from hal import spec as S
+    from hal.backends.cuda import CudaBuffer
+
+    be, _ = _h200_without_gpu()
+    plans: list[object] = []
+    be._run = lambda plan, buffers: plans.append(plan)
+    buf = CudaBuffer(0x10000, 1 << 30, None)
+
+    def plan(n=256, kind="avg", dtype=np.float16, indices=False, params=None):
+        sp = S.adaptive_pool2d_spec(kind, S.TensorGeometry(n, 2048, 7, 7, "NHWC", np.dtype(dtype)), (1, 1), indices)
+        be.adaptive_pool2d(sp, buf, buf, buf if indices else None, params or {"ADAPT_THREADS": 256})
+        (launch,) = plans[-1]
+        return launch
+
+    for kind in ("avg", "max"):
+        for dtype, vec in ((np.float16, 8), (np.float32, 4)):
+            launch = plan(kind=kind, dtype=dtype)
+            assert launch.kernel == f"adaptive_pool2d_{kind}_gvec" and launch.args[2:] == (256, 2048, 49)
+            assert launch.fmt == "PPiii" and launch.grid[0] * launch.block[0] >= 256 * 2048 // vec
+    assert plan(kind="max", indices=True).kernel == "adaptive_pool2d_maxi_vsplit"
+    assert plan(n=8).kernel == "adaptive_pool2d_avg_vsplit"  # 2048 pairs: too few for a thread each
+    assert plan(params={"ADAPT_GVEC_U": 0}).kernel == "adaptive_pool2d_avg_vsplit"
