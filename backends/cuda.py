@@ -295,6 +295,9 @@ _SCHEMAS: dict[str, KernelSchema] = {
             Param("ADAPT_GVEC_U", (0, 4, 8, 16), 8,
                   "NHWC global pooling without indices, enough (image, channel vector) pairs to fill the GPU: "
                   "a thread per pair with this many 16-byte loads in flight (adaptive_pool2d_*_gvec); 0 = off (-D)"),
+            Param("ADAPT_GVEC_S", (1, 2, 4), 1,
+                  "NHWC global pooling (gvec): lanes per (image, channel vector), each summing a share of the pixels "
+                  "(-D)"),
         ),
         (_fits_threads("ADAPT_THREADS"), _fits_smem("ADAPT_SMEM_KB")),
     ),
@@ -367,7 +370,7 @@ _SCHEMAS: dict[str, KernelSchema] = {
 #: parameters that change the generated code (passed as -D); the rest shape the launch only
 _COMPILE_PARAMS = {
     "pool2d": ("POOL_THREADS", "POOL_OCC", "POOL_SPLIT", "POOL_H2", "POOL_H2AVG"),
-    "adaptive_pool2d": ("ADAPT_THREADS", "ADAPT_GSTAGES", "ADAPT_VSPLIT_U", "ADAPT_GVEC_U"),
+    "adaptive_pool2d": ("ADAPT_THREADS", "ADAPT_GSTAGES", "ADAPT_VSPLIT_U", "ADAPT_GVEC_U", "ADAPT_GVEC_S"),
     "conv2d": ("CONV_THREADS", "CONV_SIMT_CI", "CONV_OCC", "DW_HALF4", "DW_H2", "DW_PREFETCH"),
     "batch_norm": ("BN_THREADS", "BN_UNROLL", "BN_L2_HINT", "BN_INFER_OCC"),
     "eltwise": ("ELT_THREADS",),
@@ -379,6 +382,8 @@ _FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
 _QPOOL_THREADS = 256
 #: quant_conv2d.cu's threads per block (its QCONV_THREADS default)
 _QCONV_THREADS = 256
+# qconv2d_k3_tc: the weights of 64 channels, two 8x32 input tiles (64 bytes a pixel), per-channel constants
+_QCONV_TC_SMEM = 9 * 64 * 64 + 2 * 10 * 34 * 64 + 64 * (8 + 4 + 4)
 #: quant_pool2d.cu's NCHW row kernels: (kernel size, stride) of their square windows, and
 #: the outputs per thread (its QROW_OUT default)
 _QPOOL_ROWS = ((2, 2), (3, 2), (3, 1))
@@ -1300,7 +1305,7 @@ class CudaBackend(Backend):
                     and outputs // vec >= self._sms * 256:
                 return (
                     Launch("adaptive_pool2d.cu", defines, f"adaptive_pool2d_{spec.kind}_gvec", "PPiii",
-                           self._grid_1d(outputs // vec, threads), (threads, 1, 1), 0,
+                           self._grid_1d(outputs // vec * int(p["ADAPT_GVEC_S"]), threads), (threads, 1, 1), 0,
                            ("x", "y", spec.n, spec.c, spec.in_h * spec.in_w)),
                 )
             # the kernel keeps pixel indices ih * IW + iw (and a few rows past the bin) in an int
@@ -1412,19 +1417,33 @@ class CudaBackend(Backend):
         """Quantized conv (QLinearConv, or ConvInteger when ``multiplier`` is None):
         ``quant_conv2d.cu``, one thread per output, exact int64 sums (no tuning parameters)."""
         y_kind = self.qconv_output_kind(spec, multiplier)
-        key = ("qconv2d", spec, y_kind)
-        plan = self._planned(key, lambda: self._plan_qconv2d(spec, y_kind))
+        aligned = int(x) % 16 == 0
+        key = ("qconv2d", spec, y_kind, aligned, self.force_generic)
+        plan = self._planned(key, lambda: self._plan_qconv2d(spec, y_kind, aligned))
         self._run(plan, {"x": x, "w": weight, "b": bias, "y": y, "wz": w_zero_point, "m": multiplier})
 
-    def _plan_qconv2d(self, spec: QConv2dSpec, y_kind: int) -> tuple[Launch, ...]:
-        """One launch, built per input, weight and output type and layout: ``qconv2d_co4`` (4
-        output channels per thread) where C_out per group is a multiple of 4 and offsets fit
-        32 bits, else ``qconv2d`` (a thread per output element); grid-stride loops past the
-        grid's cap."""
+    def _plan_qconv2d(self, spec: QConv2dSpec, y_kind: int, aligned: bool) -> tuple[Launch, ...]:
+        """One launch, built per input, weight and output type and layout: ``qconv2d_k3_tc``
+        (tensor cores) for NHWC dense 3x3 stride-1 convs with C_in % 16 == 0, C_in <= 64 and a
+        16-byte aligned input on sm_80+; else ``qconv2d_co4`` (4 output channels per thread)
+        where C_out per group is a multiple of 4 and offsets fit 32 bits, else ``qconv2d`` (a
+        thread per output element); grid-stride loops past the grid's cap."""
         conv = spec.conv
         defines = (("DTYPE_UINT8", int(np.dtype(conv.dtype) == np.uint8)),
                    ("W_UINT8", int(np.dtype(spec.w_dtype) == np.uint8)), ("Y_KIND", y_kind),
                    ("LAYOUT_NHWC", int(conv.layout == "NHWC")))
+        if conv.layout == "NHWC" and conv.groups == 1 and conv.kernel == (3, 3) and conv.stride == (1, 1) \
+                and conv.dilation == (1, 1) and conv.c_in % 16 == 0 and conv.c_in <= 64 and aligned \
+                and self._cc >= (8, 0) and _QCONV_TC_SMEM <= self._max_smem() and not self.force_generic:
+            tiles_h, tiles_w, co_tiles = _cdiv(conv.out_h, 8), _cdiv(conv.out_w, 32), _cdiv(conv.c_out, 64)
+            ntiles = conv.n * tiles_h * tiles_w
+            if ntiles < 2**31:
+                grid = (max(1, min(ntiles, _cdiv(self._sms, co_tiles))), co_tiles, 1)
+                args = ("x", "w", "b", "y", "wz", "m", conv.n, conv.c_in, conv.in_h, conv.in_w, conv.c_out,
+                        conv.out_h, conv.out_w, conv.pads[0], conv.pads[2], spec.x_zero_point, spec.y_zero_point,
+                        tiles_h, tiles_w)
+                return (Launch("quant_conv2d.cu", defines, "qconv2d_k3_tc", "PPPPPP" + "i" * 13, grid, (256, 1, 1),
+                               _QCONV_TC_SMEM, args),)
         total = conv.n * conv.c_out * conv.out_h * conv.out_w
         geometry = (conv.n, conv.c_in, conv.in_h, conv.in_w, conv.c_out, conv.out_h, conv.out_w, *conv.kernel,
                     *conv.stride, conv.pads[0], conv.pads[2], *conv.dilation, conv.groups)

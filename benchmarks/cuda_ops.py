@@ -351,7 +351,11 @@ def build_cases(quick: bool) -> list[Case]:
                                  # against vsplit (ADAPT_GVEC_U 0, its loads in flight ADAPT_VSPLIT_U)
                                  [{"ADAPT_GVEC_U": 4}, {"ADAPT_GVEC_U": 16},
                                   {"ADAPT_GVEC_U": 8, "ADAPT_THREADS": 128}, {"ADAPT_GVEC_U": 16, "ADAPT_THREADS": 128},
-                                  {"ADAPT_GVEC_U": 8, "ADAPT_THREADS": 512}, {"ADAPT_GVEC_U": 16, "ADAPT_THREADS": 512},
+                                  {"ADAPT_GVEC_U": 8, "ADAPT_THREADS": 512},
+                                  {"ADAPT_GVEC_S": 2}, {"ADAPT_GVEC_S": 2, "ADAPT_GVEC_U": 4},
+                                  {"ADAPT_GVEC_S": 2, "ADAPT_THREADS": 128}, {"ADAPT_GVEC_S": 2, "ADAPT_THREADS": 512},
+                                  {"ADAPT_GVEC_S": 4, "ADAPT_GVEC_U": 4}, {"ADAPT_GVEC_S": 4},
+                                  {"ADAPT_GVEC_S": 4, "ADAPT_GVEC_U": 4, "ADAPT_THREADS": 128},
                                   {"ADAPT_GVEC_U": 0}, {"ADAPT_GVEC_U": 0, "ADAPT_VSPLIT_U": 4},
                                   {"ADAPT_GVEC_U": 0, "ADAPT_VSPLIT_U": 8, "ADAPT_THREADS": 128},
                                   {"ADAPT_GVEC_U": 0, "ADAPT_VSPLIT_U": 4, "ADAPT_THREADS": 128}])))
