@@ -382,8 +382,10 @@ _FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
 _QPOOL_THREADS = 256
 #: quant_conv2d.cu's threads per block (its QCONV_THREADS default)
 _QCONV_THREADS = 256
-# qconv2d_k3_tc: the weights of 64 channels, two 8x32 input tiles (64 bytes a pixel), per-channel constants
-_QCONV_TC_SMEM = 9 * 64 * 64 + 2 * 10 * 34 * 64 + 64 * (8 + 4 + 4)
+# qconv2d_k3_tc: the weights of 64 channels, two 8x32 input tiles of 64 bytes a pixel (NHWC) or one and its
+# rows as staged (NCHW), per-channel constants
+_QCONV_TC_SMEM = {"NHWC": 9 * 64 * 64 + 2 * 10 * 34 * 64 + 64 * (8 + 4 + 4),
+                  "NCHW": 9 * 64 * 64 + 10 * 34 * 64 + 64 * 10 * 64 + 64 * (8 + 4 + 4)}
 #: quant_pool2d.cu's NCHW row kernels: (kernel size, stride) of their square windows, and
 #: the outputs per thread (its QROW_OUT default)
 _QPOOL_ROWS = ((2, 2), (3, 2), (3, 1))
@@ -1424,17 +1426,18 @@ class CudaBackend(Backend):
 
     def _plan_qconv2d(self, spec: QConv2dSpec, y_kind: int, aligned: bool) -> tuple[Launch, ...]:
         """One launch, built per input, weight and output type and layout: ``qconv2d_k3_tc``
-        (tensor cores) for NHWC dense 3x3 stride-1 convs with C_in % 16 == 0, C_in <= 64 and a
-        16-byte aligned input on sm_80+; else ``qconv2d_co4`` (4 output channels per thread)
+        (tensor cores) for dense 3x3 stride-1 convs with C_in % 16 == 0, C_in <= 64 and a
+        16-byte aligned input (NCHW: W % 16 == 0) on sm_80+; else ``qconv2d_co4`` (4 output channels per thread)
         where C_out per group is a multiple of 4 and offsets fit 32 bits, else ``qconv2d`` (a
         thread per output element); grid-stride loops past the grid's cap."""
         conv = spec.conv
         defines = (("DTYPE_UINT8", int(np.dtype(conv.dtype) == np.uint8)),
                    ("W_UINT8", int(np.dtype(spec.w_dtype) == np.uint8)), ("Y_KIND", y_kind),
                    ("LAYOUT_NHWC", int(conv.layout == "NHWC")))
-        if conv.layout == "NHWC" and conv.groups == 1 and conv.kernel == (3, 3) and conv.stride == (1, 1) \
-                and conv.dilation == (1, 1) and conv.c_in % 16 == 0 and conv.c_in <= 64 and aligned \
-                and self._cc >= (8, 0) and _QCONV_TC_SMEM <= self._max_smem() and not self.force_generic:
+        if conv.groups == 1 and conv.kernel == (3, 3) and conv.stride == (1, 1) and conv.dilation == (1, 1) \
+                and conv.c_in % 16 == 0 and conv.c_in <= 64 and aligned \
+                and (conv.layout == "NHWC" or conv.in_w % 16 == 0) \
+                and self._cc >= (8, 0) and _QCONV_TC_SMEM[conv.layout] <= self._max_smem() and not self.force_generic:
             tiles_h, tiles_w, co_tiles = _cdiv(conv.out_h, 8), _cdiv(conv.out_w, 32), _cdiv(conv.c_out, 64)
             ntiles = conv.n * tiles_h * tiles_w
             if ntiles < 2**31:
@@ -1443,7 +1446,7 @@ class CudaBackend(Backend):
                         conv.out_h, conv.out_w, conv.pads[0], conv.pads[2], spec.x_zero_point, spec.y_zero_point,
                         tiles_h, tiles_w)
                 return (Launch("quant_conv2d.cu", defines, "qconv2d_k3_tc", "PPPPPP" + "i" * 13, grid, (256, 1, 1),
-                               _QCONV_TC_SMEM, args),)
+                               _QCONV_TC_SMEM[conv.layout], args),)
         total = conv.n * conv.c_out * conv.out_h * conv.out_w
         geometry = (conv.n, conv.c_in, conv.in_h, conv.in_w, conv.c_out, conv.out_h, conv.out_w, *conv.kernel,
                     *conv.stride, conv.pads[0], conv.pads[2], *conv.dilation, conv.groups)

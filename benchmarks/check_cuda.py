@@ -277,18 +277,22 @@ def qconv_cases(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
                     bias=False, **c)
         check_qconv(dev, rng, "depthwise dil", (2, 5, 9, 9), 5, 3, padding=2, dilation=2, groups=5, **c)
     check_qconv(dev, rng, "large", (8, 32, 30, 30), 32, 3, "NHWC", np.uint8, np.int8, np.uint8, padding=1)
-    # NHWC dense 3x3 stride 1 with C_in % 16 == 0 (<= 64): qconv2d_k3_tc on tensor cores. Every type
-    # pair and output on full and partial 8x32 tiles with C_out over 64 and no multiple of 8, then
-    # C_in 16 and 48, asymmetric and no padding, more tiles than blocks (grid-stride, both buffers)
-    for (xd, wd), out in itertools.product(types, outs):
-        c = dict(layout="NHWC", x_dtype=xd, w_dtype=wd, out_dtype=out)
-        check_qconv(dev, rng, "tc 64->64", (2, 64, 32, 32), 64, 3, padding=1, **c)
-        check_qconv(dev, rng, "tc 48->70", (3, 48, 13, 45), 70, 3, padding=1, **c)
-    for (xd, wd) in types:
-        c = dict(layout="NHWC", x_dtype=xd, w_dtype=wd, out_dtype=np.int8)
-        check_qconv(dev, rng, "tc 16->8 asym", (2, 16, 17, 33), 8, 3, padding=(0, 2, 1, 0), **c)
-        check_qconv(dev, rng, "tc 32->24 valid", (2, 32, 9, 35), 24, 3, padding=0, bias=False, **c)
-        check_qconv(dev, rng, "tc many tiles", (20, 64, 24, 40), 72, 3, padding=1, **c)
+    # dense 3x3 stride 1 with C_in % 16 == 0 (<= 64; NCHW: W % 16 == 0): qconv2d_k3_tc on tensor
+    # cores. Every type pair and output on full and partial 8x32 tiles with C_out over 64 and no
+    # multiple of 8, then C_in 16 and 32, asymmetric, no and wide padding (NCHW: the staged rows'
+    # column shifts 15, 0 and 13), more tiles than blocks (grid-stride, both buffers)
+    for layout in ("NHWC", "NCHW"):
+        w2 = 48 if layout == "NCHW" else 45
+        for (xd, wd), out in itertools.product(types, outs):
+            c = dict(layout=layout, x_dtype=xd, w_dtype=wd, out_dtype=out)
+            check_qconv(dev, rng, "tc 64->64", (2, 64, 32, 32), 64, 3, padding=1, **c)
+            check_qconv(dev, rng, "tc 48->70", (3, 48, 13, w2), 70, 3, padding=1, **c)
+        for (xd, wd) in types:
+            c = dict(layout=layout, x_dtype=xd, w_dtype=wd, out_dtype=np.int8)
+            check_qconv(dev, rng, "tc 16->8 asym", (2, 16, 17, 32), 8, 3, padding=(0, 2, 1, 0), **c)
+            check_qconv(dev, rng, "tc 32->24 valid", (2, 32, 9, 32), 24, 3, padding=0, bias=False, **c)
+            check_qconv(dev, rng, "tc 16->20 pad3", (2, 16, 11, 16), 20, 3, padding=3, **c)
+            check_qconv(dev, rng, "tc many tiles", (20, 64, 24, 48), 72, 3, padding=1, **c)
 
 
 def quant_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
@@ -965,8 +969,7 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
             for out in (np.int32, np.int8, np.uint8):
                 check_qconv(dev, rng, "one", (2, 4, 6, 7), 5, 3, layout, dtype, np.int8, out, padding=1)
                 check_qconv(dev, rng, "one co4", (2, 4, 6, 7), 8, 3, layout, dtype, np.int8, out, padding=1)
-                if layout == "NHWC":
-                    check_qconv(dev, rng, "one tc", (2, 32, 9, 35), 70, 3, layout, dtype, np.int8, out, padding=1)
+                check_qconv(dev, rng, "one tc", (2, 32, 9, 32), 70, 3, layout, dtype, np.int8, out, padding=1)
     be.force_generic = True
     try:
         for dtype in (np.float32, np.float16):

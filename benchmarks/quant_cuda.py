@@ -20,8 +20,8 @@ of 256 threads fit a multiprocessor); ``[tN]``: built and launched with N thread
 
 Last, QLinearConv 3x3 64->64 pad 1, int8 in, weights and out (``quant_conv2d.cu``, the kernel the
 launcher serves named in the table, checked exactly against the oracle, median of 10 single
-calls, GOP/s = 2 x MACs / time): 16x64x32x32 NCHW and NHWC (CUDA cores; NHWC on tensor cores
-since ``qconv2d_k3_tc``), and 256x64x32x32 NHWC, enough tiles for every multiprocessor.
+calls, GOP/s = 2 x MACs / time): 16x64x32x32 and 256x64x32x32 (enough tiles for every
+multiprocessor), NCHW and NHWC (tensor cores since ``qconv2d_k3_tc``; CUDA cores before).
 
 ``--profile`` runs each variant five times and nothing else (for ``ncu -k regex:...``).
 """
@@ -55,7 +55,7 @@ def time_qconv(be: Any, rng: np.random.Generator) -> list[dict[str, Any]]:
     from hal import reference as R
 
     out = []
-    for layout, batch in (("NCHW", 16), ("NHWC", 16), ("NHWC", 256)):
+    for layout, batch in (("NCHW", 16), ("NHWC", 16), ("NCHW", 256), ("NHWC", 256)):
         shape, cout = (batch, 64, 32, 32), 64
         name = f"qconv3x3 64->64 {batch}x32x32"
         conv = S.conv2d_spec(S.TensorGeometry(*shape, layout, np.dtype(np.int8)), (cout, 64, 3, 3), False, None,

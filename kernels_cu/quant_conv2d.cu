@@ -155,23 +155,31 @@ extern "C" __global__ void __launch_bounds__(QCONV_THREADS) qconv2d_co4(QCONV_AR
 }
 
 // ---------------------------------------------------------------------------------
-// qconv2d_k3_tc (NHWC builds, sm_80+): dense 3x3, stride 1, dilation 1, C_in % 16 == 0 and
-// C_in <= 64, 16-byte aligned x, on tensor cores (mma.sync m16n8k32, int32 sums), the layout
-// of conv2d.cu's conv2d_k3_tc_pipe: one persistent block per multiprocessor keeps the block's
-// 64 output channels' weights ([tap][co][64 channel bytes]) in shared memory and streams
-// 8 x 32-pixel output tiles through two input buffers ([pixel][64 channel bytes]), the next
-// tile's copies in flight while the warps multiply the current one; a warp owns one output row
-// (32 pixels x 64 channels). The mma sums raw values, sum(x * w); the zero points come after:
+// qconv2d_k3_tc (sm_80+): dense 3x3, stride 1, dilation 1, C_in % 16 == 0 and C_in <= 64,
+// 16-byte aligned x (NCHW: W % 16 == 0), on tensor cores (mma.sync m16n8k32, int32 sums), the
+// layout of conv2d.cu's conv2d_k3_tc_pipe: one persistent block per multiprocessor keeps the
+// block's 64 output channels' weights ([tap][co][64 channel bytes]) in shared memory and
+// streams 8 x 32-pixel output tiles, the next tile's copies in flight while the warps multiply
+// the current one; a warp owns one output row (32 pixels x 64 channels). NHWC: two input
+// buffers ([pixel][64 channel bytes]) filled by cp.async; NCHW: cp.async stages the next tile's
+// rows as they lie ([ci][row][64 columns] from a 16-byte aligned column) and the block
+// transposes them into its one buffer after the current tile. The mma sums raw values,
+// sum(x * w); the zero points come after:
 //   sum((x - XZP) * (w - wz)) = sum(x * w) - wz * sum(x) - XZP * sum(w) + K * XZP * wz,
 // K = 9 * C_in, where padded taps hold XZP (so they add 0, as in qconv_body) and channels
 // >= C_in hold 0 in both operands. sum(x) per pixel comes from one more mma against a
 // fragment of ones; sum(w) per channel from the weights' prologue. Every term fits int32
 // (|sum(x * w)| <= 576 * 255^2); the bias and the rest are added in 64 bits, as qconv_body.
 // ---------------------------------------------------------------------------------
-#if LAYOUT_NHWC
 namespace qtc {
 constexpr int TR = 8, TCOL = 32, TCO = 64, IROWS = TR + 2, ICOLS = TCOL + 2, NPIX = IROWS * ICOLS;
 constexpr int W_BYTES = 9 * TCO * 64, IN_BYTES = NPIX * 64;
+constexpr int SCOLS = 64, STAGE_BYTES = 64 * IROWS * SCOLS;  // NCHW staging: [ci][row][column]
+#if LAYOUT_NHWC
+constexpr int DATA_BYTES = 2 * IN_BYTES;
+#else
+constexpr int DATA_BYTES = IN_BYTES + STAGE_BYTES;
+#endif
 }  // namespace qtc
 
 // a 64-byte row's 16-byte chunk, XOR-swizzled by (row / 2) % 4: the 8 rows an ldmatrix reads
@@ -226,8 +234,8 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     using namespace qtc;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     unsigned char* s_w = smem_raw;
-    unsigned char* s_in0 = s_w + W_BYTES;                                        // two input buffers
-    long long* s_corr = reinterpret_cast<long long*>(s_in0 + 2 * IN_BYTES);     // [TCO]
+    unsigned char* s_in0 = s_w + W_BYTES;  // NHWC: two input buffers; NCHW: one, then the staging area
+    long long* s_corr = reinterpret_cast<long long*>(s_in0 + DATA_BYTES);       // [TCO]
     int* s_wsum = reinterpret_cast<int*>(s_corr + TCO);                          // [TCO]
     int* s_wz = s_wsum + TCO;                                                    // [TCO]
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -235,6 +243,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     const int ntiles = N * tiles_h * tiles_w;
     const unsigned xzp4 = 0x01010101u * (unsigned)(XZP & 0xff);  // XZP in each byte
 
+#if LAYOUT_NHWC
     // a tile's patch into buffer `buf`: thread -> 16-byte channel chunk (tid & 3) of pixels
     // tid / 4, + 64, ...; padded pixels hold XZP in the real channels, 0 past C_in
     auto load_tile = [&](int t, int buf) {
@@ -262,6 +271,29 @@ extern "C" __global__ void __launch_bounds__(256, 1)
             }
         }
     };
+#else
+    unsigned char* s_stage = s_in0 + IN_BYTES;
+    const int col_shift = ((-PL) % 16 + 16) % 16;  // the patch's first column inside the staged rows
+    // a tile's rows into the staging area: [ci][row][4 chunks of 16 columns from an aligned
+    // column]; rows and columns outside the input hold XZP, channels past C_in 0
+    auto load_tile = [&](int t, int) {
+        const int twi = t % tiles_w, rest = t / tiles_w;
+        const int thi = rest % tiles_h, n = rest / tiles_h;
+        const int ih0 = thi * TR - PT, iwa = twi * TCOL - PL - col_shift;  // iwa % 16 == 0
+        for (int f = tid; f < 64 * IROWS * (SCOLS / 16); f += blockDim.x) {
+            const int k = f & 3, rest2 = f >> 2;
+            const int r = rest2 % IROWS, ci = rest2 / IROWS;
+            const int ih = ih0 + r, iw = iwa + k * 16;  // W % 16 == 0: a chunk is all inside or all outside
+            unsigned char* dst = s_stage + (ci * IROWS + r) * SCOLS + k * 16;
+            if (ci < CI && (unsigned)ih < (unsigned)IH && (unsigned)iw < (unsigned)IW) {
+                cp_async16(dst, x + (((long long)n * CI + ci) * IH + ih) * IW + iw);
+            } else {
+                const unsigned v = ci < CI ? xzp4 : 0u;
+                *reinterpret_cast<uint4*>(dst) = make_uint4(v, v, v, v);
+            }
+        }
+    };
+#endif
 
     if ((int)blockIdx.x < ntiles) load_tile(blockIdx.x, 0);
     cp_async_commit();
@@ -312,14 +344,37 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     const unsigned w_u = qtc_smem(s_w);
     const unsigned ones = 0x01010101u;
 
+#if LAYOUT_NHWC
     int buf = 0;
+#endif
     for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
         cp_async_wait<0>();
         __syncthreads();  // tile t has landed (and the constants above are visible)
+#if LAYOUT_NHWC
         if (t + (int)gridDim.x < ntiles) load_tile(t + gridDim.x, buf ^ 1);
         cp_async_commit();
         unsigned char* s_in = s_in0 + buf * IN_BYTES;
         buf ^= 1;
+#else
+        // staging [ci][row][column] -> buffer [pixel][16-byte channel chunk]: a warp takes 32
+        // consecutive pixels of one chunk (byte reads along a row)
+        unsigned char* s_in = s_in0;
+        for (int f = tid; f < NPIX * 4; f += blockDim.x) {
+            const int c16 = f / NPIX, p = f - c16 * NPIX;
+            const int r = p / ICOLS, c = p - r * ICOLS;
+            const unsigned char* src = s_stage + (c16 * 16 * IROWS + r) * SCOLS + col_shift + c;
+            unsigned u[4];
+#pragma unroll
+            for (int q = 0; q < 4; ++q)
+                u[q] = (unsigned)src[(4 * q) * IROWS * SCOLS] | ((unsigned)src[(4 * q + 1) * IROWS * SCOLS] << 8) |
+                       ((unsigned)src[(4 * q + 2) * IROWS * SCOLS] << 16) |
+                       ((unsigned)src[(4 * q + 3) * IROWS * SCOLS] << 24);
+            *reinterpret_cast<uint4*>(s_in + qtc_at(p, c16)) = make_uint4(u[0], u[1], u[2], u[3]);
+        }
+        __syncthreads();  // the buffer is ready and the staging area free
+        if (t + (int)gridDim.x < ntiles) load_tile(t + gridDim.x, 0);
+        cp_async_commit();
+#endif
         const unsigned in_u = qtc_smem(s_in);
         int acc[2][8][4], sx[2][4];
 #pragma unroll
@@ -368,7 +423,13 @@ extern "C" __global__ void __launch_bounds__(256, 1)
                     const int ow = ow0 + mt * 16 + (lane >> 2) + hsel * 8;
                     if (ow >= OW) continue;
                     const long long sxv = sx[mt][hsel * 2];
-                    qy_t* yp = y + (((long long)n * OH + oh) * OW + ow) * CO + co0;
+#if LAYOUT_NHWC
+                    qy_t* yp = y + (((long long)n * OH + oh) * OW + ow) * CO + co0;  // channel col at yp[col]
+                    constexpr long long cstride = 1;
+#else
+                    qy_t* yp = y + (((long long)n * CO + co0) * OH + oh) * OW + ow;  // at yp[col * OH * OW]
+                    const long long cstride = (long long)OH * OW;
+#endif
 #pragma unroll
                     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
@@ -377,11 +438,11 @@ extern "C" __global__ void __launch_bounds__(256, 1)
                             if (co0 + col >= CO) continue;
                             const long long a = (long long)acc[mt][nt][hsel * 2 + e] - s_wz[col] * sxv + s_corr[col];
 #if Y_KIND == 0
-                            yp[col] = (int)a;
+                            yp[col * cstride] = (int)a;
 #else
                             double v = rint((double)a * (double)multiplier[co0 + col]) + (double)YZP;
                             v = v < QY_MIN ? QY_MIN : (v > QY_MAX ? QY_MAX : v);
-                            yp[col] = (qy_t)v;
+                            yp[col * cstride] = (qy_t)v;
 #endif
                         }
                 }
@@ -389,4 +450,3 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     }
     cp_async_wait<0>();  // nothing left in flight when the block exits
 }
-#endif

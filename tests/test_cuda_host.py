@@ -379,10 +379,11 @@ def test_cuda_nhwc_global_pooling_plans_a_thread_per_channel_vector_without_a_gp
 
 
 def test_cuda_quantized_conv_plans_tensor_cores_without_a_gpu():
-    """Without a GPU: NHWC dense 3x3 stride-1 int8/uint8 convs with C_in % 16 == 0 (<= 64) and a
-    16-byte aligned input plan ``qconv2d_k3_tc`` (one block per multiprocessor, split over the
-    64-channel output tiles; 19 arguments ending with XZP, YZP and the tile counts); NCHW, other
-    channel counts, strides, groups or an unaligned input keep the CUDA-core kernels."""
+    """Without a GPU: dense 3x3 stride-1 int8/uint8 convs with C_in % 16 == 0 (<= 64) and a
+    16-byte aligned input (NCHW: W % 16 == 0) plan ``qconv2d_k3_tc`` (one block per
+    multiprocessor, split over the 64-channel output tiles; 19 arguments ending with XZP, YZP and
+    the tile counts); other channel counts, strides, groups or an unaligned input keep the
+    CUDA-core kernels."""
     import numpy as np
 
     from hal import spec as S
@@ -394,18 +395,21 @@ def test_cuda_quantized_conv_plans_tensor_cores_without_a_gpu():
     buf = CudaBuffer(0x10000, 1 << 30, None)
     odd = CudaBuffer(0x10001, 1 << 30, None)
 
-    def plan(layout="NHWC", ci=64, co=64, stride=1, groups=1, x=buf):
-        conv = S.conv2d_spec(S.TensorGeometry(16, ci, 32, 32, layout, np.dtype(np.uint8)), (co, ci // groups, 3, 3),
+    def plan(layout="NHWC", ci=64, co=64, stride=1, groups=1, x=buf, w=32):
+        conv = S.conv2d_spec(S.TensorGeometry(16, ci, 32, w, layout, np.dtype(np.uint8)), (co, ci // groups, 3, 3),
                              False, None, stride, 1, 1, groups)
         spec = S.QConv2dSpec(conv, np.dtype(np.int8), np.dtype(np.int8), 3, -5, True)
         be.qconv2d(spec, x, buf, None, buf, buf, buf, {})
         (launch,) = plans[-1]
         return launch
 
-    launch = plan()
-    assert launch.kernel == "qconv2d_k3_tc" and launch.shared == _QCONV_TC_SMEM and launch.block == (256, 1, 1)
-    assert launch.grid == (64, 1, 1)  # 16 images x 4 row tiles x 1 column tile, fewer than 132
-    assert launch.fmt == "PPPPPP" + "i" * 13 and launch.args[6:] == (16, 64, 32, 32, 64, 32, 32, 1, 1, 3, -5, 4, 1)
-    assert plan(co=130).grid == (44, 3, 1)
-    for fallback in (dict(layout="NCHW"), dict(ci=24), dict(ci=80), dict(stride=2), dict(groups=2), dict(x=odd)):
-        assert plan(**fallback).kernel in ("qconv2d", "qconv2d_co4"), fallback
+    for layout in ("NHWC", "NCHW"):
+        launch = plan(layout)
+        assert launch.kernel == "qconv2d_k3_tc" and launch.shared == _QCONV_TC_SMEM[layout] <= 232448
+        assert launch.grid == (64, 1, 1) and launch.block == (256, 1, 1)  # 16 images x 4 row tiles x 1 column tile
+        assert launch.fmt == "PPPPPP" + "i" * 13
+        assert launch.args[6:] == (16, 64, 32, 32, 64, 32, 32, 1, 1, 3, -5, 4, 1)
+        assert plan(layout, co=130).grid == (44, 3, 1)
+        for fallback in (dict(ci=24), dict(ci=80), dict(stride=2), dict(groups=2), dict(x=odd)):
+            assert plan(layout, **fallback).kernel in ("qconv2d", "qconv2d_co4"), fallback
+    assert plan("NCHW", w=40).kernel == "qconv2d_co4"  # NCHW rows are staged in 16-byte chunks: W % 16 == 0
