@@ -1,0 +1,58 @@
+"""The CUDA tensor-core kernels on the host emulator (tools/cuda_emu.py), without a GPU.
+
+One float16 conv through ``conv2d_k3_tc_pipe`` (NCHW: staged rows, the transposition, the
+staged output) and one uint8 x int8 QLinearConv through ``qconv2d_k3_tc`` (NHWC: the
+zero-point algebra and the mma of ones), each with the plan the launcher makes for an H200,
+against the oracle. tools/cuda_emu.py runs the rest (every type pair, both kernels, more
+shapes) before device time is spent.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+
+def _gxx_major() -> int:
+    if shutil.which("g++") is None:
+        return 0
+    out = subprocess.run(["g++", "-dumpversion"], capture_output=True, text=True).stdout.strip()
+    return int(out.split(".")[0]) if out.split(".")[0].isdigit() else 0
+
+
+# C++20 <barrier> and _Float16 on x86-64: g++ 12 or newer
+pytestmark = pytest.mark.skipif(_gxx_major() < 12, reason="the CUDA emulator needs g++ 12 or newer (C++20, _Float16)")
+
+
+@pytest.fixture(scope="module")
+def emu(tmp_path_factory):
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import cuda_emu
+    finally:
+        sys.path.pop(0)
+    return cuda_emu, cuda_emu.h200_backend(), tmp_path_factory.mktemp("cuda-emu")
+
+
+def test_pipelined_float16_conv_matches_the_oracle_on_the_emulator(emu):
+    cuda_emu, be, work = emu
+    kernel, ok, detail = cuda_emu.check_conv(be, np.random.default_rng(5), work, (1, 24, 9, 16), 70, "NCHW", 1,
+                                             {"CONV_TC": 2})
+    assert kernel == "conv2d_k3_tc_pipe"
+    assert ok, detail
+
+
+def test_int8_tensor_core_conv_matches_the_oracle_on_the_emulator(emu):
+    cuda_emu, be, work = emu
+    kernel, ok, detail = cuda_emu.check_qconv(be, np.random.default_rng(6), work, (1, 32, 9, 16), 70, "NHWC", 1,
+                                              np.uint8, np.int8, np.uint8)
+    assert kernel == "qconv2d_k3_tc"
+    assert ok, detail

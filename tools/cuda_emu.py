@@ -1,0 +1,349 @@
+"""Run CUDA tensor-core kernels on the host, without a GPU, against the oracle.
+
+The device time on the H200 is scarce (30 minutes a session); this checks the indexing of
+`conv2d_k3_tc`, `conv2d_k3_tc_pipe` (kernels_cu/conv2d.cu) and the int8 convs of
+`quant_conv2d.cu` (`qconv2d_k3_tc`, `qconv2d_co4`, `qconv2d`) before any of it: the kernels'
+own source, compiled by g++ (C++20) against `tools/cuda_emu/` (a host `hal_prelude.cuh`, CUDA
+keywords, float16, and the warp collectives: ldmatrix.x4, mma.sync m16n8k16 f16 and m16n8k32
+s8/u8, shfl.xor), launched with the plan the real launcher makes for an H200 (grid, block,
+shared memory, arguments), one std::thread per CUDA thread, blocks one after another.
+
+What it shows: wrong indices, tiles, swizzles, fragment layouts, zero-point algebra, stores
+outside the output (the output is poisoned with NaN or the dtype's extremes; the buffers have
+guard bytes). What it cannot show: races and missing waits (copies are synchronous), timing,
+and anything of the GPU's own arithmetic order (mma sums in float in k order here).
+
+    python3 tools/cuda_emu.py [--quick] [--only SUBSTR] [--seed N]
+
+Exit status 1 when a case fails. tests/test_cuda_emu.py runs the quick cases in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+EMU = Path(__file__).resolve().parent / "cuda_emu"
+KERNELS = ROOT / "kernels_cu"
+GUARD = 64  # bytes after each buffer that must stay untouched
+
+
+def h200_backend() -> Any:
+    """A CudaBackend that plans as on an H200 (sm_90, 132 SMs, 227 KiB of shared memory a block),
+    without a GPU; its launches are recorded, not made."""
+    from hal.backends.base import Backend
+    from hal.backends.cuda import CudaBackend
+    from hal.device import DeviceInfo
+
+    info = DeviceInfo("cuda", 0, "NVIDIA H200", "nvidia", "sm_90", "sm_90", 132, 1024, 232448, 140 << 30, True, 32,
+                      "cuda", "580", (("compute_capability", "9.0"), ("shared_memory_per_block_default", "49152"),
+                                      ("shared_memory_per_sm", "233472"), ("max_threads_per_sm", "2048")))
+    be = CudaBackend.__new__(CudaBackend)
+    Backend.__init__(be, info)
+    be.force_generic, be._cc, be._arch, be._sms, be._smem_default = False, (9, 0), "sm_90", 132, 48 * 1024
+    be._lock, be._workspace = threading.RLock(), {}
+    return be
+
+
+def _function_span(text: str, name: str) -> tuple[int, int]:
+    """The [start, end) of the body braces of the first function whose signature names `name`."""
+    m = re.search(r"\b" + re.escape(name) + r"\s*\(", text)
+    if m is None:
+        raise ValueError(f"{name} not found")
+    start = text.index("{", m.end())
+    depth = 0
+    for i in range(start, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            return start, i + 1
+    raise ValueError(f"{name}: unbalanced braces")
+
+
+def _replace_body(text: str, name: str, body: str) -> str:
+    start, end = _function_span(text, name)
+    return text[:start] + "{ " + body + " }" + text[end:]
+
+
+def kernel_source(file: str) -> str:
+    """The kernel file's text as the emulator compiles it: conv2d.cu's tensor-core section
+    only (its other kernels need intrinsics the emulator does not model), the inline PTX of
+    ldmatrix and mma routed to the emulator's collectives."""
+    text = (KERNELS / file).read_text()
+    if file == "conv2d.cu":
+        start = text.index("namespace tc {")
+        end_marker = "    cp_async_wait<0>();  // nothing left in flight when the block exits\n}\n"
+        end = text.index(end_marker, text.index("conv2d_k3_tc_pipe(")) + len(end_marker)
+        text = '#include "hal_prelude.cuh"\n' + text[start:end]
+        text = _replace_body(text, "ldsm_x4", "emu_ldsm_x4(addr, r0, r1, r2, r3);")
+        text = _replace_body(text, "mma16816", "emu_mma_f16(c, a, b0, b1);")
+    elif file == "quant_conv2d.cu":
+        text = _replace_body(text, "qtc_ldsm_x4", "emu_ldsm_x4(addr, r0, r1, r2, r3);")
+        text = _replace_body(text, "qtc_mma", "emu_mma_i8<!DTYPE_UINT8, !W_UINT8>(c, a, b0, b1);")
+    else:
+        raise ValueError(f"file: {file} is not emulated")
+    return text
+
+
+def _main_source(kernel: str, fmt: str) -> str:
+    """A main() that loads the pointer arguments from files ('-' for NULL), takes the ints from
+    argv, launches `kernel` over the grid and block in argv[1..6] and writes the buffers back."""
+    lines = ['#include "kernel.cpp"', "#include <cstdio>", "#include <cstdlib>", "#include <string>",
+             "struct AnyPtr { void* p; template <class T> operator T*() const { return (T*)p; } };",
+             "static std::vector<std::vector<unsigned char>> bufs;",
+             "static AnyPtr load(const char* path) {",
+             "    if (std::string(path) == \"-\") return AnyPtr{nullptr};",
+             "    FILE* f = std::fopen(path, \"rb\"); std::fseek(f, 0, SEEK_END); long n = std::ftell(f);",
+             "    std::fseek(f, 0, SEEK_SET); bufs.emplace_back((size_t)n + 256);",
+             "    unsigned char* base = bufs.back().data();",
+             "    unsigned char* p = base + (256 - ((uintptr_t)base & 255)) % 256;",  # 256-byte aligned, as a pool
+             "    if (std::fread(p, 1, (size_t)n, f) != (size_t)n) std::abort(); std::fclose(f); return AnyPtr{p}; }",
+             "static void save(const char* path, const AnyPtr& a) {",
+             "    if (std::string(path) == \"-\") return;",
+             "    FILE* f = std::fopen(path, \"rb\"); std::fseek(f, 0, SEEK_END); long n = std::ftell(f);",
+             "    std::fclose(f);",
+             "    f = std::fopen(path, \"wb\"); std::fwrite(a.p, 1, (size_t)n, f); std::fclose(f); }",
+             "int main(int argc, char** argv) {",
+             "    auto u = [&](int i) { return (unsigned)std::atoi(argv[i]); };",
+             "    dim3 grid{u(1), u(2), u(3)}, block{u(4), u(5), u(6)};",
+             "    bufs.reserve(16);"]
+    args, k = [], 7
+    for j, f in enumerate(fmt):
+        if f == "P":
+            lines.append(f"    AnyPtr p{j} = load(argv[{k}]);")
+            args.append(f"p{j}")
+        else:
+            lines.append(f"    int i{j} = std::atoi(argv[{k}]);")
+            args.append(f"i{j}")
+        k += 1
+    lines.append(f"    emu_launch(grid, block, [&] {{ {kernel}({', '.join(args)}); }});")
+    k = 7
+    for j, f in enumerate(fmt):
+        if f == "P":
+            lines.append(f"    save(argv[{k}], p{j});")
+        k += 1
+    lines.append("    return 0;\n}")
+    return "\n".join(lines) + "\n"
+
+
+_BUILT: dict[str, Path] = {}
+
+
+def build(file: str, defines: dict[str, int], kernel: str, fmt: str, work: Path) -> Path:
+    """Compile the emulated kernel file with `defines` and a main for `kernel`; cached per source."""
+    src = kernel_source(file)
+    main = _main_source(kernel, fmt)
+    flags = [f"-D{k}={v}" for k, v in sorted(defines.items())]
+    key = hashlib.sha256("\0".join([src, main, *flags, *(p.read_text() for p in sorted(EMU.iterdir()))]).encode())
+    tag = key.hexdigest()[:16]
+    if tag in _BUILT:
+        return _BUILT[tag]
+    d = work / tag
+    d.mkdir(parents=True, exist_ok=True)
+    for p in EMU.iterdir():
+        shutil.copy(p, d / p.name)
+    (d / "kernel.cpp").write_text('#include "hal_prelude.cuh"\n' + src)
+    (d / "main.cpp").write_text(main)
+    exe = d / "emu"
+    cmd = ["g++", "-std=c++20", "-O1", "-pthread", "-w", "-I", str(d), *flags, str(d / "runtime.cpp"),
+           str(d / "main.cpp"), "-o", str(exe)]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode:
+        raise RuntimeError(f"g++ failed for {file} {flags}:\n{res.stderr[-4000:]}")
+    _BUILT[tag] = exe
+    return exe
+
+
+@dataclass
+class Launched:
+    kernel: str
+    outputs: dict[str, np.ndarray]
+
+
+def run_plan(be: Any, call: Any, buffers: dict[str, np.ndarray | None], outputs: set[str], work: Path) -> Launched:
+    """Plan one op on `be` (its `_run` captured), then run that launch in the emulator with
+    `buffers` (by the launch's buffer names); return the output arrays read back."""
+    plans: list[Any] = []
+    be._run = lambda plan, bufs: plans.append(plan)
+    call()
+    (launch,) = plans[-1]
+    if launch.shared > 256 * 1024:
+        raise ValueError(f"{launch.kernel}: {launch.shared} bytes of shared memory (the emulator has 256 KiB)")
+    exe = build(launch.file, dict(launch.defines), launch.kernel, launch.fmt, work)
+    argv = [str(exe), *map(str, launch.grid), *map(str, launch.block)]
+    paths: dict[str, Path] = {}
+    for a, f in zip(launch.args, launch.fmt, strict=True):
+        if f == "P":
+            arr = buffers.get(a)
+            if arr is None:
+                argv.append("-")
+                continue
+            path = work / f"buf_{a}.bin"
+            raw = np.ascontiguousarray(arr).tobytes() + bytes([0x5A]) * GUARD
+            path.write_bytes(raw)
+            paths[a] = path
+            argv.append(str(path))
+        else:
+            argv.append(str(int(a)))
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+    if res.returncode:
+        raise RuntimeError(f"{launch.kernel}: the emulator exited with {res.returncode}: {res.stderr[-2000:]}")
+    out = {}
+    for name in outputs:
+        arr = buffers[name]
+        assert arr is not None
+        raw = paths[name].read_bytes()
+        if raw[len(raw) - GUARD:] != bytes([0x5A]) * GUARD:
+            raise RuntimeError(f"{launch.kernel}: wrote past the end of {name}")
+        out[name] = np.frombuffer(raw[:len(raw) - GUARD], arr.dtype).reshape(arr.shape)
+    return Launched(launch.kernel, out)
+
+
+def _aligned_buffer() -> Any:
+    """A device-buffer stand-in at a 256-byte aligned address (the emulator's buffers are too)."""
+    from hal.backends.cuda import CudaBuffer
+
+    return CudaBuffer(0x10000, 1 << 30, None)
+
+
+def _phys(a: np.ndarray, layout: str) -> np.ndarray:
+    return np.ascontiguousarray(a.transpose(0, 2, 3, 1)) if layout == "NHWC" else a
+
+
+def _logical(a: np.ndarray, layout: str) -> np.ndarray:
+    return a.transpose(0, 3, 1, 2) if layout == "NHWC" else a
+
+
+def check_conv(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], cout: int,
+               layout: str, padding: Any, params: dict[str, int], bias: bool = True) -> tuple[str, bool, str]:
+    """A float16 3x3 conv through the launcher's plan, against the float64 oracle."""
+    from hal import reference as ref
+    from hal import spec as S
+
+    sp = S.conv2d_spec(S.TensorGeometry(*shape, layout, np.dtype(np.float16)), (cout, shape[1], 3, 3), bias,
+                       (cout,) if bias else None, 1, padding, 1, 1)
+    x = rng.standard_normal(shape).astype(np.float16)
+    w = (rng.standard_normal(sp.weight_shape) / np.sqrt(shape[1] * 9)).astype(np.float16)
+    b = rng.standard_normal(cout).astype(np.float32) if bias else None
+    want = ref.conv2d_from_spec(sp, x.astype(np.float64), w.astype(np.float64), b)
+    scale = ref.conv2d_from_spec(sp, np.abs(x.astype(np.float64)), np.abs(w.astype(np.float64)),
+                                 None if b is None else np.abs(b))
+    n, c, oh, ow = sp.out_shape
+    y = np.full((n, oh, ow, c) if layout == "NHWC" else (n, c, oh, ow), np.nan, np.float16)
+    dummy = _aligned_buffer()
+    r = run_plan(be, lambda: be.conv2d(sp, dummy, dummy, dummy if bias else None, dummy, params),
+                 {"x": _phys(x, layout), "w": w, "b": b, "y": y}, {"y"}, work)
+    got = _logical(r.outputs["y"], layout).astype(np.float64)
+    err = np.abs(got - want) / (scale + np.abs(want) + 1e-30)
+    ok = bool(np.isfinite(got).all() and (err <= 1.5e-3).all())
+    return r.kernel, ok, "" if ok else f"max rel err {np.nanmax(err):.3g}, {int((~np.isfinite(got)).sum())} unwritten"
+
+
+def check_qconv(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], cout: int,
+                layout: str, padding: Any, xd: Any, wd: Any, out: Any, bias: bool = True,
+                stride: int = 1, groups: int = 1) -> tuple[str, bool, str]:
+    """An int8/uint8 conv through the launcher's plan, exactly against the quantized oracle,
+    the output filled with the dtype's minimum, then its maximum."""
+    from hal import reference as ref
+    from hal import spec as S
+
+    conv = S.conv2d_spec(S.TensorGeometry(*shape, layout, np.dtype(xd)), (cout, shape[1] // groups, 3, 3), False,
+                         None, stride, padding, 1, groups)
+    xi, wi, o = np.iinfo(xd), np.iinfo(wd), np.dtype(out)
+    yzp = 0 if o == np.int32 else int(rng.integers(np.iinfo(o).min, np.iinfo(o).max + 1))
+    sp = S.QConv2dSpec(conv, np.dtype(wd), o, int(rng.integers(xi.min, xi.max + 1)), yzp, True)
+    x = rng.integers(xi.min, xi.max + 1, shape).astype(xd)
+    w = rng.integers(wi.min, wi.max + 1, conv.weight_shape).astype(wd)
+    b = rng.integers(-20000, 20000, cout).astype(np.int32) if bias else None
+    wz = rng.integers(wi.min, wi.max + 1, cout).astype(np.int32)
+    m = None if o == np.int32 else (rng.random(cout) * 4e-3 + 1e-4).astype(np.float32)
+    want = ref.qconv2d_from_spec(sp, x, w, b, wz, m)
+    n, c, oh, ow = conv.out_shape
+    kernel, detail = "", ""
+    fills = (-7, 1 << 20) if o == np.int32 else (np.iinfo(o).min, np.iinfo(o).max)
+    d = _aligned_buffer()
+
+    def call() -> None:
+        be.qconv2d(sp, d, d, d if bias else None, d, d, d if m is not None else None, {})
+
+    for fill in fills:
+        y = np.full((n, oh, ow, c) if layout == "NHWC" else (n, c, oh, ow), fill, o)
+        r = run_plan(be, call, {"x": _phys(x, layout), "w": w, "b": b, "y": y, "wz": wz, "m": m}, {"y"}, work)
+        kernel = r.kernel
+        got = _logical(r.outputs["y"], layout)
+        if not np.array_equal(got, want):
+            bad = np.argwhere(got != want)
+            i = tuple(bad[0])
+            detail = f"fill {fill}: {len(bad)} differ, first at {i}: got {got[i]}, want {want[i]}"
+            break
+    return kernel, not detail, detail
+
+
+def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
+    """(name, kind, arguments): float16 tensor-core convs of both kernels and layouts, and the
+    int8 convs (tensor cores where they apply, the CUDA-core kernels elsewhere)."""
+    out: list[tuple[str, str, dict[str, Any]]] = []
+    for layout in ("NHWC", "NCHW"):
+        for tc in (2, 1):
+            out.append((f"conv tc{tc} 24->70 {layout}", "conv",
+                        dict(shape=(2, 24, 9, 16), cout=70, layout=layout, padding=1, params={"CONV_TC": tc})))
+        if not quick:
+            out.append((f"conv tc2 40->64 asym {layout}", "conv",
+                        dict(shape=(1, 40, 10, 24), cout=64, layout=layout, padding=(0, 2, 1, 0),
+                             params={"CONV_TC": 2}, bias=False)))
+            out.append((f"conv tc2 pad3 {layout}", "conv",
+                        dict(shape=(1, 16, 7, 16), cout=16, layout=layout, padding=3, params={"CONV_TC": 2})))
+    types = [(np.int8, np.int8), (np.uint8, np.int8), (np.uint8, np.uint8), (np.int8, np.uint8)]
+    for layout in ("NHWC", "NCHW"):
+        for xd, wd in types if not quick else types[1:2]:
+            for o in (np.int8, np.int32) if not quick else (np.uint8,):
+                out.append((f"qconv tc {np.dtype(xd).name}x{np.dtype(wd).name}->{np.dtype(o).name} {layout}", "qconv",
+                            dict(shape=(2, 32, 9, 16), cout=70, layout=layout, padding=1, xd=xd, wd=wd, out=o)))
+        if not quick:
+            out.append((f"qconv tc pad3 {layout}", "qconv", dict(shape=(1, 16, 7, 16), cout=8, layout=layout,
+                                                                  padding=3, xd=np.int8, wd=np.int8, out=np.int8)))
+            out.append((f"qconv co4 s2 {layout}", "qconv", dict(shape=(2, 8, 9, 11), cout=8, layout=layout, padding=1,
+                                                                 xd=np.uint8, wd=np.int8, out=np.uint8, stride=2)))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the cases; print one line each; exit 1 on any failure."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="one case per kernel and layout")
+    ap.add_argument("--only", default="", help="cases whose name contains this text")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    if shutil.which("g++") is None:
+        print("cuda_emu: g++ not found")
+        return 2
+    be = h200_backend()
+    rng = np.random.default_rng(args.seed)
+    failed = 0
+    with tempfile.TemporaryDirectory(prefix="hal-cuda-emu-") as tmp:
+        work = Path(tmp)
+        for name, kind, kw in cases(args.quick):
+            if args.only and args.only not in name:
+                continue
+            fn = check_conv if kind == "conv" else check_qconv
+            kernel, ok, detail = fn(be, rng, work, **kw)
+            failed += not ok
+            print(f"{'ok  ' if ok else 'FAIL'} {name:44s} {kernel:18s} {detail}", flush=True)
+    print(f"cuda_emu: {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    sys.exit(main())

@@ -1,0 +1,183 @@
+// Host emulation runtime for CUDA kernels (tools/cuda_emu.py): CUDA keywords, thread
+// indices, barriers, float16, and the warp collectives the tensor-core kernels use
+// (ldmatrix.x4, mma.sync m16n8k16 f16 -> f32 and m16n8k32 s8/u8 -> s32, shfl.xor).
+// A block runs as blockDim.x std::threads; blocks run one after another.
+#pragma once
+#include <barrier>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __restrict__ __restrict
+#define __launch_bounds__(...)
+#define __shared__
+#define __align__(n)
+
+struct dim3 {
+    unsigned x = 1, y = 1, z = 1;
+};
+struct uint2 {
+    unsigned x, y;
+};
+struct uint4 {
+    unsigned x, y, z, w;
+};
+struct float2 {
+    float x, y;
+};
+inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return {a, b, c, d}; }
+
+extern thread_local dim3 threadIdx, blockIdx;
+extern dim3 blockDim, gridDim;
+// the block's dynamic shared memory (one block at a time)
+extern unsigned char smem_raw[];
+constexpr unsigned EMU_SMEM = 256 * 1024;
+
+inline unsigned __cvta_generic_to_shared(const void* p) {
+    return (unsigned)(reinterpret_cast<const unsigned char*>(p) - smem_raw);
+}
+template <class T>
+inline T __ldg(const T* p) {
+    return *p;
+}
+inline int atomicAdd(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+
+// ---- float16 (storage as in cuda_fp16.h, conversions round to nearest even)
+struct __half {
+    uint16_t x;
+};
+struct __half2 {
+    __half x, y;
+};
+inline __half __float2half_rn(float f) {
+    _Float16 h = (_Float16)f;
+    __half r;
+    std::memcpy(&r.x, &h, 2);
+    return r;
+}
+inline __half __float2half(float f) { return __float2half_rn(f); }
+inline float __half2float(__half h) {
+    _Float16 v;
+    std::memcpy(&v, &h.x, 2);
+    return (float)v;
+}
+inline __half2 __floats2half2_rn(float a, float b) { return {__float2half_rn(a), __float2half_rn(b)}; }
+inline float2 __half22float2(__half2 h) { return {__half2float(h.x), __half2float(h.y)}; }
+
+// ---- barriers and warp collectives
+struct EmuWarp {
+    std::barrier<> bar{32};
+    unsigned addr[32];
+    unsigned a[32][4], b[32][2];
+    float cf[32][4];
+    int ci[32][4];
+    float sf[32];
+};
+struct EmuBlock {
+    std::barrier<>* bar;
+    std::vector<EmuWarp>* warps;
+};
+extern EmuBlock emu_block;
+extern thread_local int emu_lane, emu_warp;
+
+inline void __syncthreads() { emu_block.bar->arrive_and_wait(); }
+inline void __syncwarp(unsigned = 0xffffffffu) { (*emu_block.warps)[emu_warp].bar.arrive_and_wait(); }
+
+// ldmatrix.sync.aligned.m8n8.x4.shared.b16: lanes 8m..8m+7 give matrix m's row addresses;
+// lane t gets 4 bytes of row t/4 of each matrix, at byte (t % 4) * 4
+inline void emu_ldsm_x4(unsigned addr, unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3) {
+    EmuWarp& w = (*emu_block.warps)[emu_warp];
+    w.addr[emu_lane] = addr;
+    w.bar.arrive_and_wait();
+    unsigned r[4];
+    for (int m = 0; m < 4; ++m) std::memcpy(&r[m], smem_raw + w.addr[m * 8 + emu_lane / 4] + (emu_lane % 4) * 4, 4);
+    w.bar.arrive_and_wait();
+    r0 = r[0], r1 = r[1], r2 = r[2], r3 = r[3];
+}
+
+inline float emu_h(unsigned word, int half) { return __half2float(__half{(uint16_t)(word >> (16 * half))}); }
+
+// mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 (PTX ISA fragment layouts; products
+// summed in float in k order)
+inline void emu_mma_f16(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    EmuWarp& w = (*emu_block.warps)[emu_warp];
+    for (int i = 0; i < 4; ++i) w.a[emu_lane][i] = a[i], w.cf[emu_lane][i] = c[i];
+    w.b[emu_lane][0] = b0, w.b[emu_lane][1] = b1;
+    w.bar.arrive_and_wait();
+    float A[16][16], B[16][8];
+    for (int l = 0; l < 32; ++l) {
+        const int g = l / 4, t = l % 4;
+        for (int h = 0; h < 2; ++h) {
+            A[g][2 * t + h] = emu_h(w.a[l][0], h);
+            A[g + 8][2 * t + h] = emu_h(w.a[l][1], h);
+            A[g][2 * t + 8 + h] = emu_h(w.a[l][2], h);
+            A[g + 8][2 * t + 8 + h] = emu_h(w.a[l][3], h);
+            B[2 * t + h][g] = emu_h(w.b[l][0], h);
+            B[2 * t + 8 + h][g] = emu_h(w.b[l][1], h);
+        }
+    }
+    const int g = emu_lane / 4, t = emu_lane % 4;
+    float d[4];
+    for (int e = 0; e < 4; ++e) {
+        const int row = g + (e >= 2 ? 8 : 0), col = 2 * t + (e & 1);
+        float s = w.cf[emu_lane][e];
+        for (int k = 0; k < 16; ++k) s += A[row][k] * B[k][col];
+        d[e] = s;
+    }
+    w.bar.arrive_and_wait();
+    for (int e = 0; e < 4; ++e) c[e] = d[e];
+}
+
+// mma.sync.aligned.m16n8k32.row.col.s32.{s8,u8}.{s8,u8}.s32
+template <bool A_SIGNED, bool B_SIGNED>
+inline void emu_mma_i8(int (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    EmuWarp& w = (*emu_block.warps)[emu_warp];
+    for (int i = 0; i < 4; ++i) w.a[emu_lane][i] = a[i], w.ci[emu_lane][i] = c[i];
+    w.b[emu_lane][0] = b0, w.b[emu_lane][1] = b1;
+    w.bar.arrive_and_wait();
+    auto byte = [](unsigned word, int j, bool sgn) {
+        const unsigned v = (word >> (8 * j)) & 0xffu;
+        return sgn ? (int)(signed char)v : (int)v;
+    };
+    int A[16][32], B[32][8];
+    for (int l = 0; l < 32; ++l) {
+        const int g = l / 4, t = l % 4;
+        for (int j = 0; j < 4; ++j) {
+            A[g][4 * t + j] = byte(w.a[l][0], j, A_SIGNED);
+            A[g + 8][4 * t + j] = byte(w.a[l][1], j, A_SIGNED);
+            A[g][16 + 4 * t + j] = byte(w.a[l][2], j, A_SIGNED);
+            A[g + 8][16 + 4 * t + j] = byte(w.a[l][3], j, A_SIGNED);
+            B[4 * t + j][g] = byte(w.b[l][0], j, B_SIGNED);
+            B[16 + 4 * t + j][g] = byte(w.b[l][1], j, B_SIGNED);
+        }
+    }
+    const int g = emu_lane / 4, t = emu_lane % 4;
+    int d[4];
+    for (int e = 0; e < 4; ++e) {
+        const int row = g + (e >= 2 ? 8 : 0), col = 2 * t + (e & 1);
+        int s = w.ci[emu_lane][e];
+        for (int k = 0; k < 32; ++k) s += A[row][k] * B[k][col];
+        d[e] = s;
+    }
+    w.bar.arrive_and_wait();
+    for (int e = 0; e < 4; ++e) c[e] = d[e];
+}
+
+// __shfl_xor_sync on floats: every lane of the warp takes part (the kernels here call it so)
+inline float __shfl_xor_sync(unsigned, float v, int mask) {
+    EmuWarp& w = (*emu_block.warps)[emu_warp];
+    w.sf[emu_lane] = v;
+    w.bar.arrive_and_wait();
+    const float r = w.sf[emu_lane ^ mask];
+    w.bar.arrive_and_wait();
+    return r;
+}
+
+// run `kernel` over the grid: blocks one after another, each as blockDim.x threads
+void emu_launch(dim3 grid, dim3 block, const std::function<void()>& kernel);
