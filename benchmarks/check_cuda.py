@@ -582,6 +582,14 @@ def conv_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
             check_conv(dev, rng, "3x3 tc pipe many tiles", (18, 64, 24, 40), 72, 3, padding=1, params=tc2, **c)
             check_conv(dev, rng, "3x3 tc pipe misaligned", (2, 16, 10, 11), 16, 3, padding=1, offset=4, params=tc2,
                        **c)
+            # CONV_TC=3 (float16 NHWC, weights streamed 32 channels at a time; else as CONV_TC=2): C_in over
+            # 64 and not a multiple of 32, 8 chunks and 3 output-channel tiles, C_in below 32
+            tc3 = {"CONV_TC": 3}
+            check_conv(dev, rng, "3x3 tc wide 72->70", (2, 72, 9, 16), 70, 3, padding=1, params=tc3, **c)
+            check_conv(dev, rng, "3x3 tc wide 136->64 asym", (1, 136, 10, 35), 64, 3, padding=(0, 2, 1, 0),
+                       params=tc3, **c)
+            check_conv(dev, rng, "3x3 tc wide 256->130", (2, 256, 12, 33), 130, 3, padding=1, params=tc3, **c)
+            check_conv(dev, rng, "3x3 tc wide 24->8", (2, 24, 7, 9), 8, 3, padding=1, bias=False, params=tc3, **c)
             # NCHW: widths that are multiples of 8 (C_in any), padding 3 (the rows' column shift 5)
             check_conv(dev, rng, "3x3 tc pipe 20->70 w40", (3, 20, 13, 40), 70, 3, padding=1, params=tc2, **c)
             check_conv(dev, rng, "3x3 tc pipe pad3", (2, 24, 11, 16), 32, 3, padding=3, params=tc2, **c)
@@ -937,6 +945,7 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
             check_conv(dev, rng, "one 3x3 simt", (1, 16, 9, 35), 70, 3, padding=1, params={"CONV_TC": 0}, **c)
             check_conv(dev, rng, "one 3x3 tc pipe", (2, 24, 9, 35), 70, 3, padding=1, params={"CONV_TC": 2}, **c)
             check_conv(dev, rng, "one 3x3 tc pipe w16", (2, 20, 9, 16), 70, 3, padding=1, params={"CONV_TC": 2}, **c)
+            check_conv(dev, rng, "one 3x3 tc wide", (1, 72, 9, 16), 70, 3, padding=1, params={"CONV_TC": 3}, **c)
             check_conv(dev, rng, "one dw k3s1", (2, 16, 10, 11), 16, 3, padding=1, groups=16, **c)
             check_conv(dev, rng, "one dw k3s1 C24", (1, 24, 7, 9), 24, 3, padding=1, groups=24, **c)
             for reg in ({"DW_ROWS": 2}, {"DW_ROWS": 4}, {"DW_COLS": 2}, {"DW_COLS": 4}, {"DW_COLS": 8},

@@ -17,6 +17,11 @@
 //       cores (mma.sync m16n8k16, m16n8k8 on sm_75): persistent blocks keep all weights of
 //       64 output channels in shared memory and stream 4 x 32 pixel tiles (ldmatrix
 //       reads the 3x3 shifted views of one input tile, XOR-swizzled: no bank conflicts)
+//   conv2d_k3_tc_pipe(x, w, bias, y, N, CI, IH, IW, CO, OH, OW, PT, PL, tiles_h, tiles_w)
+//       float16 dense 3x3, C_in <= 64, pipelined (CONV_TC=2; see there)
+//   conv2d_tc_wprep(w, wp, CI, CO, nchunk, total) + conv2d_k3_tc_wide(x, wp, bias, y, N, CI, IH, IW,
+//       CO, OH, OW, PT, PL, tiles_h, tiles_w, nchunk): float16 NHWC dense 3x3, any C_in % 8 == 0,
+//       weights streamed 32 channels at a time (CONV_TC=3; see there)
 //   conv2d_dw_rows{2,4}_k3s1, conv2d_dw_cols{2,4,8}_k3s1, conv2d_dw_cols{2,4}r{4,8}_k3s1
 //       (x, w, bias, y, DwRegParams) depthwise 3x3 stride 1 from registers (see there)
 #include "hal_window.cuh"
@@ -545,9 +550,10 @@ extern "C" __global__ void __launch_bounds__(256, 2)
 namespace tcp {
 constexpr int TR = 8, TCOL = 32, TCO = 64, IROWS = TR + 2, ICOLS = TCOL + 2, NPIX = IROWS * ICOLS;
 constexpr int W_HALVES = 9 * TCO * 64, IN_HALVES = NPIX * 64;
-constexpr int SCOLS = 48;                           // NCHW staging: 6 aligned 16-byte chunks per row
-constexpr int STAGE_HALVES = 64 * IROWS * SCOLS;    // NCHW staging: [ci][row][column]
-constexpr int NCHW_CO_STRIDE = TCOL + 8;            // NCHW output staging row: 80 bytes, no bank conflicts
+#if !LAYOUT_NHWC
+constexpr int SCOLS = 48;                 // NCHW staging [ci][row][column]: 6 aligned 16-byte chunks per row
+constexpr int NCHW_CO_STRIDE = TCOL + 8;  // NCHW output staging row: 80 bytes, no bank conflicts
+#endif
 }  // namespace tcp
 
 extern "C" __global__ void __launch_bounds__(256, 1)
@@ -653,7 +659,9 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     const int b_row = (lane & 7) + (lane >> 4) * 8;
     const unsigned w_u = smem_u32(s_w);
 
+#if LAYOUT_NHWC
     int buf = 0;
+#endif
     for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
         cp_async_wait<0>();
         __syncthreads();  // tile t has landed; every warp is done with the previous tile's buffers
@@ -798,6 +806,190 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     }
     cp_async_wait<0>();  // nothing left in flight when the block exits
 }
+
+// ---------------------------------------------------------------------------------
+// dense 3x3 float16 NHWC on tensor cores for any C_in % 8 == 0 (CONV_TC=3; written for
+// C_in > 64, which conv2d_k3_tc_pipe cannot hold): the weights no longer fit shared memory,
+// so they stream with the input, 32 input channels at a time. conv2d_tc_wprep first lays
+// the weights out as the stages read them ([co tile][chunk][tap][64 co][32 ci], zero past
+// C_in and C_out: one contiguous 36,864-byte run per stage); conv2d_k3_tc_wide then walks
+// (tile, chunk) stages, each an 8 x 32-pixel patch of 32 channels plus that run, the next
+// stage's cp.async copies in flight under the current one's mma.sync (two stage buffers of
+// 64-byte rows, swizzled as qconv2d_k3_tc's). A warp owns one output row of the tile (32 pixels
+// x 64 channels), the accumulators persist over a tile's chunks, and the results leave
+// through the consumed stage buffer as conv2d_k3_tc_pipe's do. 117,248 bytes of shared memory.
+// ---------------------------------------------------------------------------------
+namespace tcw {
+constexpr int TCO = 64, KC = 32;
+#if LAYOUT_NHWC
+constexpr int W_HALVES = 9 * TCO * KC;  // one stage's weights
+constexpr int TR = 8, TCOL = 32, IROWS = TR + 2, ICOLS = TCOL + 2, NPIX = IROWS * ICOLS;
+constexpr int IN_BYTES = NPIX * 64, W_BYTES = 9 * TCO * 64, STAGE_BYTES = IN_BYTES + W_BYTES;
+#endif
+}  // namespace tcw
+
+// a 64-byte row's 16-byte chunk, XOR-swizzled by (row / 2) % 4: the 8 consecutive rows an
+// ldmatrix reads fall in 8 different bank groups
+__device__ __forceinline__ int tcw_at(int row, int chunk) { return row * 64 + ((chunk ^ ((row >> 1) & 3)) << 4); }
+
+// weights [co][ci][3][3] -> wp[co tile][chunk][tap][64 co][32 ci] (zero past C_in / C_out)
+extern "C" __global__ void __launch_bounds__(256)
+    conv2d_tc_wprep(const __half* __restrict__ w, __half* __restrict__ wp, int CI, int CO, int nchunk, int total) {
+    using namespace tcw;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+        const int cil = i % KC, rest = i / KC;
+        const int col = rest % TCO, rest2 = rest / TCO;
+        const int tap = rest2 % 9, rest3 = rest2 / 9;
+        const int chunk = rest3 % nchunk, ct = rest3 / nchunk;
+        const int co = ct * TCO + col, ci = chunk * KC + cil;
+        wp[i] = (co < CO && ci < CI) ? w[((long long)co * CI + ci) * 9 + tap] : __float2half(0.0f);
+    }
+}
+
+#if LAYOUT_NHWC
+extern "C" __global__ void __launch_bounds__(256, 1)
+    conv2d_k3_tc_wide(const __half* __restrict__ x, const __half* __restrict__ wp, const float* __restrict__ bias,
+                      __half* __restrict__ y, int N, int CI, int IH, int IW, int CO, int OH, int OW, int PT, int PL,
+                      int tiles_h, int tiles_w, int nchunk) {
+    using namespace tcw;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int co0 = blockIdx.y * TCO;
+    const int ntiles = N * tiles_h * tiles_w;
+    const __half* wpb = wp + (long long)blockIdx.y * nchunk * W_HALVES;
+
+    // stage s = (tile blockIdx.x + (s / nchunk) * gridDim.x, chunk s % nchunk) into buffer `buf`:
+    // the patch's 32 channels (thread -> 16-byte chunk tid & 3 of pixels tid / 4, + 64, ...,
+    // zero outside) and the chunk's weights (contiguous, 9 x 16 bytes a thread)
+    auto load_stage = [&](int t, int chunk, int buf) {
+        unsigned char* s_in = smem_raw + buf * STAGE_BYTES;
+        unsigned char* s_w = s_in + IN_BYTES;
+        const int twi = t % tiles_w, rest = t / tiles_w;
+        const int thi = rest % tiles_h, n = rest / tiles_h;
+        const int ih0 = thi * TR - PT, iw0 = twi * TCOL - PL;
+        const int c16 = tid & 3, ci = chunk * KC + c16 * 8;
+        int pix = tid >> 2, r = pix / ICOLS, c = pix - r * ICOLS;
+        for (; pix < NPIX; pix += 64) {
+            const int ih = ih0 + r, iw = iw0 + c;
+            const bool valid = ci < CI && (unsigned)ih < (unsigned)IH && (unsigned)iw < (unsigned)IW;
+            const __half* src = valid ? x + (((long long)n * IH + ih) * IW + iw) * CI + ci : x;
+            cp_async16_zfill(s_in + tcw_at(pix, c16), src, valid);
+            c += 64;
+            while (c >= ICOLS) {
+                c -= ICOLS;
+                ++r;
+            }
+        }
+        const __half* wc = wpb + (long long)chunk * W_HALVES;
+        for (int f = tid; f < W_HALVES / 8; f += blockDim.x)  // row f / 4 = tap * 64 + co, chunk f % 4
+            cp_async16(s_w + tcw_at(f >> 2, f & 3), wc + f * 8);
+    };
+
+    float bv[8][2];
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const int co = co0 + nt * 8 + (lane & 3) * 2 + e;
+            bv[nt][e] = (bias && co < CO) ? bias[co] : 0.0f;
+        }
+    const bool vec_out = (CO % 8 == 0) && aligned16(y);
+    const int pr = (lane & 7) + ((lane >> 3) & 1) * 8, a_half = lane >> 4, b_half = (lane >> 3) & 1;
+    const int b_row = (lane & 7) + (lane >> 4) * 8;
+
+    if ((int)blockIdx.x < ntiles) load_stage(blockIdx.x, 0, 0);
+    cp_async_commit();
+    float acc[2][8][4];
+    int buf = 0;
+    for (int s = 0;; ++s) {
+        const int t = blockIdx.x + (s / nchunk) * gridDim.x, chunk = s % nchunk;
+        if (t >= ntiles) break;
+        cp_async_wait<0>();
+        __syncthreads();  // stage s has landed; every warp is done with the other buffer
+        {
+            const int tn = blockIdx.x + ((s + 1) / nchunk) * gridDim.x;
+            if (tn < ntiles) load_stage(tn, (s + 1) % nchunk, buf ^ 1);
+            cp_async_commit();
+        }
+        unsigned char* s_in = smem_raw + buf * STAGE_BYTES;
+        const unsigned in_u = smem_u32(s_in), w_u = in_u + IN_BYTES;
+        if (chunk == 0) {
+#pragma unroll
+            for (int a = 0; a < 2; ++a)
+#pragma unroll
+                for (int b = 0; b < 8; ++b)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) acc[a][b][e] = 0.0f;
+        }
+        const int p0 = warp * ICOLS + pr;
+#pragma unroll
+        for (int tap = 0; tap < 9; ++tap) {
+            const int kh = tap / 3, kw = tap % 3;
+            int pa[2];
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt) pa[mt] = p0 + kh * ICOLS + mt * 16 + kw;
+#pragma unroll
+            for (int kc = 0; kc < 2; ++kc) {  // 16 channels per k step
+                unsigned af[2][4], bf[8][2];
+#pragma unroll
+                for (int mt = 0; mt < 2; ++mt)
+                    ldsm_x4(in_u + tcw_at(pa[mt], kc * 2 + a_half), af[mt][0], af[mt][1], af[mt][2], af[mt][3]);
+#pragma unroll
+                for (int np = 0; np < 4; ++np)
+                    ldsm_x4(w_u + tcw_at(tap * TCO + np * 16 + b_row, kc * 2 + b_half), bf[2 * np][0], bf[2 * np][1],
+                            bf[2 * np + 1][0], bf[2 * np + 1][1]);
+#pragma unroll
+                for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+                    for (int nt = 0; nt < 8; ++nt) mma16816(acc[mt][nt], af[mt], bf[nt][0], bf[nt][1]);
+            }
+        }
+        if (chunk == nchunk - 1) {
+            __syncthreads();  // every warp is done reading the buffer: it becomes the output staging area
+            const int twi = t % tiles_w, rest = t / tiles_w;
+            const int thi = rest % tiles_h, n = rest / tiles_h;
+            const int oh = thi * TR + warp, ow0 = twi * TCOL;
+            // the warp's 32 x 64 results in its 4 KB: [pixel][16-byte chunk ^ pixel & 7]
+            __half* stage = reinterpret_cast<__half*>(s_in) + warp * (TCOL * 64);
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+                for (int hsel = 0; hsel < 2; ++hsel) {
+                    const int px = mt * 16 + (lane >> 2) + hsel * 8;
+#pragma unroll
+                    for (int nt = 0; nt < 8; ++nt) {
+                        const __half2 v = __floats2half2_rn(out_act(acc[mt][nt][hsel * 2] + bv[nt][0]),
+                                                            out_act(acc[mt][nt][hsel * 2 + 1] + bv[nt][1]));
+                        *reinterpret_cast<__half2*>(stage + px * 64 + ((nt ^ (px & 7)) << 3) + (lane & 3) * 2) = v;
+                    }
+                }
+            __syncwarp();
+            if (oh < OH) {
+                __half* yrow = y + ((long long)n * OH + oh) * OW * CO;
+#pragma unroll
+                for (int it = 0; it < 8; ++it) {
+                    const int i = it * 32 + lane, px = i >> 3, ch = i & 7;
+                    const int ow = ow0 + px, co = co0 + ch * 8;
+                    if (ow >= OW || co >= CO) continue;
+                    const uint4 u = *reinterpret_cast<const uint4*>(stage + px * 64 + ((ch ^ (px & 7)) << 3));
+                    __half* yp = yrow + (long long)ow * CO + co;
+                    if (vec_out && co + 8 <= CO) {
+                        *reinterpret_cast<uint4*>(yp) = u;
+                    } else {
+                        const __half* h = reinterpret_cast<const __half*>(&u);
+#pragma unroll
+                        for (int j = 0; j < 8; ++j)
+                            if (co + j < CO) yp[j] = h[j];
+                    }
+                }
+            }
+        }
+        buf ^= 1;
+    }
+    cp_async_wait<0>();  // nothing left in flight when the block exits
+}
+#endif
+// end of the tensor-core section
 #endif
 
 

@@ -413,3 +413,36 @@ def test_cuda_quantized_conv_plans_tensor_cores_without_a_gpu():
         for fallback in (dict(ci=24), dict(ci=80), dict(stride=2), dict(groups=2), dict(x=odd)):
             assert plan(layout, **fallback).kernel in ("qconv2d", "qconv2d_co4"), fallback
     assert plan("NCHW", w=40).kernel == "qconv2d_co4"  # NCHW rows are staged in 16-byte chunks: W % 16 == 0
+
+
+def test_cuda_streamed_weight_tensor_core_conv_plans_without_a_gpu():
+    """Without a GPU: CONV_TC=3 plans two launches for float16 NHWC 3x3 stride-1 convs with C_in % 8
+    == 0 (any C_in): ``conv2d_tc_wprep`` (the weights into the stages' layout, a workspace of
+    ``tc_wide_weight_halves`` elements) then ``conv2d_k3_tc_wide`` (one block per multiprocessor
+    split over the 64-channel output tiles, 32-channel chunks); NCHW or C_in % 8 != 0 go as CONV_TC=2."""
+    import numpy as np
+
+    from hal import spec as S
+    from hal.backends.cuda import _TC_WIDE_SMEM, CudaBuffer, tc_wide_weight_halves
+
+    be, _ = _h200_without_gpu()
+    plans: list[object] = []
+    be._run = lambda plan, buffers: plans.append((plan, buffers))
+    buf = CudaBuffer(0x10000, 1 << 30, None)
+
+    def plan(layout="NHWC", ci=256, co=256):
+        sp = S.conv2d_spec(S.TensorGeometry(32, ci, 28, 28, layout, np.dtype(np.float16)), (co, ci, 3, 3), False,
+                           None, 1, 1, 1, 1)
+        be.conv2d(sp, buf, buf, None, buf, {"CONV_TC": 3})
+        return plans[-1]
+
+    (prep, wide), buffers = plan()
+    assert tc_wide_weight_halves(256, 256) == 4 * 8 * 9 * 64 * 32
+    assert prep.kernel == "conv2d_tc_wprep" and prep.args == ("w", "wp", 256, 256, 8, 4 * 8 * 9 * 64 * 32)
+    assert wide.kernel == "conv2d_k3_tc_wide" and wide.shared == _TC_WIDE_SMEM <= 232448
+    assert wide.grid == (33, 4, 1) and wide.args[4:] == (32, 256, 28, 28, 256, 28, 28, 1, 1, 4, 1, 8)
+    assert buffers["wp"].nbytes >= 2 * tc_wide_weight_halves(256, 256)
+    (only,), _ = plan(ci=64, co=64, layout="NCHW")
+    assert only.kernel == "conv2d_k3_tc"  # as CONV_TC=2: the pipelined kernel's NCHW rows need W % 8 == 0 (28)
+    (only,), _ = plan(ci=12, co=64)
+    assert only.kernel == "conv2d_k3_tc"

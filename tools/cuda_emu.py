@@ -44,7 +44,7 @@ def h200_backend() -> Any:
     """A CudaBackend that plans as on an H200 (sm_90, 132 SMs, 227 KiB of shared memory a block),
     without a GPU; its launches are recorded, not made."""
     from hal.backends.base import Backend
-    from hal.backends.cuda import CudaBackend
+    from hal.backends.cuda import CudaBackend, CudaBuffer
     from hal.device import DeviceInfo
 
     info = DeviceInfo("cuda", 0, "NVIDIA H200", "nvidia", "sm_90", "sm_90", 132, 1024, 232448, 140 << 30, True, 32,
@@ -54,6 +54,7 @@ def h200_backend() -> Any:
     Backend.__init__(be, info)
     be.force_generic, be._cc, be._arch, be._sms, be._smem_default = False, (9, 0), "sm_90", 132, 48 * 1024
     be._lock, be._workspace = threading.RLock(), {}
+    be._workspace_buffer = lambda name, nbytes: CudaBuffer(0x100000, nbytes, None)
     return be
 
 
@@ -83,8 +84,7 @@ def kernel_source(file: str) -> str:
     text = (KERNELS / file).read_text()
     if file == "conv2d.cu":
         start = text.index("namespace tc {")
-        end_marker = "    cp_async_wait<0>();  // nothing left in flight when the block exits\n}\n"
-        end = text.index(end_marker, text.index("conv2d_k3_tc_pipe(")) + len(end_marker)
+        end = text.index("// end of the tensor-core section")
         text = '#include "hal_prelude.cuh"\n' + text[start:end]
         text = _replace_body(text, "ldsm_x4", "emu_ldsm_x4(addr, r0, r1, r2, r3);")
         text = _replace_body(text, "mma16816", "emu_mma_f16(c, a, b0, b1);")
@@ -172,33 +172,30 @@ class Launched:
 
 
 def run_plan(be: Any, call: Any, buffers: dict[str, np.ndarray | None], outputs: set[str], work: Path) -> Launched:
-    """Plan one op on `be` (its `_run` captured), then run that launch in the emulator with
-    `buffers` (by the launch's buffer names); return the output arrays read back."""
+    """Plan one op on `be` (its `_run` captured), then run the plan's launches in order in the
+    emulator with `buffers` (by the launches' buffer names; a workspace the backend would add
+    is given here as a zero array); return the output arrays read back and the last kernel."""
     plans: list[Any] = []
     be._run = lambda plan, bufs: plans.append(plan)
     call()
-    (launch,) = plans[-1]
-    if launch.shared > 256 * 1024:
-        raise ValueError(f"{launch.kernel}: {launch.shared} bytes of shared memory (the emulator has 256 KiB)")
-    exe = build(launch.file, dict(launch.defines), launch.kernel, launch.fmt, work)
-    argv = [str(exe), *map(str, launch.grid), *map(str, launch.block)]
     paths: dict[str, Path] = {}
-    for a, f in zip(launch.args, launch.fmt, strict=True):
-        if f == "P":
-            arr = buffers.get(a)
-            if arr is None:
-                argv.append("-")
-                continue
-            path = work / f"buf_{a}.bin"
-            raw = np.ascontiguousarray(arr).tobytes() + bytes([0x5A]) * GUARD
-            path.write_bytes(raw)
-            paths[a] = path
-            argv.append(str(path))
-        else:
-            argv.append(str(int(a)))
-    res = subprocess.run(argv, capture_output=True, text=True, timeout=900)
-    if res.returncode:
-        raise RuntimeError(f"{launch.kernel}: the emulator exited with {res.returncode}: {res.stderr[-2000:]}")
+    for name, arr in buffers.items():
+        if arr is not None:
+            paths[name] = work / f"buf_{name}.bin"
+            paths[name].write_bytes(np.ascontiguousarray(arr).tobytes() + bytes([0x5A]) * GUARD)
+    for launch in plans[-1]:
+        if launch.shared > 256 * 1024:
+            raise ValueError(f"{launch.kernel}: {launch.shared} bytes of shared memory (the emulator has 256 KiB)")
+        exe = build(launch.file, dict(launch.defines), launch.kernel, launch.fmt, work)
+        argv = [str(exe), *map(str, launch.grid), *map(str, launch.block)]
+        for a, f in zip(launch.args, launch.fmt, strict=True):
+            if f == "P":
+                argv.append(str(paths[a]) if a in paths else "-")
+            else:
+                argv.append(str(int(a)))
+        res = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+        if res.returncode:
+            raise RuntimeError(f"{launch.kernel}: the emulator exited with {res.returncode}: {res.stderr[-2000:]}")
     out = {}
     for name in outputs:
         arr = buffers[name]
@@ -207,7 +204,7 @@ def run_plan(be: Any, call: Any, buffers: dict[str, np.ndarray | None], outputs:
         if raw[len(raw) - GUARD:] != bytes([0x5A]) * GUARD:
             raise RuntimeError(f"{launch.kernel}: wrote past the end of {name}")
         out[name] = np.frombuffer(raw[:len(raw) - GUARD], arr.dtype).reshape(arr.shape)
-    return Launched(launch.kernel, out)
+    return Launched(plans[-1][-1].kernel, out)
 
 
 def _aligned_buffer() -> Any:
@@ -239,11 +236,14 @@ def check_conv(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, 
     want = ref.conv2d_from_spec(sp, x.astype(np.float64), w.astype(np.float64), b)
     scale = ref.conv2d_from_spec(sp, np.abs(x.astype(np.float64)), np.abs(w.astype(np.float64)),
                                  None if b is None else np.abs(b))
+    from hal.backends.cuda import tc_wide_weight_halves
+
     n, c, oh, ow = sp.out_shape
     y = np.full((n, oh, ow, c) if layout == "NHWC" else (n, c, oh, ow), np.nan, np.float16)
+    wp = np.full(tc_wide_weight_halves(shape[1], cout), np.nan, np.float16)  # the wide kernels' workspace
     dummy = _aligned_buffer()
     r = run_plan(be, lambda: be.conv2d(sp, dummy, dummy, dummy if bias else None, dummy, params),
-                 {"x": _phys(x, layout), "w": w, "b": b, "y": y}, {"y"}, work)
+                 {"x": _phys(x, layout), "w": w, "b": b, "y": y, "wp": wp}, {"y"}, work)
     got = _logical(r.outputs["y"], layout).astype(np.float64)
     err = np.abs(got - want) / (scale + np.abs(want) + 1e-30)
     ok = bool(np.isfinite(got).all() and (err <= 1.5e-3).all())
@@ -294,6 +294,13 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
     """(name, kind, arguments): float16 tensor-core convs of both kernels and layouts, and the
     int8 convs (tensor cores where they apply, the CUDA-core kernels elsewhere)."""
     out: list[tuple[str, str, dict[str, Any]]] = []
+    out.append(("conv tc3 wide 72->70 NHWC", "conv",
+                dict(shape=(2, 72, 9, 16), cout=70, layout="NHWC", padding=1, params={"CONV_TC": 3})))
+    if not quick:
+        out.append(("conv tc3 wide 136->64 asym NHWC", "conv", dict(shape=(1, 136, 10, 35), cout=64, layout="NHWC",
+                                                                    padding=(0, 2, 1, 0), params={"CONV_TC": 3})))
+        out.append(("conv tc3 wide 24->8 NHWC", "conv",
+                    dict(shape=(2, 24, 7, 9), cout=8, layout="NHWC", padding=1, params={"CONV_TC": 3}, bias=False)))
     for layout in ("NHWC", "NCHW"):
         for tc in (2, 1):
             out.append((f"conv tc{tc} 24->70 {layout}", "conv",
