@@ -590,6 +590,8 @@ def conv_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
                        params=tc3, **c)
             check_conv(dev, rng, "3x3 tc wide 256->130", (2, 256, 12, 33), 130, 3, padding=1, params=tc3, **c)
             check_conv(dev, rng, "3x3 tc wide 24->8", (2, 24, 7, 9), 8, 3, padding=1, bias=False, params=tc3, **c)
+            check_conv(dev, rng, "1x1 tc wide 264->130", (2, 264, 9, 40), 130, 1, params=tc3, **c)
+            check_conv(dev, rng, "1x1 tc wide pad1", (1, 16, 5, 7), 24, 1, padding=1, params=tc3, **c)
             # NCHW: widths that are multiples of 8 (C_in any), padding 3 (the rows' column shift 5)
             check_conv(dev, rng, "3x3 tc pipe 20->70 w40", (3, 20, 13, 40), 70, 3, padding=1, params=tc2, **c)
             check_conv(dev, rng, "3x3 tc pipe pad3", (2, 24, 11, 16), 32, 3, padding=3, params=tc2, **c)

@@ -146,14 +146,14 @@ def setup_adaptive(torch: Any, F: Any, be: CudaBackend, case: Case) -> tuple[Any
 
 
 def setup_conv(torch: Any, F: Any, be: CudaBackend, case: Case) -> tuple[Any, Any, Any]:
-    """dense, grouped and depthwise 3x3 convolution (no bias, TF32 off)."""
-    shape, cout, groups = case.key["shape"], case.key["cout"], case.key["groups"]
+    """dense, grouped and depthwise 3x3 (or key "k" x k, "same" padding) convolution (no bias, TF32 off)."""
+    shape, cout, groups, k = case.key["shape"], case.key["cout"], case.key["groups"], case.key.get("k", 3)
     dt = tdt(torch, case.dtype)
-    wshape = (cout, shape[1] // groups, 3, 3)
-    sp = S.conv2d_spec(geom(shape, case.layout, case.dtype), wshape, False, None, 1, 1, 1, groups)
+    wshape = (cout, shape[1] // groups, k, k)
+    sp = S.conv2d_spec(geom(shape, case.layout, case.dtype), wshape, False, None, 1, k // 2, 1, groups)
     n = nsets_for(case.nbytes)
     xs = [fmt_tensor(torch, torch.randn(*shape, device="cuda", dtype=dt), case.layout) for _ in range(n)]
-    w = (torch.randn(*wshape, device="cuda", dtype=torch.float32) / math.sqrt(wshape[1] * 9)).to(dt).contiguous()
+    w = (torch.randn(*wshape, device="cuda", dtype=torch.float32) / math.sqrt(wshape[1] * k * k)).to(dt).contiguous()
     wt = fmt_tensor(torch, w, case.layout)  # PyTorch's preferred weight format for the layout
     ys = [fmt_tensor(torch, torch.empty(sp.out_shape, device="cuda", dtype=dt), case.layout) for _ in range(n)]
     xw, yw, ww = [wrap(be, x) for x in xs], [wrap(be, y) for y in ys], wrap(be, w)
@@ -162,7 +162,7 @@ def setup_conv(torch: Any, F: Any, be: CudaBackend, case: Case) -> tuple[Any, An
         be.conv2d(sp, xw[i % n], ww, None, yw[i % n], params)
 
     def ref(i: int) -> Any:
-        return F.conv2d(xs[i % n], wt, padding=1, groups=groups)
+        return F.conv2d(xs[i % n], wt, padding=k // 2, groups=groups)
 
     def check(params: dict[str, int]) -> tuple[bool, str]:
         ys[0].fill_(float("nan"))
@@ -376,6 +376,10 @@ def build_cases(quick: bool) -> list[Case]:
                 cases.append(Case("conv3x3 256->256 32x28x28 nhwc", "conv2d", dtype, layout,
                                   (2 * x28 + 256 * 256 * 9) * es, 2 * 32 * 256 * 256 * 9 * 28 * 28,
                                   {"shape": (32, 256, 28, 28), "cout": 256, "groups": 1}, [{}, {"CONV_TC": 3}]))
+                x56 = 32 * 256 * 56 * 56  # 1x1 256->64, a ResNet bottleneck: the generic kernel or CONV_TC=3
+                cases.append(Case("conv1x1 256->64 32x56x56 nhwc", "conv2d", dtype, layout,
+                                  (x56 + x56 // 4 + 256 * 64) * es, 2 * 32 * 256 * 64 * 56 * 56,
+                                  {"shape": (32, 256, 56, 56), "cout": 64, "groups": 1, "k": 1}, [{}, {"CONV_TC": 3}]))
             cases.append(Case(f"conv3x3 g8 256x64x32x32 {layout.lower()}", "conv2d", dtype, layout, 2 * x * es,
                               2 * 256 * 64 * 8 * 9 * 32 * 32, {"shape": (256, 64, 32, 32), "cout": 64, "groups": 8},
                               [{}]))
@@ -459,8 +463,9 @@ def table_key(case: Case) -> dict[str, Any]:
     elif case.family == "adaptive_pool2d":
         key.update(kind="avg", out_h=1, out_w=1, c=b(c), h=b(h), w=b(w))
     elif case.family == "conv2d":
-        g = case.key["groups"]
-        key.update(kernel="3x3", stride="1x1", groups="dense" if g == 1 else ("depthwise" if g == c else "grouped"),
+        g, kk = case.key["groups"], case.key.get("k", 3)
+        key.update(kernel=f"{kk}x{kk}", stride="1x1",
+                   groups="dense" if g == 1 else ("depthwise" if g == c else "grouped"),
                    c=b(c), k=b(case.key["cout"]), h=b(h), w=b(w))
     else:
         key.update(mode=case.key["mode"], c=b(c), h=b(h), w=b(w))

@@ -19,9 +19,9 @@
 //       reads the 3x3 shifted views of one input tile, XOR-swizzled: no bank conflicts)
 //   conv2d_k3_tc_pipe(x, w, bias, y, N, CI, IH, IW, CO, OH, OW, PT, PL, tiles_h, tiles_w)
 //       float16 dense 3x3, C_in <= 64, pipelined (CONV_TC=2; see there)
-//   conv2d_tc_wprep(w, wp, CI, CO, nchunk, total) + conv2d_k3_tc_wide(x, wp, bias, y, N, CI, IH, IW,
-//       CO, OH, OW, PT, PL, tiles_h, tiles_w, nchunk): float16 NHWC dense 3x3, any C_in % 8 == 0,
-//       weights streamed 32 channels at a time (CONV_TC=3; see there)
+//   conv2d_tc_wprep(w, wp, CI, CO, taps, nchunk, total) + conv2d_k{3,1}_tc_wide(x, wp, bias, y, N,
+//       CI, IH, IW, CO, OH, OW, PT, PL, tiles_h, tiles_w, nchunk): float16 NHWC dense 3x3 / 1x1,
+//       stride 1, any C_in % 8 == 0, weights streamed 32 channels at a time (CONV_TC=3; see there)
 //   conv2d_dw_rows{2,4}_k3s1, conv2d_dw_cols{2,4,8}_k3s1, conv2d_dw_cols{2,4}r{4,8}_k3s1
 //       (x, w, bias, y, DwRegParams) depthwise 3x3 stride 1 from registers (see there)
 #include "hal_window.cuh"
@@ -808,51 +808,60 @@ extern "C" __global__ void __launch_bounds__(256, 1)
 }
 
 // ---------------------------------------------------------------------------------
-// dense 3x3 float16 NHWC on tensor cores for any C_in % 8 == 0 (CONV_TC=3; written for
-// C_in > 64, which conv2d_k3_tc_pipe cannot hold): the weights no longer fit shared memory,
-// so they stream with the input, 32 input channels at a time. conv2d_tc_wprep first lays
-// the weights out as the stages read them ([co tile][chunk][tap][64 co][32 ci], zero past
-// C_in and C_out: one contiguous 36,864-byte run per stage); conv2d_k3_tc_wide then walks
-// (tile, chunk) stages, each an 8 x 32-pixel patch of 32 channels plus that run, the next
-// stage's cp.async copies in flight under the current one's mma.sync (two stage buffers of
-// 64-byte rows, swizzled as qconv2d_k3_tc's). A warp owns one output row of the tile (32 pixels
-// x 64 channels), the accumulators persist over a tile's chunks, and the results leave
-// through the consumed stage buffer as conv2d_k3_tc_pipe's do. 117,248 bytes of shared memory.
+// dense 3x3 and 1x1 float16 NHWC on tensor cores for any C_in % 8 == 0 (CONV_TC=3; written
+// for C_in > 64, which conv2d_k3_tc_pipe cannot hold): the weights no longer fit shared
+// memory, so they stream with the input, 32 input channels at a time. conv2d_tc_wprep first
+// lays the weights out as the stages read them ([co tile][chunk][tap][64 co][32 ci], zero past
+// C_in and C_out: one contiguous run per stage, 36,864 bytes for 3x3); conv2d_k{3,1}_tc_wide
+// then walk (tile, chunk) stages, each an 8 x 32-pixel patch (plus its halo for 3x3) of 32
+// channels plus that run, the next stage's cp.async copies in flight under the current one's
+// mma.sync (two stage buffers of 64-byte rows, swizzled as qconv2d_k3_tc's). A warp owns one
+// output row of the tile (32 pixels x 64 channels), the accumulators persist over a tile's
+// chunks, and the results leave through the consumed stage buffer as conv2d_k3_tc_pipe's do.
+// Shared memory tcw::Geo<K>::SMEM: 117,248 bytes (3x3), 65,536 (1x1).
 // ---------------------------------------------------------------------------------
 namespace tcw {
-constexpr int TCO = 64, KC = 32;
-#if LAYOUT_NHWC
-constexpr int W_HALVES = 9 * TCO * KC;  // one stage's weights
-constexpr int TR = 8, TCOL = 32, IROWS = TR + 2, ICOLS = TCOL + 2, NPIX = IROWS * ICOLS;
-constexpr int IN_BYTES = NPIX * 64, W_BYTES = 9 * TCO * 64, STAGE_BYTES = IN_BYTES + W_BYTES;
-#endif
+constexpr int TCO = 64, KC = 32, TR = 8, TCOL = 32;
+template <int K>  // K x K taps, stride 1
+struct Geo {
+    static constexpr int TAPS = K * K, IROWS = TR + K - 1, ICOLS = TCOL + K - 1, NPIX = IROWS * ICOLS;
+    static constexpr int W_HALVES = TAPS * TCO * KC;  // one stage's weights
+    static constexpr int IN_BYTES = NPIX * 64, STAGE_BYTES = IN_BYTES + TAPS * TCO * 64;
+    // a stage buffer also holds the 8 warps' 32 x 64 float16 results at the end of a tile
+    static constexpr int BUF_BYTES = STAGE_BYTES > TR * TCOL * TCO * 2 ? STAGE_BYTES : TR * TCOL * TCO * 2;
+    static constexpr int SMEM = 2 * BUF_BYTES;
+};
 }  // namespace tcw
 
 // a 64-byte row's 16-byte chunk, XOR-swizzled by (row / 2) % 4: the 8 consecutive rows an
 // ldmatrix reads fall in 8 different bank groups
 __device__ __forceinline__ int tcw_at(int row, int chunk) { return row * 64 + ((chunk ^ ((row >> 1) & 3)) << 4); }
 
-// weights [co][ci][3][3] -> wp[co tile][chunk][tap][64 co][32 ci] (zero past C_in / C_out)
-extern "C" __global__ void __launch_bounds__(256)
-    conv2d_tc_wprep(const __half* __restrict__ w, __half* __restrict__ wp, int CI, int CO, int nchunk, int total) {
+// weights [co][ci][taps] -> wp[co tile][chunk][tap][64 co][32 ci] (zero past C_in / C_out)
+extern "C" __global__ void __launch_bounds__(256) conv2d_tc_wprep(const __half* __restrict__ w, __half* __restrict__ wp,
+                                                                  int CI, int CO, int taps, int nchunk, int total) {
     using namespace tcw;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
         const int cil = i % KC, rest = i / KC;
         const int col = rest % TCO, rest2 = rest / TCO;
-        const int tap = rest2 % 9, rest3 = rest2 / 9;
+        const int tap = rest2 % taps, rest3 = rest2 / taps;
         const int chunk = rest3 % nchunk, ct = rest3 / nchunk;
         const int co = ct * TCO + col, ci = chunk * KC + cil;
-        wp[i] = (co < CO && ci < CI) ? w[((long long)co * CI + ci) * 9 + tap] : __float2half(0.0f);
+        wp[i] = (co < CO && ci < CI) ? w[((long long)co * CI + ci) * taps + tap] : __float2half(0.0f);
     }
 }
 
 #if LAYOUT_NHWC
-extern "C" __global__ void __launch_bounds__(256, 1)
-    conv2d_k3_tc_wide(const __half* __restrict__ x, const __half* __restrict__ wp, const float* __restrict__ bias,
-                      __half* __restrict__ y, int N, int CI, int IH, int IW, int CO, int OH, int OW, int PT, int PL,
-                      int tiles_h, int tiles_w, int nchunk) {
+template <int K>
+__device__ __forceinline__ void tc_wide_body(unsigned char* smem_raw, const __half* __restrict__ x,
+                                             const __half* __restrict__ wp,
+                                             const float* __restrict__ bias, __half* __restrict__ y, int N, int CI,
+                                             int IH, int IW, int CO, int OH, int OW, int PT, int PL, int tiles_h,
+                                             int tiles_w, int nchunk) {
     using namespace tcw;
-    extern __shared__ __align__(16) unsigned char smem_raw[];
+    using G = Geo<K>;
+    constexpr int TAPS = G::TAPS, ICOLS = G::ICOLS, NPIX = G::NPIX, W_HALVES = G::W_HALVES;
+    constexpr int IN_BYTES = G::IN_BYTES, BUF_BYTES = G::BUF_BYTES;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int co0 = blockIdx.y * TCO;
     const int ntiles = N * tiles_h * tiles_w;
@@ -862,7 +871,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     // the patch's 32 channels (thread -> 16-byte chunk tid & 3 of pixels tid / 4, + 64, ...,
     // zero outside) and the chunk's weights (contiguous, 9 x 16 bytes a thread)
     auto load_stage = [&](int t, int chunk, int buf) {
-        unsigned char* s_in = smem_raw + buf * STAGE_BYTES;
+        unsigned char* s_in = smem_raw + buf * BUF_BYTES;
         unsigned char* s_w = s_in + IN_BYTES;
         const int twi = t % tiles_w, rest = t / tiles_w;
         const int thi = rest % tiles_h, n = rest / tiles_h;
@@ -911,7 +920,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
             if (tn < ntiles) load_stage(tn, (s + 1) % nchunk, buf ^ 1);
             cp_async_commit();
         }
-        unsigned char* s_in = smem_raw + buf * STAGE_BYTES;
+        unsigned char* s_in = smem_raw + buf * BUF_BYTES;
         const unsigned in_u = smem_u32(s_in), w_u = in_u + IN_BYTES;
         if (chunk == 0) {
 #pragma unroll
@@ -923,8 +932,8 @@ extern "C" __global__ void __launch_bounds__(256, 1)
         }
         const int p0 = warp * ICOLS + pr;
 #pragma unroll
-        for (int tap = 0; tap < 9; ++tap) {
-            const int kh = tap / 3, kw = tap % 3;
+        for (int tap = 0; tap < TAPS; ++tap) {
+            const int kh = tap / K, kw = tap % K;
             int pa[2];
 #pragma unroll
             for (int mt = 0; mt < 2; ++mt) pa[mt] = p0 + kh * ICOLS + mt * 16 + kw;
@@ -988,6 +997,16 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     }
     cp_async_wait<0>();  // nothing left in flight when the block exits
 }
+#define TC_WIDE_KERNEL(NAME, K)                                                                                       \
+    extern "C" __global__ void __launch_bounds__(256, 1)                                                              \
+        NAME(const __half* __restrict__ x, const __half* __restrict__ wp, const float* __restrict__ bias,            \
+             __half* __restrict__ y, int N, int CI, int IH, int IW, int CO, int OH, int OW, int PT, int PL,           \
+             int tiles_h, int tiles_w, int nchunk) {                                                                  \
+        extern __shared__ __align__(16) unsigned char smem_raw[];                                                     \
+        tc_wide_body<K>(smem_raw, x, wp, bias, y, N, CI, IH, IW, CO, OH, OW, PT, PL, tiles_h, tiles_w, nchunk);      \
+    }
+TC_WIDE_KERNEL(conv2d_k3_tc_wide, 3)
+TC_WIDE_KERNEL(conv2d_k1_tc_wide, 1)
 #endif
 // end of the tensor-core section
 #endif

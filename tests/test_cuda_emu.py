@@ -56,3 +56,12 @@ def test_int8_tensor_core_conv_matches_the_oracle_on_the_emulator(emu):
                                               np.uint8, np.int8, np.uint8)
     assert kernel == "qconv2d_k3_tc"
     assert ok, detail
+
+
+def test_streamed_weight_float16_conv_matches_the_oracle_on_the_emulator(emu):
+    """CONV_TC=3 (opt-in, not yet run on a GPU): the weight layout pass, then 3 chunks of 32 channels."""
+    cuda_emu, be, work = emu
+    kernel, ok, detail = cuda_emu.check_conv(be, np.random.default_rng(7), work, (1, 72, 9, 16), 70, "NHWC", 1,
+                                             {"CONV_TC": 3})
+    assert kernel == "conv2d_k3_tc_wide"
+    assert ok, detail

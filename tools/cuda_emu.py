@@ -223,15 +223,16 @@ def _logical(a: np.ndarray, layout: str) -> np.ndarray:
 
 
 def check_conv(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], cout: int,
-               layout: str, padding: Any, params: dict[str, int], bias: bool = True) -> tuple[str, bool, str]:
-    """A float16 3x3 conv through the launcher's plan, against the float64 oracle."""
+               layout: str, padding: Any, params: dict[str, int], bias: bool = True,
+               k: int = 3) -> tuple[str, bool, str]:
+    """A float16 k x k conv through the launcher's plan, against the float64 oracle."""
     from hal import reference as ref
     from hal import spec as S
 
-    sp = S.conv2d_spec(S.TensorGeometry(*shape, layout, np.dtype(np.float16)), (cout, shape[1], 3, 3), bias,
+    sp = S.conv2d_spec(S.TensorGeometry(*shape, layout, np.dtype(np.float16)), (cout, shape[1], k, k), bias,
                        (cout,) if bias else None, 1, padding, 1, 1)
     x = rng.standard_normal(shape).astype(np.float16)
-    w = (rng.standard_normal(sp.weight_shape) / np.sqrt(shape[1] * 9)).astype(np.float16)
+    w = (rng.standard_normal(sp.weight_shape) / np.sqrt(shape[1] * k * k)).astype(np.float16)
     b = rng.standard_normal(cout).astype(np.float32) if bias else None
     want = ref.conv2d_from_spec(sp, x.astype(np.float64), w.astype(np.float64), b)
     scale = ref.conv2d_from_spec(sp, np.abs(x.astype(np.float64)), np.abs(w.astype(np.float64)),
@@ -240,7 +241,7 @@ def check_conv(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, 
 
     n, c, oh, ow = sp.out_shape
     y = np.full((n, oh, ow, c) if layout == "NHWC" else (n, c, oh, ow), np.nan, np.float16)
-    wp = np.full(tc_wide_weight_halves(shape[1], cout), np.nan, np.float16)  # the wide kernels' workspace
+    wp = np.full(tc_wide_weight_halves(shape[1], cout, k * k), np.nan, np.float16)  # the wide kernels' workspace
     dummy = _aligned_buffer()
     r = run_plan(be, lambda: be.conv2d(sp, dummy, dummy, dummy if bias else None, dummy, params),
                  {"x": _phys(x, layout), "w": w, "b": b, "y": y, "wp": wp}, {"y"}, work)
@@ -301,6 +302,10 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
                                                                     padding=(0, 2, 1, 0), params={"CONV_TC": 3})))
         out.append(("conv tc3 wide 24->8 NHWC", "conv",
                     dict(shape=(2, 24, 7, 9), cout=8, layout="NHWC", padding=1, params={"CONV_TC": 3}, bias=False)))
+        out.append(("conv tc3 wide 1x1 264->130 NHWC", "conv", dict(shape=(2, 264, 9, 40), cout=130, layout="NHWC",
+                                                                    padding=0, params={"CONV_TC": 3}, k=1)))
+        out.append(("conv tc3 wide 1x1 pad1 16->24 NHWC", "conv", dict(shape=(1, 16, 5, 7), cout=24, layout="NHWC",
+                                                                       padding=1, params={"CONV_TC": 3}, k=1)))
     for layout in ("NHWC", "NCHW"):
         for tc in (2, 1):
             out.append((f"conv tc{tc} 24->70 {layout}", "conv",
