@@ -313,8 +313,7 @@ _SCHEMAS: dict[str, KernelSchema] = {
                   "float16 dense convolutions on tensor cores: 1 = conv2d_k3_tc, 2 = the pipelined 3x3 kernel "
                   "(conv2d_k3_tc_pipe: NHWC C_in % 8 == 0, NCHW W % 8 == 0) where it applies, else 1's kernel; "
                   "3 = NHWC 3x3 and 1x1 with any C_in % 8 == 0, weights streamed (conv2d_k{3,1}_tc_wide; not yet run "
-                  "on a GPU), "
-                  "else as 2; 0 = CUDA cores"),
+                  "on a GPU), else as 2; 0 = CUDA cores"),
             Param("DW_TILE_H", (1, 2, 4, 8, 16, 32), 32, "depthwise: output rows per block"),
             Param("DW_TILE_W", (4, 8, 16, 32), 8, "depthwise NHWC: output columns per tile"),
             Param("DW_SMEM_KB", (8, 16, 24, 32, 48), 32, "depthwise: shared-memory budget per block, KiB"),
@@ -440,10 +439,12 @@ _TC_PIPE_SMEM = {"NHWC": (9 * 64 * 64 + 2 * 10 * 34 * 64) * 2, "NCHW": (9 * 64 *
 _TC_WIDE_SMEM = {k: 2 * max((8 + k - 1) * (32 + k - 1) * 64 + k * k * 64 * 64, 8 * 32 * 64 * 2) for k in (1, 3)}
 
 
+_SIMT_BUF_FLOATS = {ci: ci * 10 * 36 + ci * 9 * 68 for ci in (4, 8)}
+
+
 def tc_wide_weight_halves(c_in: int, c_out: int, taps: int = 9) -> int:
     """The float16 elements of conv2d_tc_wprep's weight layout: [co tile][32-channel chunk][tap][64][32]."""
     return _cdiv(c_out, 64) * _cdiv(c_in, 32) * taps * 64 * 32
-_SIMT_BUF_FLOATS = {ci: ci * 10 * 36 + ci * 9 * 68 for ci in (4, 8)}
 
 
 def _cubin_path(file: str, defines: Mapping[str, int], arch: str) -> Path | None:
@@ -1433,7 +1434,7 @@ class CudaBackend(Backend):
         params: Mapping[str, int],
     ) -> None:
         """Quantized conv (QLinearConv, or ConvInteger when ``multiplier`` is None):
-        ``quant_conv2d.cu``, one thread per output, exact int64 sums (no tuning parameters)."""
+        ``quant_conv2d.cu``, exact integer sums (no tuning parameters; kernels in ``_plan_qconv2d``)."""
         y_kind = self.qconv_output_kind(spec, multiplier)
         aligned = int(x) % 16 == 0
         key = ("qconv2d", spec, y_kind, aligned, self.force_generic)
@@ -1443,9 +1444,9 @@ class CudaBackend(Backend):
     def _plan_qconv2d(self, spec: QConv2dSpec, y_kind: int, aligned: bool) -> tuple[Launch, ...]:
         """One launch, built per input, weight and output type and layout: ``qconv2d_k3_tc``
         (tensor cores) for dense 3x3 stride-1 convs with C_in % 16 == 0, C_in <= 64 and a
-        16-byte aligned input (NCHW: W % 16 == 0) on sm_80+; else ``qconv2d_co4`` (4 output channels per thread)
-        where C_out per group is a multiple of 4 and offsets fit 32 bits, else ``qconv2d`` (a
-        thread per output element); grid-stride loops past the grid's cap."""
+        16-byte aligned input (NCHW: W % 16 == 0) on sm_80+; else ``qconv2d_co4`` (4 output
+        channels per thread) where C_out per group is a multiple of 4 and offsets fit 32 bits,
+        else ``qconv2d`` (a thread per output element); grid-stride loops past the grid's cap."""
         conv = spec.conv
         defines = (("DTYPE_UINT8", int(np.dtype(conv.dtype) == np.uint8)),
                    ("W_UINT8", int(np.dtype(spec.w_dtype) == np.uint8)), ("Y_KIND", y_kind),

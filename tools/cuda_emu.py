@@ -13,7 +13,7 @@ outside the output (the output is poisoned with NaN or the dtype's extremes; the
 guard bytes). What it cannot show: races and missing waits (copies are synchronous), timing,
 and anything of the GPU's own arithmetic order (mma sums in float in k order here).
 
-    python3 tools/cuda_emu.py [--quick] [--only SUBSTR] [--seed N]
+    python3 tools/cuda_emu.py [--quick] [--only SUBSTR] [--seed N] [--fuzz N]
 
 Exit status 1 when a case fails. tests/test_cuda_emu.py runs the quick cases in CI.
 """
@@ -330,12 +330,41 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
     return out
 
 
+def fuzz_cases(rng: np.random.Generator, count: int) -> list[tuple[str, str, dict[str, Any]]]:
+    """`count` random cases for the served tensor-core kernels (and CONV_TC=3's): shapes, channel
+    counts, padding up to 3 per side, both layouts, every int8 type pair and output type."""
+    out: list[tuple[str, str, dict[str, Any]]] = []
+    types = [(np.int8, np.int8), (np.uint8, np.int8), (np.uint8, np.uint8), (np.int8, np.uint8)]
+    for i in range(count):
+        layout = ("NHWC", "NCHW")[int(rng.integers(2))]
+        n, h = int(rng.integers(1, 3)), int(rng.integers(3, 20))
+        pad = tuple(int(v) for v in rng.integers(0, 4, 4))
+        if i % 3 == 2:  # int8: C_in % 16 == 0; NCHW widths % 16 == 0 (else the CUDA-core kernels serve)
+            ci = 16 * int(rng.integers(1, 5))
+            w = 16 * int(rng.integers(1, 3)) if layout == "NCHW" else int(rng.integers(3, 40))
+            xd, wd = types[int(rng.integers(4))]
+            o = (np.int8, np.uint8, np.int32)[int(rng.integers(3))]
+            out.append((f"fuzz{i} qconv {layout} {n}x{ci}x{h}x{w} pad{pad}", "qconv",
+                        dict(shape=(n, ci, h, w), cout=int(rng.integers(1, 140)), layout=layout, padding=pad, xd=xd,
+                             wd=wd, out=o, bias=bool(rng.integers(2)))))
+        else:  # float16: CONV_TC 2 (C_in <= 64) or 3 (NHWC, any C_in % 8 == 0, 3x3 or 1x1)
+            tc = 3 if (layout == "NHWC" and rng.integers(2)) else 2
+            ci = 8 * int(rng.integers(1, 21 if tc == 3 else 9))
+            w = 8 * int(rng.integers(1, 5)) if layout == "NCHW" else int(rng.integers(3, 40))
+            k = 1 if (tc == 3 and rng.integers(3) == 0) else 3
+            out.append((f"fuzz{i} conv tc{tc} k{k} {layout} {n}x{ci}x{h}x{w} pad{pad}", "conv",
+                        dict(shape=(n, ci, h, w), cout=int(rng.integers(1, 140)), layout=layout, padding=pad,
+                             params={"CONV_TC": tc}, bias=bool(rng.integers(2)), k=k)))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the cases; print one line each; exit 1 on any failure."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="one case per kernel and layout")
     ap.add_argument("--only", default="", help="cases whose name contains this text")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--fuzz", type=int, default=0, help="instead of the list, this many random cases")
     args = ap.parse_args(argv)
     if shutil.which("g++") is None:
         print("cuda_emu: g++ not found")
@@ -345,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     failed = 0
     with tempfile.TemporaryDirectory(prefix="hal-cuda-emu-") as tmp:
         work = Path(tmp)
-        for name, kind, kw in cases(args.quick):
+        for name, kind, kw in fuzz_cases(rng, args.fuzz) if args.fuzz else cases(args.quick):
             if args.only and args.only not in name:
                 continue
             fn = check_conv if kind == "conv" else check_qconv
