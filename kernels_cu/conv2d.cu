@@ -360,6 +360,59 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], 
 #endif
 }
 
+// the bias of the 16 output channels a lane's mma fragments hold: 8 nt + 2 (lane % 4) + {0,1}
+__device__ __forceinline__ void tc_bias_frag(const float* __restrict__ bias, int co0, int CO, int lane,
+                                             float (&bv)[8][2]) {
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const int co = co0 + nt * 8 + (lane & 3) * 2 + e;
+            bv[nt][e] = (bias && co < CO) ? bias[co] : 0.0f;
+        }
+}
+
+#if LAYOUT_NHWC
+// one warp's output row of a tile, 32 pixels x 64 channels from mma fragments (lane: pixels
+// lane/4 (+8) of each m16 tile, channels 8 nt + 2 (lane % 4) + {0,1}), through `stage` (the
+// warp's 4 KB: [pixel][16-byte chunk ^ pixel & 7]) to whole 16-byte NHWC stores
+__device__ __forceinline__ void tc_store_row_nhwc(__half* stage, const float (&acc)[2][8][4], const float (&bv)[8][2],
+                                                  int lane, __half* __restrict__ y, int n, int oh, int ow0, int co0,
+                                                  int OH, int OW, int CO, bool vec_out) {
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int hsel = 0; hsel < 2; ++hsel) {
+            const int px = mt * 16 + (lane >> 2) + hsel * 8;
+#pragma unroll
+            for (int nt = 0; nt < 8; ++nt) {
+                const __half2 v = __floats2half2_rn(out_act(acc[mt][nt][hsel * 2] + bv[nt][0]),
+                                                    out_act(acc[mt][nt][hsel * 2 + 1] + bv[nt][1]));
+                *reinterpret_cast<__half2*>(stage + px * 64 + ((nt ^ (px & 7)) << 3) + (lane & 3) * 2) = v;
+            }
+        }
+    __syncwarp();
+    if (oh >= OH) return;
+    __half* yrow = y + ((long long)n * OH + oh) * OW * CO;
+#pragma unroll
+    for (int it = 0; it < 8; ++it) {
+        const int i = it * 32 + lane, px = i >> 3, ch = i & 7;
+        const int ow = ow0 + px, co = co0 + ch * 8;
+        if (ow >= OW || co >= CO) continue;
+        const uint4 u = *reinterpret_cast<const uint4*>(stage + px * 64 + ((ch ^ (px & 7)) << 3));
+        __half* yp = yrow + (long long)ow * CO + co;
+        if (vec_out && co + 8 <= CO) {
+            *reinterpret_cast<uint4*>(yp) = u;
+        } else {
+            const __half* h = reinterpret_cast<const __half*>(&u);
+#pragma unroll
+            for (int j = 0; j < 8; ++j)
+                if (co + j < CO) yp[j] = h[j];
+        }
+    }
+}
+#endif
+
 extern "C" __global__ void __launch_bounds__(256, 2)
     conv2d_k3_tc(const __half* __restrict__ x, const __half* __restrict__ w, const float* __restrict__ bias,
                  __half* __restrict__ y, int N, int CI, int IH, int IW, int CO, int OH, int OW, int KH, int KW, int PT,
@@ -642,13 +695,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     }
 
     float bv[8][2];
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-            const int co = co0 + nt * 8 + (lane & 3) * 2 + e;
-            bv[nt][e] = (bias && co < CO) ? bias[co] : 0.0f;
-        }
+    tc_bias_frag(bias, co0, CO, lane, bv);
 #if LAYOUT_NHWC
     const bool vec_out = (CO % 8 == 0) && aligned16(y);
 #else
@@ -732,40 +779,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
         const int thi = rest % tiles_h, n = rest / tiles_h;
         const int oh = thi * TR + warp, ow0 = twi * TCOL;
 #if LAYOUT_NHWC
-        // the warp's 32 x 64 results in its 4 KB: [pixel][16-byte chunk ^ pixel & 7]
-        __half* stage = s_in + warp * (TCOL * 64);
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-            for (int hsel = 0; hsel < 2; ++hsel) {
-                const int px = mt * 16 + (lane >> 2) + hsel * 8;
-#pragma unroll
-                for (int nt = 0; nt < 8; ++nt) {
-                    const __half2 v = __floats2half2_rn(out_act(acc[mt][nt][hsel * 2] + bv[nt][0]),
-                                                        out_act(acc[mt][nt][hsel * 2 + 1] + bv[nt][1]));
-                    *reinterpret_cast<__half2*>(stage + px * 64 + ((nt ^ (px & 7)) << 3) + (lane & 3) * 2) = v;
-                }
-            }
-        __syncwarp();
-        if (oh < OH) {
-            __half* yrow = y + ((long long)n * OH + oh) * OW * CO;
-#pragma unroll
-            for (int it = 0; it < 8; ++it) {
-                const int i = it * 32 + lane, px = i >> 3, ch = i & 7;
-                const int ow = ow0 + px, co = co0 + ch * 8;
-                if (ow >= OW || co >= CO) continue;
-                const uint4 u = *reinterpret_cast<const uint4*>(stage + px * 64 + ((ch ^ (px & 7)) << 3));
-                __half* yp = yrow + (long long)ow * CO + co;
-                if (vec_out && co + 8 <= CO) {
-                    *reinterpret_cast<uint4*>(yp) = u;
-                } else {
-                    const __half* h = reinterpret_cast<const __half*>(&u);
-#pragma unroll
-                    for (int j = 0; j < 8; ++j)
-                        if (co + j < CO) yp[j] = h[j];
-                }
-            }
-        }
+        tc_store_row_nhwc(s_in + warp * (TCOL * 64), acc, bv, lane, y, n, oh, ow0, co0, OH, OW, CO, vec_out);
 #else
         // the warp's results as [co][pixel] rows of 40 halves (80 bytes: the 4 channel rows a
         // store instruction touches fall in different banks)
@@ -895,13 +909,7 @@ __device__ __forceinline__ void tc_wide_body(unsigned char* smem_raw, const __ha
     };
 
     float bv[8][2];
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-            const int co = co0 + nt * 8 + (lane & 3) * 2 + e;
-            bv[nt][e] = (bias && co < CO) ? bias[co] : 0.0f;
-        }
+    tc_bias_frag(bias, co0, CO, lane, bv);
     const bool vec_out = (CO % 8 == 0) && aligned16(y);
     const int pr = (lane & 7) + ((lane >> 3) & 1) * 8, a_half = lane >> 4, b_half = (lane >> 3) & 1;
     const int b_row = (lane & 7) + (lane >> 4) * 8;
@@ -958,40 +966,8 @@ __device__ __forceinline__ void tc_wide_body(unsigned char* smem_raw, const __ha
             const int twi = t % tiles_w, rest = t / tiles_w;
             const int thi = rest % tiles_h, n = rest / tiles_h;
             const int oh = thi * TR + warp, ow0 = twi * TCOL;
-            // the warp's 32 x 64 results in its 4 KB: [pixel][16-byte chunk ^ pixel & 7]
-            __half* stage = reinterpret_cast<__half*>(s_in) + warp * (TCOL * 64);
-#pragma unroll
-            for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-                for (int hsel = 0; hsel < 2; ++hsel) {
-                    const int px = mt * 16 + (lane >> 2) + hsel * 8;
-#pragma unroll
-                    for (int nt = 0; nt < 8; ++nt) {
-                        const __half2 v = __floats2half2_rn(out_act(acc[mt][nt][hsel * 2] + bv[nt][0]),
-                                                            out_act(acc[mt][nt][hsel * 2 + 1] + bv[nt][1]));
-                        *reinterpret_cast<__half2*>(stage + px * 64 + ((nt ^ (px & 7)) << 3) + (lane & 3) * 2) = v;
-                    }
-                }
-            __syncwarp();
-            if (oh < OH) {
-                __half* yrow = y + ((long long)n * OH + oh) * OW * CO;
-#pragma unroll
-                for (int it = 0; it < 8; ++it) {
-                    const int i = it * 32 + lane, px = i >> 3, ch = i & 7;
-                    const int ow = ow0 + px, co = co0 + ch * 8;
-                    if (ow >= OW || co >= CO) continue;
-                    const uint4 u = *reinterpret_cast<const uint4*>(stage + px * 64 + ((ch ^ (px & 7)) << 3));
-                    __half* yp = yrow + (long long)ow * CO + co;
-                    if (vec_out && co + 8 <= CO) {
-                        *reinterpret_cast<uint4*>(yp) = u;
-                    } else {
-                        const __half* h = reinterpret_cast<const __half*>(&u);
-#pragma unroll
-                        for (int j = 0; j < 8; ++j)
-                            if (co + j < CO) yp[j] = h[j];
-                    }
-                }
-            }
+            tc_store_row_nhwc(reinterpret_cast<__half*>(s_in) + warp * (TCOL * 64), acc, bv, lane, y, n, oh, ow0, co0,
+                              OH, OW, CO, vec_out);
         }
         buf ^= 1;
     }

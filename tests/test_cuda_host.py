@@ -91,23 +91,19 @@ def test_cuda_allocate_reuses_a_dead_block_of_the_same_size():
 
 
 def _h200_without_gpu():
-    """A CudaBackend that plans as on an H200 and records its launches (kernel names) instead of making them."""
-    import threading
+    """A CudaBackend that plans as on an H200 (tools/cuda_emu.py's, which runs the plans on its
+    emulator) and records its launches (kernel names) instead of making them."""
+    import sys
+    from pathlib import Path
 
-    from hal.backends.base import Backend
-    from hal.backends.cuda import CudaBackend, CudaBuffer
-    from hal.device import DeviceInfo
-
-    info = DeviceInfo("cuda", 0, "NVIDIA H200", "nvidia", "sm_90", "sm_90", 132, 1024, 232448, 140 << 30, True, 32,
-                      "cuda", "580", (("compute_capability", "9.0"), ("shared_memory_per_block_default", "49152"),
-                                      ("shared_memory_per_sm", "233472"), ("max_threads_per_sm", "2048")))
-    be = CudaBackend.__new__(CudaBackend)
-    Backend.__init__(be, info)
-    be.force_generic, be._cc, be._arch, be._sms, be._smem_default = False, (9, 0), "sm_90", 132, 48 * 1024
-    be._lock, be._workspace = threading.RLock(), {}
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+    try:
+        import cuda_emu
+    finally:
+        sys.path.pop(0)
+    be = cuda_emu.h200_backend()
     runs: list[tuple[str, ...]] = []
     be._run = lambda plan, buffers: runs.append(tuple(launch.kernel for launch in plan))
-    be._workspace_buffer = lambda name, nbytes: CudaBuffer(0x100000, nbytes, None)
     return be, runs
 
 
