@@ -10,8 +10,9 @@ shared memory, arguments), one std::thread per CUDA thread, blocks one after ano
 
 What it shows: wrong indices, tiles, swizzles, fragment layouts, zero-point algebra, stores
 outside the output (the output is poisoned with NaN or the dtype's extremes; the buffers have
-guard bytes). What it cannot show: races and missing waits (copies are synchronous), timing,
-and anything of the GPU's own arithmetic order (mma sums in float in k order here).
+guard bytes), and missing cp.async waits (a copy lands only when its thread waits for its
+group). What it cannot show: races between threads (no schedule is forced), timing, and
+anything of the GPU's own arithmetic order (mma sums in float in k order here).
 
     python3 tools/cuda_emu.py [--quick] [--only SUBSTR] [--seed N] [--fuzz N]
 

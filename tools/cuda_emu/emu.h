@@ -179,5 +179,33 @@ inline float __shfl_xor_sync(unsigned, float v, int mask) {
     return r;
 }
 
+// ---- cp.async groups of the calling thread: deferred 16-byte copies (src null: zero fill)
+struct EmuCopy {
+    void* dst;
+    const void* src;
+};
+extern thread_local std::vector<std::vector<EmuCopy>> emu_groups;  // committed, oldest first
+extern thread_local std::vector<EmuCopy> emu_open;                 // not yet committed
+inline void emu_async_copy(void* dst, const void* src) { emu_open.push_back({dst, src}); }
+inline void emu_async_commit() {
+    emu_groups.push_back(std::move(emu_open));
+    emu_open.clear();
+}
+inline void emu_land(const std::vector<EmuCopy>& g) {
+    for (const EmuCopy& c : g) {
+        if (c.src)
+            std::memcpy(c.dst, c.src, 16);
+        else
+            std::memset(c.dst, 0, 16);
+    }
+}
+// wait_group n: all committed groups but the n most recent land (copies not yet committed
+// belong to no group and stay in flight, as in the PTX ISA)
+inline void emu_async_wait(int n) {
+    const size_t keep = (size_t)n < emu_groups.size() ? (size_t)n : emu_groups.size();
+    for (size_t i = 0; i + keep < emu_groups.size(); ++i) emu_land(emu_groups[i]);
+    emu_groups.erase(emu_groups.begin(), emu_groups.end() - (long)keep);
+}
+
 // run `kernel` over the grid: blocks one after another, each as blockDim.x threads
 void emu_launch(dim3 grid, dim3 block, const std::function<void()>& kernel);

@@ -1,7 +1,7 @@
 // Host emulation of the CUDA prelude (tools/cuda_emu.py): the names kernels_cu/*.cu use from
 // hal_prelude.cuh and from CUDA, as plain C++20 running one std::thread per CUDA thread.
-// Copies are synchronous (cp.async's asynchrony is not emulated: an index bug shows, a
-// missing wait does not); warp collectives (ldmatrix, mma, shuffles) are emulated in emu.h.
+// cp.async copies land at their thread's wait (a missing wait reads stale shared memory);
+// warp collectives (ldmatrix, mma, shuffles) are emulated in emu.h.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -38,13 +38,13 @@ inline float out_act(float v) {
 #endif
 }
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-inline void cp_async16(void* smem, const void* gmem) { std::memcpy(smem, gmem, 16); }
-inline void cp_async16_zfill(void* smem, const void* gmem, bool valid) {
-    if (valid)
-        std::memcpy(smem, gmem, 16);
-    else
-        std::memset(smem, 0, 16);
-}
-inline void cp_async_commit() {}
+// cp.async as late as the PTX allows: a copy lands only when its thread waits for its group
+// (cp.async.wait_group N completes all but the N most recent committed groups), so shared
+// memory read before the wait shows stale bytes
+inline void cp_async16(void* smem, const void* gmem) { emu_async_copy(smem, gmem); }
+inline void cp_async16_zfill(void* smem, const void* gmem, bool valid) { emu_async_copy(smem, valid ? gmem : nullptr); }
+inline void cp_async_commit() { emu_async_commit(); }
 template <int N>
-inline void cp_async_wait() {}
+inline void cp_async_wait() {
+    emu_async_wait(N);
+}
