@@ -312,8 +312,8 @@ _SCHEMAS: dict[str, KernelSchema] = {
             Param("CONV_TC", (0, 1, 2, 3), 1,
                   "float16 dense convolutions on tensor cores: 1 = conv2d_k3_tc, 2 = the pipelined 3x3 kernel "
                   "(conv2d_k3_tc_pipe: NHWC C_in % 8 == 0, NCHW W % 8 == 0) where it applies, else 1's kernel; "
-                  "3 = NHWC 3x3 and 1x1 with any C_in % 8 == 0, weights streamed (conv2d_k{3,1}_tc_wide; not yet run "
-                  "on a GPU), else as 2; 0 = CUDA cores"),
+                  "3 = 3x3 and 1x1 with weights streamed (conv2d_k{3,1}_tc_wide: NHWC C_in % 8 == 0, NCHW W % 8 == 0; "
+                  "not yet run on a GPU), else as 2; 0 = CUDA cores"),
             Param("DW_TILE_H", (1, 2, 4, 8, 16, 32), 32, "depthwise: output rows per block"),
             Param("DW_TILE_W", (4, 8, 16, 32), 8, "depthwise NHWC: output columns per tile"),
             Param("DW_SMEM_KB", (8, 16, 24, 32, 48), 32, "depthwise: shared-memory budget per block, KiB"),
@@ -434,9 +434,20 @@ _pack_fn, _FAST_LAUNCH = _load_pack()
 _TC_SMEM = (9 * 64 * 64 + 6 * 34 * 64) * 2  # conv2d_k3_tc: all weights of 64 channels + one input tile
 # conv2d_k3_tc_pipe: the weights + two 8x32 input tiles (NHWC), or one tile and its rows as staged (NCHW)
 _TC_PIPE_SMEM = {"NHWC": (9 * 64 * 64 + 2 * 10 * 34 * 64) * 2, "NCHW": (9 * 64 * 64 + 10 * 34 * 64 + 64 * 10 * 48) * 2}
-# conv2d_k{3,1}_tc_wide: two stage buffers, each an 8x32 tile's patch of 32 channels and those channels'
-# weights, or the tile's 32 KiB of results where that is more (tcw::Geo in conv2d.cu)
-_TC_WIDE_SMEM = {k: 2 * max((8 + k - 1) * (32 + k - 1) * 64 + k * k * 64 * 64, 8 * 32 * 64 * 2) for k in (1, 3)}
+
+
+def _tc_wide_smem(layout: str, k: int) -> int:
+    """conv2d_k{3,1}_tc_wide's shared memory (tcw::Geo in conv2d.cu): two stage buffers, each an
+    8x32 tile's patch of 32 channels ([pixel][channel] in NHWC, the rows as they lie in NCHW) and
+    those channels' weights, or the tile's results where they are more; NCHW adds the transposed patch."""
+    patch = (8 + k - 1) * (32 + k - 1) * 64
+    weights = k * k * 64 * 64
+    if layout == "NHWC":
+        return 2 * max(patch + weights, 8 * 32 * 64 * 2)
+    return 2 * max(32 * (8 + k - 1) * 48 * 2 + weights, 8 * 64 * 40 * 2) + patch
+
+
+_TC_WIDE_SMEM = {(layout, k): _tc_wide_smem(layout, k) for layout in ("NHWC", "NCHW") for k in (1, 3)}
 
 
 _SIMT_BUF_FLOATS = {ci: ci * 10 * 36 + ci * 9 * 68 for ci in (4, 8)}
@@ -1492,10 +1503,12 @@ class CudaBackend(Backend):
         n, ci, co, ih, iw, oh, ow = spec.n, spec.c_in, spec.c_out, spec.in_h, spec.in_w, spec.out_h, spec.out_w
         unit = (sh, sw, dh, dw) == (1, 1, 1, 1)
         if not self.force_generic:
+            # the streamed-weight kernels' copies: NHWC 16-byte channel chunks (C_in % 8), NCHW row chunks (W % 8)
+            wide_copies = ci % 8 == 0 if spec.layout == "NHWC" else iw % 8 == 0
             if spec.groups == 1 and unit and half and p["CONV_TC"] == 3 and kh == kw and kh in (1, 3) \
-                    and spec.layout == "NHWC" and ci % 8 == 0 and aligned and self._cc >= (8, 0) \
-                    and _TC_WIDE_SMEM[kh] <= self._max_smem() and n * _cdiv(oh, 8) * _cdiv(ow, 32) < 2**31 \
-                    and tc_wide_weight_halves(ci, co, kh * kw) < 2**31:
+                    and wide_copies and aligned and self._cc >= (8, 0) \
+                    and _TC_WIDE_SMEM[spec.layout, kh] <= self._max_smem() \
+                    and n * _cdiv(oh, 8) * _cdiv(ow, 32) < 2**31 and tc_wide_weight_halves(ci, co, kh * kw) < 2**31:
                 tiles_h, tiles_w, co_tiles, nchunk = _cdiv(oh, 8), _cdiv(ow, 32), _cdiv(co, 64), _cdiv(ci, 32)
                 ntiles = n * tiles_h * tiles_w
                 total = tc_wide_weight_halves(ci, co, kh * kw)
@@ -1504,8 +1517,8 @@ class CudaBackend(Backend):
                     Launch("conv2d.cu", defines, "conv2d_tc_wprep", "PPiiiii", self._grid_1d(total, 256),
                            (256, 1, 1), 0, ("w", "wp", ci, co, kh * kw, nchunk, total)),
                     Launch("conv2d.cu", defines, f"conv2d_k{kh}_tc_wide", "PPPP" + "i" * 12, grid, (256, 1, 1),
-                           _TC_WIDE_SMEM[kh], ("x", "wp", "b", "y", n, ci, ih, iw, co, oh, ow, pt, pl, tiles_h,
-                                               tiles_w, nchunk)),
+                           _TC_WIDE_SMEM[spec.layout, kh], ("x", "wp", "b", "y", n, ci, ih, iw, co, oh, ow, pt, pl,
+                                                             tiles_h, tiles_w, nchunk)),
                 )
             # the pipelined kernel's copies: NHWC 16-byte channel chunks, NCHW 16-byte row chunks
             pipe_copies = ci % 8 == 0 if spec.layout == "NHWC" else iw % 8 == 0

@@ -582,8 +582,9 @@ def conv_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
             check_conv(dev, rng, "3x3 tc pipe many tiles", (18, 64, 24, 40), 72, 3, padding=1, params=tc2, **c)
             check_conv(dev, rng, "3x3 tc pipe misaligned", (2, 16, 10, 11), 16, 3, padding=1, offset=4, params=tc2,
                        **c)
-            # CONV_TC=3 (float16 NHWC, weights streamed 32 channels at a time; else as CONV_TC=2): C_in over
-            # 64 and not a multiple of 32, 8 chunks and 3 output-channel tiles, C_in below 32
+            # CONV_TC=3 (float16, weights streamed 32 channels at a time; NHWC C_in % 8 == 0, NCHW W % 8 == 0;
+            # else as CONV_TC=2): C_in over 64 and not a multiple of 32, 8 chunks and 3 output-channel tiles,
+            # C_in below 32, 1x1, widths 16, 32 and 40 (NCHW) and 35, 33, 9 (NHWC only)
             tc3 = {"CONV_TC": 3}
             check_conv(dev, rng, "3x3 tc wide 72->70", (2, 72, 9, 16), 70, 3, padding=1, params=tc3, **c)
             check_conv(dev, rng, "3x3 tc wide 136->64 asym", (1, 136, 10, 35), 64, 3, padding=(0, 2, 1, 0),
@@ -592,6 +593,10 @@ def conv_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
             check_conv(dev, rng, "3x3 tc wide 24->8", (2, 24, 7, 9), 8, 3, padding=1, bias=False, params=tc3, **c)
             check_conv(dev, rng, "1x1 tc wide 264->130", (2, 264, 9, 40), 130, 1, params=tc3, **c)
             check_conv(dev, rng, "1x1 tc wide pad1", (1, 16, 5, 7), 24, 1, padding=1, params=tc3, **c)
+            check_conv(dev, rng, "3x3 tc wide 136->64 w40", (1, 136, 10, 40), 64, 3, padding=(0, 2, 1, 0),
+                       params=tc3, **c)
+            check_conv(dev, rng, "3x3 tc wide pad3 w16", (1, 40, 7, 16), 24, 3, padding=3, params=tc3, **c)
+            check_conv(dev, rng, "1x1 tc wide 264->130 w32", (2, 264, 9, 32), 130, 1, params=tc3, **c)
             # NCHW: widths that are multiples of 8 (C_in any), padding 3 (the rows' column shift 5)
             check_conv(dev, rng, "3x3 tc pipe 20->70 w40", (3, 20, 13, 40), 70, 3, padding=1, params=tc2, **c)
             check_conv(dev, rng, "3x3 tc pipe pad3", (2, 24, 11, 16), 32, 3, padding=3, params=tc2, **c)

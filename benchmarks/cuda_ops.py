@@ -371,13 +371,13 @@ def build_cases(quick: bool) -> list[Case]:
                 cases.append(Case(f"conv3x3 64->64 64x56x56 {layout.lower()}", "conv2d", dtype, layout,
                                   (2 * x56 + 64 * 64 * 9) * es, 2 * 64 * 64 * 64 * 9 * 56 * 56,
                                   {"shape": (64, 64, 56, 56), "cout": 64, "groups": 1}, dense))
-            if dtype == "float16" and layout == "NHWC":  # C_in over 64: CUDA cores, or CONV_TC=3's streamed weights
-                x28 = 32 * 256 * 28 * 28
-                cases.append(Case("conv3x3 256->256 32x28x28 nhwc", "conv2d", dtype, layout,
-                                  (2 * x28 + 256 * 256 * 9) * es, 2 * 32 * 256 * 256 * 9 * 28 * 28,
-                                  {"shape": (32, 256, 28, 28), "cout": 256, "groups": 1}, [{}, {"CONV_TC": 3}]))
+            if dtype == "float16":  # C_in over 64: CUDA cores, or CONV_TC=3's streamed weights
+                x32 = 32 * 256 * 32 * 32
+                cases.append(Case(f"conv3x3 256->256 32x32x32 {layout.lower()}", "conv2d", dtype, layout,
+                                  (2 * x32 + 256 * 256 * 9) * es, 2 * 32 * 256 * 256 * 9 * 32 * 32,
+                                  {"shape": (32, 256, 32, 32), "cout": 256, "groups": 1}, [{}, {"CONV_TC": 3}]))
                 x56 = 32 * 256 * 56 * 56  # 1x1 256->64, a ResNet bottleneck: the generic kernel or CONV_TC=3
-                cases.append(Case("conv1x1 256->64 32x56x56 nhwc", "conv2d", dtype, layout,
+                cases.append(Case(f"conv1x1 256->64 32x56x56 {layout.lower()}", "conv2d", dtype, layout,
                                   (x56 + x56 // 4 + 256 * 64) * es, 2 * 32 * 256 * 64 * 56 * 56,
                                   {"shape": (32, 256, 56, 56), "cout": 64, "groups": 1, "k": 1}, [{}, {"CONV_TC": 3}]))
             cases.append(Case(f"conv3x3 g8 256x64x32x32 {layout.lower()}", "conv2d", dtype, layout, 2 * x * es,

@@ -411,6 +411,46 @@ __device__ __forceinline__ void tc_store_row_nhwc(__half* stage, const float (&a
         }
     }
 }
+#else
+constexpr int TC_NCHW_CO_STRIDE = 32 + 8;  // NCHW output staging row: 80 bytes, no bank conflicts
+// one warp's output row of a tile, as tc_store_row_nhwc, to NCHW: through `stage` (the warp's
+// [co][pixel] rows of 40 halves: the 4 channel rows a store instruction touches fall in
+// different banks) to 16-byte stores along each channel's row
+__device__ __forceinline__ void tc_store_row_nchw(__half* stage, const float (&acc)[2][8][4], const float (&bv)[8][2],
+                                                  int lane, __half* __restrict__ y, int n, int oh, int ow0, int co0,
+                                                  int OH, int OW, int CO, bool vec_out) {
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int hsel = 0; hsel < 2; ++hsel) {
+            const int px = mt * 16 + (lane >> 2) + hsel * 8;
+#pragma unroll
+            for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int col = nt * 8 + (lane & 3) * 2 + e;
+                    stage[col * TC_NCHW_CO_STRIDE + px] = __float2half_rn(out_act(acc[mt][nt][hsel * 2 + e] + bv[nt][e]));
+                }
+        }
+    __syncwarp();
+    if (oh >= OH) return;
+#pragma unroll
+    for (int it = 0; it < 8; ++it) {
+        const int i = it * 32 + lane, col = i >> 2, j = i & 3;
+        const int co = co0 + col, ow = ow0 + j * 8;
+        if (co >= CO || ow >= OW) continue;
+        const uint4 u = *reinterpret_cast<const uint4*>(stage + col * TC_NCHW_CO_STRIDE + j * 8);
+        __half* yp = y + (((long long)n * CO + co) * OH + oh) * OW + ow;
+        if (vec_out && ow + 8 <= OW) {
+            *reinterpret_cast<uint4*>(yp) = u;
+        } else {
+            const __half* h = reinterpret_cast<const __half*>(&u);
+#pragma unroll
+            for (int k = 0; k < 8; ++k)
+                if (ow + k < OW) yp[k] = h[k];
+        }
+    }
+}
 #endif
 
 extern "C" __global__ void __launch_bounds__(256, 2)
@@ -605,7 +645,6 @@ constexpr int TR = 8, TCOL = 32, TCO = 64, IROWS = TR + 2, ICOLS = TCOL + 2, NPI
 constexpr int W_HALVES = 9 * TCO * 64, IN_HALVES = NPIX * 64;
 #if !LAYOUT_NHWC
 constexpr int SCOLS = 48;                 // NCHW staging [ci][row][column]: 6 aligned 16-byte chunks per row
-constexpr int NCHW_CO_STRIDE = TCOL + 8;  // NCHW output staging row: 80 bytes, no bank conflicts
 #endif
 }  // namespace tcp
 
@@ -781,41 +820,8 @@ extern "C" __global__ void __launch_bounds__(256, 1)
 #if LAYOUT_NHWC
         tc_store_row_nhwc(s_in + warp * (TCOL * 64), acc, bv, lane, y, n, oh, ow0, co0, OH, OW, CO, vec_out);
 #else
-        // the warp's results as [co][pixel] rows of 40 halves (80 bytes: the 4 channel rows a
-        // store instruction touches fall in different banks)
-        __half* stage = s_in + warp * (TCO * NCHW_CO_STRIDE);
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-            for (int hsel = 0; hsel < 2; ++hsel) {
-                const int px = mt * 16 + (lane >> 2) + hsel * 8;
-#pragma unroll
-                for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-                    for (int e = 0; e < 2; ++e) {
-                        const int col = nt * 8 + (lane & 3) * 2 + e;
-                        stage[col * NCHW_CO_STRIDE + px] = __float2half_rn(out_act(acc[mt][nt][hsel * 2 + e] + bv[nt][e]));
-                    }
-            }
-        __syncwarp();
-        if (oh < OH) {
-#pragma unroll
-            for (int it = 0; it < 8; ++it) {
-                const int i = it * 32 + lane, col = i >> 2, j = i & 3;
-                const int co = co0 + col, ow = ow0 + j * 8;
-                if (co >= CO || ow >= OW) continue;
-                const uint4 u = *reinterpret_cast<const uint4*>(stage + col * NCHW_CO_STRIDE + j * 8);
-                __half* yp = y + (((long long)n * CO + co) * OH + oh) * OW + ow;
-                if (vec_out && ow + 8 <= OW) {
-                    *reinterpret_cast<uint4*>(yp) = u;
-                } else {
-                    const __half* h = reinterpret_cast<const __half*>(&u);
-#pragma unroll
-                    for (int k = 0; k < 8; ++k)
-                        if (ow + k < OW) yp[k] = h[k];
-                }
-            }
-        }
+        tc_store_row_nchw(s_in + warp * (TCO * TC_NCHW_CO_STRIDE), acc, bv, lane, y, n, oh, ow0, co0, OH, OW, CO,
+                          vec_out);
 #endif
     }
     cp_async_wait<0>();  // nothing left in flight when the block exits
@@ -840,10 +846,22 @@ template <int K>  // K x K taps, stride 1
 struct Geo {
     static constexpr int TAPS = K * K, IROWS = TR + K - 1, ICOLS = TCOL + K - 1, NPIX = IROWS * ICOLS;
     static constexpr int W_HALVES = TAPS * TCO * KC;  // one stage's weights
-    static constexpr int IN_BYTES = NPIX * 64, STAGE_BYTES = IN_BYTES + TAPS * TCO * 64;
-    // a stage buffer also holds the 8 warps' 32 x 64 float16 results at the end of a tile
-    static constexpr int BUF_BYTES = STAGE_BYTES > TR * TCOL * TCO * 2 ? STAGE_BYTES : TR * TCOL * TCO * 2;
+    static constexpr int IN_BYTES = NPIX * 64, W_BYTES = TAPS * TCO * 64;
+#if LAYOUT_NHWC
+    // a stage: the patch as [pixel][32 channels] and the chunk's weights; a stage buffer also
+    // holds the 8 warps' 32 x 64 float16 results ([pixel][channel]) at the end of a tile
+    static constexpr int STAGE_BYTES = IN_BYTES + W_BYTES, OUT_BYTES = TR * TCOL * TCO * 2;
+    static constexpr int BUF_BYTES = STAGE_BYTES > OUT_BYTES ? STAGE_BYTES : OUT_BYTES;
     static constexpr int SMEM = 2 * BUF_BYTES;
+#else
+    // a stage: the patch's rows as they lie ([32 ci][row][48 columns from a 16-byte aligned
+    // column]) and the chunk's weights; one more buffer takes the transposed patch; a stage
+    // buffer also holds the results as [co][40 halves] rows at the end of a tile
+    static constexpr int SCOLS = 48, ROWS_BYTES = KC * IROWS * SCOLS * 2, W_OFF = ROWS_BYTES;
+    static constexpr int STAGE_BYTES = ROWS_BYTES + W_BYTES, OUT_BYTES = 8 * TCO * (TCOL + 8) * 2;
+    static constexpr int BUF_BYTES = STAGE_BYTES > OUT_BYTES ? STAGE_BYTES : OUT_BYTES;
+    static constexpr int SMEM = 2 * BUF_BYTES + IN_BYTES;
+#endif
 };
 }  // namespace tcw
 
@@ -865,7 +883,6 @@ extern "C" __global__ void __launch_bounds__(256) conv2d_tc_wprep(const __half* 
     }
 }
 
-#if LAYOUT_NHWC
 template <int K>
 __device__ __forceinline__ void tc_wide_body(unsigned char* smem_raw, const __half* __restrict__ x,
                                              const __half* __restrict__ wp,
@@ -875,18 +892,25 @@ __device__ __forceinline__ void tc_wide_body(unsigned char* smem_raw, const __ha
     using namespace tcw;
     using G = Geo<K>;
     constexpr int TAPS = G::TAPS, ICOLS = G::ICOLS, NPIX = G::NPIX, W_HALVES = G::W_HALVES;
-    constexpr int IN_BYTES = G::IN_BYTES, BUF_BYTES = G::BUF_BYTES;
+    constexpr int BUF_BYTES = G::BUF_BYTES;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int co0 = blockIdx.y * TCO;
     const int ntiles = N * tiles_h * tiles_w;
     const __half* wpb = wp + (long long)blockIdx.y * nchunk * W_HALVES;
 
+    // the chunk's weights (contiguous in wp: 16-byte copies, TAPS x 1 a thread)
+    auto load_weights = [&](int chunk, unsigned char* s_w) {
+        const __half* wc = wpb + (long long)chunk * W_HALVES;
+        for (int f = tid; f < W_HALVES / 8; f += blockDim.x)  // row f / 4 = tap * 64 + co, chunk f % 4
+            cp_async16(s_w + tcw_at(f >> 2, f & 3), wc + f * 8);
+    };
     // stage s = (tile blockIdx.x + (s / nchunk) * gridDim.x, chunk s % nchunk) into buffer `buf`:
-    // the patch's 32 channels (thread -> 16-byte chunk tid & 3 of pixels tid / 4, + 64, ...,
-    // zero outside) and the chunk's weights (contiguous, 9 x 16 bytes a thread)
+    // NHWC: the patch's 32 channels (thread -> 16-byte chunk tid & 3 of pixels tid / 4, + 64,
+    // ..., zero outside); NCHW: its rows as they lie; then the chunk's weights
+#if LAYOUT_NHWC
+    constexpr int W_OFF = G::IN_BYTES;
     auto load_stage = [&](int t, int chunk, int buf) {
         unsigned char* s_in = smem_raw + buf * BUF_BYTES;
-        unsigned char* s_w = s_in + IN_BYTES;
         const int twi = t % tiles_w, rest = t / tiles_w;
         const int thi = rest % tiles_h, n = rest / tiles_h;
         const int ih0 = thi * TR - PT, iw0 = twi * TCOL - PL;
@@ -903,14 +927,37 @@ __device__ __forceinline__ void tc_wide_body(unsigned char* smem_raw, const __ha
                 ++r;
             }
         }
-        const __half* wc = wpb + (long long)chunk * W_HALVES;
-        for (int f = tid; f < W_HALVES / 8; f += blockDim.x)  // row f / 4 = tap * 64 + co, chunk f % 4
-            cp_async16(s_w + tcw_at(f >> 2, f & 3), wc + f * 8);
+        load_weights(chunk, s_in + W_OFF);
     };
+#else
+    constexpr int W_OFF = G::W_OFF, SCOLS = G::SCOLS, IROWS = G::IROWS;
+    unsigned char* s_tin = smem_raw + 2 * BUF_BYTES;  // the transposed patch
+    const int col_shift = ((-PL) % 8 + 8) % 8;       // the patch's first column inside the staged rows
+    // (IW % 8 == 0: a 16-byte chunk of a row is all inside the image or all outside)
+    auto load_stage = [&](int t, int chunk, int buf) {
+        __half* rows = reinterpret_cast<__half*>(smem_raw + buf * BUF_BYTES);
+        const int twi = t % tiles_w, rest = t / tiles_w;
+        const int thi = rest % tiles_h, n = rest / tiles_h;
+        const int ih0 = thi * TR - PT, iwa = twi * TCOL - PL - col_shift;
+        for (int f = tid; f < KC * IROWS * (SCOLS / 8); f += blockDim.x) {
+            const int k = f % (SCOLS / 8), rest2 = f / (SCOLS / 8);
+            const int r = rest2 % IROWS, cl = rest2 / IROWS, ci = chunk * KC + cl;
+            const int ih = ih0 + r, iw = iwa + k * 8;
+            const bool valid = ci < CI && (unsigned)ih < (unsigned)IH && (unsigned)iw < (unsigned)IW;
+            const __half* src = valid ? x + (((long long)n * CI + ci) * IH + ih) * IW + iw : x;
+            cp_async16_zfill(rows + (cl * IROWS + r) * SCOLS + k * 8, src, valid);
+        }
+        load_weights(chunk, smem_raw + buf * BUF_BYTES + W_OFF);
+    };
+#endif
 
     float bv[8][2];
     tc_bias_frag(bias, co0, CO, lane, bv);
+#if LAYOUT_NHWC
     const bool vec_out = (CO % 8 == 0) && aligned16(y);
+#else
+    const bool vec_out = (OW % 8 == 0) && aligned16(y);
+#endif
     const int pr = (lane & 7) + ((lane >> 3) & 1) * 8, a_half = lane >> 4, b_half = (lane >> 3) & 1;
     const int b_row = (lane & 7) + (lane >> 4) * 8;
 
@@ -923,13 +970,33 @@ __device__ __forceinline__ void tc_wide_body(unsigned char* smem_raw, const __ha
         if (t >= ntiles) break;
         cp_async_wait<0>();
         __syncthreads();  // stage s has landed; every warp is done with the other buffer
+        unsigned char* s_buf = smem_raw + buf * BUF_BYTES;
+#if LAYOUT_NHWC
+        const unsigned in_u = smem_u32(s_buf);
+#else
+        // staged rows [ci][row][column] -> [pixel][16-byte channel chunk, swizzled]: a warp takes
+        // 32 consecutive pixels of one chunk (reads along a row)
+        {
+            const __half* rows = reinterpret_cast<const __half*>(s_buf);
+            for (int f = tid; f < NPIX * (KC / 8); f += blockDim.x) {
+                const int c8 = f / NPIX, p = f - c8 * NPIX;
+                const int r = p / ICOLS, c = p - r * ICOLS;
+                const __half* src = rows + (c8 * 8 * IROWS + r) * SCOLS + col_shift + c;
+                __align__(16) __half h[8];
+#pragma unroll
+                for (int j = 0; j < 8; ++j) h[j] = src[j * IROWS * SCOLS];
+                *reinterpret_cast<uint4*>(s_tin + tcw_at(p, c8)) = *reinterpret_cast<const uint4*>(h);
+            }
+        }
+        __syncthreads();  // the transposed patch is ready (the staged rows stay until the stage is done)
+        const unsigned in_u = smem_u32(s_tin);
+#endif
+        const unsigned w_u = smem_u32(s_buf) + W_OFF;
         {
             const int tn = blockIdx.x + ((s + 1) / nchunk) * gridDim.x;
             if (tn < ntiles) load_stage(tn, (s + 1) % nchunk, buf ^ 1);
             cp_async_commit();
         }
-        unsigned char* s_in = smem_raw + buf * BUF_BYTES;
-        const unsigned in_u = smem_u32(s_in), w_u = in_u + IN_BYTES;
         if (chunk == 0) {
 #pragma unroll
             for (int a = 0; a < 2; ++a)
@@ -966,8 +1033,13 @@ __device__ __forceinline__ void tc_wide_body(unsigned char* smem_raw, const __ha
             const int twi = t % tiles_w, rest = t / tiles_w;
             const int thi = rest % tiles_h, n = rest / tiles_h;
             const int oh = thi * TR + warp, ow0 = twi * TCOL;
-            tc_store_row_nhwc(reinterpret_cast<__half*>(s_in) + warp * (TCOL * 64), acc, bv, lane, y, n, oh, ow0, co0,
+#if LAYOUT_NHWC
+            tc_store_row_nhwc(reinterpret_cast<__half*>(s_buf) + warp * (TCOL * 64), acc, bv, lane, y, n, oh, ow0, co0,
                               OH, OW, CO, vec_out);
+#else
+            tc_store_row_nchw(reinterpret_cast<__half*>(s_buf) + warp * (TCO * TC_NCHW_CO_STRIDE), acc, bv, lane, y, n,
+                              oh, ow0, co0, OH, OW, CO, vec_out);
+#endif
         }
         buf ^= 1;
     }
@@ -983,7 +1055,6 @@ __device__ __forceinline__ void tc_wide_body(unsigned char* smem_raw, const __ha
     }
 TC_WIDE_KERNEL(conv2d_k3_tc_wide, 3)
 TC_WIDE_KERNEL(conv2d_k1_tc_wide, 1)
-#endif
 // end of the tensor-core section
 #endif
 

@@ -412,10 +412,10 @@ def test_cuda_quantized_conv_plans_tensor_cores_without_a_gpu():
 
 
 def test_cuda_streamed_weight_tensor_core_conv_plans_without_a_gpu():
-    """Without a GPU: CONV_TC=3 plans two launches for float16 NHWC 3x3 and 1x1 stride-1 convs with C_in
-    % 8 == 0 (any C_in): ``conv2d_tc_wprep`` (the weights into the stages' layout, a workspace of
-    ``tc_wide_weight_halves`` elements) then ``conv2d_k{3,1}_tc_wide`` (one block per multiprocessor
-    split over the 64-channel output tiles, 32-channel chunks); NCHW or C_in % 8 != 0 go as CONV_TC=2."""
+    """Without a GPU: CONV_TC=3 plans two launches for float16 3x3 and 1x1 stride-1 convs (NHWC: C_in % 8
+    == 0, NCHW: W % 8 == 0; any C_in): ``conv2d_tc_wprep`` (the weights into the stages' layout, a
+    workspace of ``tc_wide_weight_halves`` elements) then ``conv2d_k{3,1}_tc_wide`` (one block per
+    multiprocessor split over the 64-channel output tiles, 32-channel chunks); others go as CONV_TC=2."""
     import numpy as np
 
     from hal import spec as S
@@ -426,8 +426,8 @@ def test_cuda_streamed_weight_tensor_core_conv_plans_without_a_gpu():
     be._run = lambda plan, buffers: plans.append((plan, buffers))
     buf = CudaBuffer(0x10000, 1 << 30, None)
 
-    def plan(layout="NHWC", ci=256, co=256, k=3):
-        sp = S.conv2d_spec(S.TensorGeometry(32, ci, 28, 28, layout, np.dtype(np.float16)), (co, ci, k, k), False,
+    def plan(layout="NHWC", ci=256, co=256, k=3, w=28):
+        sp = S.conv2d_spec(S.TensorGeometry(32, ci, 28, w, layout, np.dtype(np.float16)), (co, ci, k, k), False,
                            None, 1, k // 2, 1, 1)
         be.conv2d(sp, buf, buf, None, buf, {"CONV_TC": 3})
         return plans[-1]
@@ -435,13 +435,16 @@ def test_cuda_streamed_weight_tensor_core_conv_plans_without_a_gpu():
     (prep, wide), buffers = plan()
     assert tc_wide_weight_halves(256, 256) == 4 * 8 * 9 * 64 * 32
     assert prep.kernel == "conv2d_tc_wprep" and prep.args == ("w", "wp", 256, 256, 9, 8, 4 * 8 * 9 * 64 * 32)
-    assert wide.kernel == "conv2d_k3_tc_wide" and wide.shared == _TC_WIDE_SMEM[3] == 117248
+    assert wide.kernel == "conv2d_k3_tc_wide" and wide.shared == _TC_WIDE_SMEM["NHWC", 3] == 117248
     assert wide.grid == (33, 4, 1) and wide.args[4:] == (32, 256, 28, 28, 256, 28, 28, 1, 1, 4, 1, 8)
     assert buffers["wp"].nbytes >= 2 * tc_wide_weight_halves(256, 256)
     (only,), _ = plan(ci=64, co=64, layout="NCHW")
-    assert only.kernel == "conv2d_k3_tc"  # as CONV_TC=2: the pipelined kernel's NCHW rows need W % 8 == 0 (28)
+    assert only.kernel == "conv2d_k3_tc"  # as CONV_TC=2: NCHW rows are copied in 16-byte chunks, W % 8 == 0 (28)
+    (prep, wide), _ = plan(ci=256, co=256, layout="NCHW", w=32)
+    assert wide.kernel == "conv2d_k3_tc_wide" and wide.shared == _TC_WIDE_SMEM["NCHW", 3] <= 232448
     (only,), _ = plan(ci=12, co=64)
     assert only.kernel == "conv2d_k3_tc"
     (prep, wide), buffers = plan(ci=1024, co=96, k=1)  # 1x1: one tap, no halo
     assert prep.args == ("w", "wp", 1024, 96, 1, 32, 2 * 32 * 1 * 64 * 32) and wide.kernel == "conv2d_k1_tc_wide"
-    assert wide.shared == _TC_WIDE_SMEM[1] == 65536 and buffers["wp"].nbytes >= 2 * tc_wide_weight_halves(1024, 96, 1)
+    assert wide.shared == _TC_WIDE_SMEM["NHWC", 1] == 65536
+    assert buffers["wp"].nbytes >= 2 * tc_wide_weight_halves(1024, 96, 1)

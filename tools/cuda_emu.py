@@ -296,8 +296,9 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
     """(name, kind, arguments): float16 tensor-core convs of both kernels and layouts, and the
     int8 convs (tensor cores where they apply, the CUDA-core kernels elsewhere)."""
     out: list[tuple[str, str, dict[str, Any]]] = []
-    out.append(("conv tc3 wide 72->70 NHWC", "conv",
-                dict(shape=(2, 72, 9, 16), cout=70, layout="NHWC", padding=1, params={"CONV_TC": 3})))
+    for layout in ("NHWC", "NCHW"):
+        out.append((f"conv tc3 wide 72->70 {layout}", "conv",
+                    dict(shape=(2, 72, 9, 16), cout=70, layout=layout, padding=1, params={"CONV_TC": 3})))
     if not quick:
         out.append(("conv tc3 wide 136->64 asym NHWC", "conv", dict(shape=(1, 136, 10, 35), cout=64, layout="NHWC",
                                                                     padding=(0, 2, 1, 0), params={"CONV_TC": 3})))
@@ -307,6 +308,12 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
                                                                     padding=0, params={"CONV_TC": 3}, k=1)))
         out.append(("conv tc3 wide 1x1 pad1 16->24 NHWC", "conv", dict(shape=(1, 16, 5, 7), cout=24, layout="NHWC",
                                                                        padding=1, params={"CONV_TC": 3}, k=1)))
+        out.append(("conv tc3 wide 136->64 asym NCHW", "conv", dict(shape=(1, 136, 10, 40), cout=64, layout="NCHW",
+                                                                    padding=(0, 2, 1, 0), params={"CONV_TC": 3})))
+        out.append(("conv tc3 wide 1x1 264->130 NCHW", "conv", dict(shape=(2, 264, 9, 40), cout=130, layout="NCHW",
+                                                                    padding=0, params={"CONV_TC": 3}, k=1)))
+        out.append(("conv tc3 wide pad3 NCHW", "conv", dict(shape=(1, 40, 7, 16), cout=24, layout="NCHW", padding=3,
+                                                            params={"CONV_TC": 3})))
     for layout in ("NHWC", "NCHW"):
         for tc in (2, 1):
             out.append((f"conv tc{tc} 24->70 {layout}", "conv",
@@ -349,7 +356,7 @@ def fuzz_cases(rng: np.random.Generator, count: int) -> list[tuple[str, str, dic
                         dict(shape=(n, ci, h, w), cout=int(rng.integers(1, 140)), layout=layout, padding=pad, xd=xd,
                              wd=wd, out=o, bias=bool(rng.integers(2)))))
         else:  # float16: CONV_TC 2 (C_in <= 64) or 3 (NHWC, any C_in % 8 == 0, 3x3 or 1x1)
-            tc = 3 if (layout == "NHWC" and rng.integers(2)) else 2
+            tc = 3 if rng.integers(2) else 2
             ci = 8 * int(rng.integers(1, 21 if tc == 3 else 9))
             w = 8 * int(rng.integers(1, 5)) if layout == "NCHW" else int(rng.integers(3, 40))
             k = 1 if (tc == 3 and rng.integers(3) == 0) else 3
