@@ -295,9 +295,6 @@ _SCHEMAS: dict[str, KernelSchema] = {
             Param("ADAPT_GVEC_U", (0, 4, 8, 16), 8,
                   "NHWC global pooling without indices, enough (image, channel vector) pairs to fill the GPU: "
                   "a thread per pair with this many 16-byte loads in flight (adaptive_pool2d_*_gvec); 0 = off (-D)"),
-            Param("ADAPT_GVEC_S", (1, 2, 4), 1,
-                  "NHWC global pooling (gvec): lanes per (image, channel vector), each summing a share of the pixels "
-                  "(-D)"),
         ),
         (_fits_threads("ADAPT_THREADS"), _fits_smem("ADAPT_SMEM_KB")),
     ),
@@ -371,7 +368,7 @@ _SCHEMAS: dict[str, KernelSchema] = {
 #: parameters that change the generated code (passed as -D); the rest shape the launch only
 _COMPILE_PARAMS = {
     "pool2d": ("POOL_THREADS", "POOL_OCC", "POOL_SPLIT", "POOL_H2", "POOL_H2AVG"),
-    "adaptive_pool2d": ("ADAPT_THREADS", "ADAPT_GSTAGES", "ADAPT_VSPLIT_U", "ADAPT_GVEC_U", "ADAPT_GVEC_S"),
+    "adaptive_pool2d": ("ADAPT_THREADS", "ADAPT_GSTAGES", "ADAPT_VSPLIT_U", "ADAPT_GVEC_U"),
     "conv2d": ("CONV_THREADS", "CONV_SIMT_CI", "CONV_OCC", "DW_HALF4", "DW_H2", "DW_PREFETCH"),
     "batch_norm": ("BN_THREADS", "BN_UNROLL", "BN_L2_HINT", "BN_INFER_OCC"),
     "eltwise": ("ELT_THREADS",),
@@ -1329,7 +1326,7 @@ class CudaBackend(Backend):
                     and outputs // vec >= self._sms * 256:
                 return (
                     Launch("adaptive_pool2d.cu", defines, f"adaptive_pool2d_{spec.kind}_gvec", "PPiii",
-                           self._grid_1d(outputs // vec * int(p["ADAPT_GVEC_S"]), threads), (threads, 1, 1), 0,
+                           self._grid_1d(outputs // vec, threads), (threads, 1, 1), 0,
                            ("x", "y", spec.n, spec.c, spec.in_h * spec.in_w)),
                 )
             # the kernel keeps pixel indices ih * IW + iw (and a few rows past the bin) in an int

@@ -502,16 +502,11 @@ def adaptive_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
             ggv = (136, 2048)
             for name, shape, params in (("gvec 7x7", (*ggv, 7, 7), {}), ("gvec 5x3 U16", (*ggv, 5, 3),
                                         {"ADAPT_GVEC_U": 16}), ("gvec 3x4 U4 512", (*ggv, 3, 4),
-                                        {"ADAPT_GVEC_U": 4, "ADAPT_THREADS": 512}), ("gvec 1x1", (*ggv, 1, 1), {}),
-                                        ("gvec 7x7 S2", (*ggv, 7, 7), {"ADAPT_GVEC_S": 2}),
-                                        ("gvec 5x3 S4 U4", (*ggv, 5, 3), {"ADAPT_GVEC_S": 4, "ADAPT_GVEC_U": 4}),
-                                        ("gvec 1x3 S4", (*ggv, 1, 3), {"ADAPT_GVEC_S": 4})):
+                                        {"ADAPT_GVEC_U": 4, "ADAPT_THREADS": 512}), ("gvec 1x1", (*ggv, 1, 1), {})):
                 for kind, idx in (("avg", False), ("max", False), ("max", True)):
                     check_adaptive(dev, rng, name, shape, (1, 1), kind, indices=idx, params=params, **c)
             for kind, idx in (("avg", False), ("max", False)):
                 check_adaptive(dev, rng, "gvec nan", (*ggv, 7, 7), (1, 1), kind, indices=idx, nan_frac=0.01, **c)
-                check_adaptive(dev, rng, "gvec nan S2", (*ggv, 7, 7), (1, 1), kind, indices=idx, nan_frac=0.01,
-                               params={"ADAPT_GVEC_S": 2}, **c)
             for kind, idx in (("avg", False), ("max", False), ("max", True)):
                 check_adaptive(dev, rng, "g nan", (3, 64, 7, 7), (1, 1), kind, indices=idx, nan_frac=0.01, **c)
                 check_adaptive(dev, rng, "g misaligned", (3, 64, 7, 7), (1, 1), kind, indices=idx,

@@ -352,10 +352,6 @@ def build_cases(quick: bool) -> list[Case]:
                                  [{"ADAPT_GVEC_U": 4}, {"ADAPT_GVEC_U": 16},
                                   {"ADAPT_GVEC_U": 8, "ADAPT_THREADS": 128}, {"ADAPT_GVEC_U": 16, "ADAPT_THREADS": 128},
                                   {"ADAPT_GVEC_U": 8, "ADAPT_THREADS": 512},
-                                  {"ADAPT_GVEC_S": 2}, {"ADAPT_GVEC_S": 2, "ADAPT_GVEC_U": 4},
-                                  {"ADAPT_GVEC_S": 2, "ADAPT_THREADS": 128}, {"ADAPT_GVEC_S": 2, "ADAPT_THREADS": 512},
-                                  {"ADAPT_GVEC_S": 4, "ADAPT_GVEC_U": 4}, {"ADAPT_GVEC_S": 4},
-                                  {"ADAPT_GVEC_S": 4, "ADAPT_GVEC_U": 4, "ADAPT_THREADS": 128},
                                   {"ADAPT_GVEC_U": 0}, {"ADAPT_GVEC_U": 0, "ADAPT_VSPLIT_U": 4},
                                   {"ADAPT_GVEC_U": 0, "ADAPT_VSPLIT_U": 8, "ADAPT_THREADS": 128},
                                   {"ADAPT_GVEC_U": 0, "ADAPT_VSPLIT_U": 4, "ADAPT_THREADS": 128}])))

@@ -1,14 +1,13 @@
 // Adaptive (and global) max / average pooling: bin i spans [i*In/Out, ceil((i+1)*In/Out)).
 //
 // Macros: DTYPE_HALF, LAYOUT_NHWC, ADAPT_THREADS [256] (threads per block of every kernel),
-// ADAPT_VSPLIT_U [8], ADAPT_GVEC_U [8] (loads in flight per thread of the vsplit and gvec kernels),
-// ADAPT_GVEC_S [1] (lanes per channel vector of the gvec kernel).
+// ADAPT_VSPLIT_U [8], ADAPT_GVEC_U [8] (loads in flight per thread of the vsplit and gvec kernels).
 //
 // Entry points:
 //   adaptive_pool2d_max, adaptive_pool2d_avg (contract signature) one thread per output
 //   adaptive_pool2d_{max,maxi,avg}_vec   NHWC, HAL_VEC channels per thread (16-byte loads)
 //   adaptive_pool2d_{max,avg}_gvec(x, y, N, C, HW) NHWC global pooling (1x1 output, no indices):
-//       ADAPT_GVEC_S [1] lanes per HAL_VEC channels, ADAPT_GVEC_U [8] pixel loads in flight each
+//       HAL_VEC channels per thread, ADAPT_GVEC_U [8] pixel loads in flight
 //   adaptive_pool2d_{max,maxi,avg}_tile  NCHW shared-memory tiles (hal_window.cuh)
 //   adaptive_pool2d_{max,maxi,avg}_block one block per output: few outputs, large bins
 //   adaptive_pool2d_{max,maxi,avg}_vsplit NHWC, a block per (output pixel, 32 channel vectors):
@@ -160,42 +159,34 @@ ADAPT_VEC_KERNEL(adaptive_pool2d_max_vec, WIN_MAX, false)
 ADAPT_VEC_KERNEL(adaptive_pool2d_maxi_vec, WIN_MAX, true)
 ADAPT_VEC_KERNEL(adaptive_pool2d_avg_vec, WIN_AVG, false)
 
-// ---- NHWC global pooling (1x1 output) without indices: ADAPT_GVEC_S adjacent lanes per (image,
-// 16-byte channel vector), each walking its contiguous share of the HW pixels in order with
-// ADAPT_GVEC_U loads in flight, then combined by shuffles (float16 has half float32's vectors:
-// splitting the pixels keeps as many loads in flight); no shared memory, no barrier.
+// ---- NHWC global pooling (1x1 output) without indices: a thread per (image, 16-byte channel
+// vector) walks the image's HW pixels in order, ADAPT_GVEC_U loads in flight before any is
+// folded in (the row-major fold order of adaptive_vec, so the same sums); no shared memory,
+// no barrier. Each load instruction of a warp reads 512 contiguous bytes.
 #ifndef ADAPT_GVEC_U
 #define ADAPT_GVEC_U 8
-#endif
-#ifndef ADAPT_GVEC_S
-#define ADAPT_GVEC_S 1
 #endif
 template <int OP>
 __device__ __forceinline__ void adaptive_gvec(const act_t* __restrict__ x, act_t* __restrict__ y, int N, int C,
                                               int HW) {
-    constexpr int U = ADAPT_GVEC_U > 0 ? ADAPT_GVEC_U : 1, S = ADAPT_GVEC_S;
-    static_assert(S == 1 || S == 2 || S == 4, "ADAPT_GVEC_S: 1, 2 or 4 lanes per channel vector");
+    constexpr int U = ADAPT_GVEC_U > 0 ? ADAPT_GVEC_U : 1;
     const int ncv = C / HAL_VEC;
-    const long long total = (long long)N * ncv * S;  // the stride below is a multiple of S: a lane group
-    const int part = threadIdx.x % S;               // stays together to the end (the shuffles' mask)
-    const unsigned group_mask = (S == 1) ? 1u : (((1u << S) - 1u) << ((threadIdx.x & 31) & ~(S - 1)));
+    const long long total = (long long)N * ncv;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += (long long)gridDim.x * blockDim.x) {
-        const long long pair = i / S;
-        const int n = (int)(pair / ncv), cv = (int)(pair - (long long)n * ncv);
-        const int p_lo = (int)((long long)HW * part / S), p_hi = (int)((long long)HW * (part + 1) / S);
+        const int n = (int)(i / ncv), cv = (int)(i - (long long)n * ncv);
         const act_t* xb = x + (long long)n * HW * C + cv * HAL_VEC;
         float acc[HAL_VEC];
 #pragma unroll
         for (int j = 0; j < HAL_VEC; ++j) acc[j] = OP == WIN_MAX ? HAL_NEG_INF : 0.0f;
-        for (int p0 = p_lo; p0 < p_hi; p0 += U) {
+        for (int p0 = 0; p0 < HW; p0 += U) {
             uint4 raw[U];
 #pragma unroll
             for (int u = 0; u < U; ++u)
-                if (p0 + u < p_hi) raw[u] = __ldg(reinterpret_cast<const uint4*>(xb + (long long)(p0 + u) * C));
+                if (p0 + u < HW) raw[u] = __ldg(reinterpret_cast<const uint4*>(xb + (long long)(p0 + u) * C));
 #pragma unroll
             for (int u = 0; u < U; ++u) {
-                if (p0 + u < p_hi) {
+                if (p0 + u < HW) {
                     float v[HAL_VEC];
                     unpack_vec(raw[u], v);
 #pragma unroll
@@ -203,21 +194,12 @@ __device__ __forceinline__ void adaptive_gvec(const act_t* __restrict__ x, act_t
                 }
             }
         }
+        if (OP == WIN_AVG) {
+            const float d = (float)HW;
 #pragma unroll
-        for (int off = 1; off < S; off <<= 1)
-#pragma unroll
-            for (int j = 0; j < HAL_VEC; ++j) {
-                const float o = __shfl_xor_sync(group_mask, acc[j], off);
-                acc[j] = OP == WIN_MAX ? max_nan(acc[j], o) : acc[j] + o;
-            }
-        if (part == 0) {
-            if (OP == WIN_AVG) {
-                const float d = (float)HW;
-#pragma unroll
-                for (int j = 0; j < HAL_VEC; ++j) acc[j] /= d;
-            }
-            st_vec(y + (long long)n * C + cv * HAL_VEC, acc);
+            for (int j = 0; j < HAL_VEC; ++j) acc[j] /= d;
         }
+        st_vec(y + (long long)n * C + cv * HAL_VEC, acc);
     }
 }
 #define ADAPT_GVEC_KERNEL(NAME, OP)                                                                       \

@@ -79,14 +79,14 @@ def _replace_body(text: str, name: str, body: str) -> str:
 
 
 def kernel_source(file: str) -> str:
-    """The kernel file's text as the emulator compiles it: conv2d.cu's tensor-core section
-    only (its other kernels need intrinsics the emulator does not model), the inline PTX of
-    ldmatrix and mma routed to the emulator's collectives."""
+    """The kernel file's text as the emulator compiles it (after the host prelude): conv2d.cu's
+    tensor-core section only (its other kernels need intrinsics the emulator does not model),
+    the inline PTX of ldmatrix and mma routed to the emulator's collectives."""
     text = (KERNELS / file).read_text()
     if file == "conv2d.cu":
         start = text.index("namespace tc {")
         end = text.index("// end of the tensor-core section")
-        text = '#include "hal_prelude.cuh"\n' + text[start:end]
+        text = text[start:end]
         text = _replace_body(text, "ldsm_x4", "emu_ldsm_x4(addr, r0, r1, r2, r3);")
         text = _replace_body(text, "mma16816", "emu_mma_f16(c, a, b0, b1);")
     elif file == "quant_conv2d.cu":
@@ -148,7 +148,7 @@ def build(file: str, defines: dict[str, int], kernel: str, fmt: str, work: Path)
     flags = [f"-D{k}={v}" for k, v in sorted(defines.items())]
     key = hashlib.sha256("\0".join([src, main, *flags, *(p.read_text() for p in sorted(EMU.iterdir()))]).encode())
     tag = key.hexdigest()[:16]
-    if tag in _BUILT:
+    if tag in _BUILT and _BUILT[tag].exists():
         return _BUILT[tag]
     d = work / tag
     d.mkdir(parents=True, exist_ok=True)
@@ -174,8 +174,9 @@ class Launched:
 
 def run_plan(be: Any, call: Any, buffers: dict[str, np.ndarray | None], outputs: set[str], work: Path) -> Launched:
     """Plan one op on `be` (its `_run` captured), then run the plan's launches in order in the
-    emulator with `buffers` (by the launches' buffer names; a workspace the backend would add
-    is given here as a zero array); return the output arrays read back and the last kernel."""
+    emulator with `buffers` (by the launches' buffer names; a workspace the backend would add,
+    such as the wide kernels' weights, is passed here too, poisoned); return the output arrays
+    read back and the last kernel."""
     plans: list[Any] = []
     be._run = lambda plan, bufs: plans.append(plan)
     call()
