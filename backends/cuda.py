@@ -307,10 +307,15 @@ _SCHEMAS: dict[str, KernelSchema] = {
                   "resident threads per SM for those kernels' register allocation, 0 = compiler's choice (-D)"),
             Param("CONV_SIMT_CI", (4, 8), 8, "input channels per pipeline stage of the float 3x3 kernel (-D)"),
             Param("CONV_TC", (0, 1, 2, 3), 1,
-                  "float16 dense convolutions on tensor cores: 1 = conv2d_k3_tc, 2 = the pipelined 3x3 kernel "
-                  "(conv2d_k3_tc_pipe: NHWC C_in % 8 == 0, NCHW W % 8 == 0) where it applies, else 1's kernel; "
-                  "3 = 3x3 and 1x1 with weights streamed (conv2d_k{3,1}_tc_wide: NHWC C_in % 8 == 0, NCHW W % 8 == 0; "
-                  "not yet run on a GPU), else as 2; 0 = CUDA cores"),
+                  "float16 dense convolutions on tensor cores: 1 = conv2d_k3_tc (C_in <= 64, KH, KW <= 3); "
+                  "2 = the pipelined 3x3 kernel (conv2d_k3_tc_pipe: C_in <= 64, NHWC C_in % 8 == 0, NCHW W % 8 == 0) "
+                  "where it applies, 3x3 and 1x1 with C_in > 64 on the streamed-weight kernels "
+                  "(conv2d_k{3,1}_tc_wide: NHWC C_in % 8 == 0, NCHW W % 8 == 0), else 1's kernel; "
+                  "3 = the streamed-weight kernels for every 3x3 and 1x1 they take, else 1's kernel; "
+                  "0 = CUDA cores"),
+            Param("TC_WIDE_STAGES", (2, 3, 4), 2,
+                  "stage buffers of the streamed-weight tensor-core kernels: stages - 1 in flight under the mma; "
+                  "a count whose shared memory does not fit the device serves the next kernel in line (-D)"),
             Param("DW_TILE_H", (1, 2, 4, 8, 16, 32), 32, "depthwise: output rows per block"),
             Param("DW_TILE_W", (4, 8, 16, 32), 8, "depthwise NHWC: output columns per tile"),
             Param("DW_SMEM_KB", (8, 16, 24, 32, 48), 32, "depthwise: shared-memory budget per block, KiB"),
@@ -369,7 +374,7 @@ _SCHEMAS: dict[str, KernelSchema] = {
 _COMPILE_PARAMS = {
     "pool2d": ("POOL_THREADS", "POOL_OCC", "POOL_SPLIT", "POOL_H2", "POOL_H2AVG"),
     "adaptive_pool2d": ("ADAPT_THREADS", "ADAPT_GSTAGES", "ADAPT_VSPLIT_U", "ADAPT_GVEC_U"),
-    "conv2d": ("CONV_THREADS", "CONV_SIMT_CI", "CONV_OCC", "DW_HALF4", "DW_H2", "DW_PREFETCH"),
+    "conv2d": ("CONV_THREADS", "CONV_SIMT_CI", "CONV_OCC", "DW_HALF4", "DW_H2", "DW_PREFETCH", "TC_WIDE_STAGES"),
     "batch_norm": ("BN_THREADS", "BN_UNROLL", "BN_L2_HINT", "BN_INFER_OCC"),
     "eltwise": ("ELT_THREADS",),
     "qconv2d": (),
@@ -433,21 +438,35 @@ _TC_SMEM = (9 * 64 * 64 + 6 * 34 * 64) * 2  # conv2d_k3_tc: all weights of 64 ch
 _TC_PIPE_SMEM = {"NHWC": (9 * 64 * 64 + 2 * 10 * 34 * 64) * 2, "NCHW": (9 * 64 * 64 + 10 * 34 * 64 + 64 * 10 * 48) * 2}
 
 
-def _tc_wide_smem(layout: str, k: int) -> int:
-    """conv2d_k{3,1}_tc_wide's shared memory (tcw::Geo in conv2d.cu): two stage buffers, each an
-    8x32 tile's patch of 32 channels ([pixel][channel] in NHWC, the rows as they lie in NCHW) and
-    those channels' weights, or the tile's results where they are more; NCHW adds the transposed patch."""
+def _tc_wide_smem(layout: str, k: int, stages: int) -> int:
+    """conv2d_k{3,1}_tc_wide's shared memory (tcw::Geo in conv2d.cu): `stages` stage buffers
+    (TC_WIDE_STAGES), each an 8x32 tile's patch of 32 channels ([pixel][channel] in NHWC, the rows
+    as they lie in NCHW) and those channels' weights, or the tile's results where they are more;
+    NCHW adds the transposed patch."""
     patch = (8 + k - 1) * (32 + k - 1) * 64
     weights = k * k * 64 * 64
     if layout == "NHWC":
-        return 2 * max(patch + weights, 8 * 32 * 64 * 2)
-    return 2 * max(32 * (8 + k - 1) * 48 * 2 + weights, 8 * 64 * 40 * 2) + patch
+        return stages * max(patch + weights, 8 * 32 * 64 * 2)
+    return stages * max(32 * (8 + k - 1) * 48 * 2 + weights, 8 * 64 * 40 * 2) + patch
 
 
-_TC_WIDE_SMEM = {(layout, k): _tc_wide_smem(layout, k) for layout in ("NHWC", "NCHW") for k in (1, 3)}
+_TC_WIDE_SMEM = {(layout, k, st): _tc_wide_smem(layout, k, st)
+                 for layout in ("NHWC", "NCHW") for k in (1, 3) for st in (2, 3, 4)}
 
 
 _SIMT_BUF_FLOATS = {ci: ci * 10 * 36 + ci * 9 * 68 for ci in (4, 8)}
+
+#: conv2d_dw_pipe{rows}_k3s1 (conv2d.cu, namespace dwp): threads per block, the blocks per SM its
+#: __launch_bounds__ lets the registers allow, bytes of channels per tile
+_DW_PIPE_THREADS, _DW_PIPE_MINB, _DW_PIPE_SLICE = 256, 3, 128
+
+
+def dw_pipe_geometry(itemsize: int, rows: int) -> tuple[int, int]:
+    """conv2d_dw_pipe{rows}_k3s1's tile width (output columns: one thread per 4-channel group
+    of the 128-byte slice and column) and its shared memory (two (rows + 2) x (width + 2)
+    pixel patches of 128 bytes)."""
+    tw = _DW_PIPE_THREADS // (_DW_PIPE_SLICE // (4 * itemsize))
+    return tw, 2 * (rows + 2) * (tw + 2) * _DW_PIPE_SLICE
 
 
 def tc_wide_weight_halves(c_in: int, c_out: int, taps: int = 9) -> int:
@@ -1502,9 +1521,12 @@ class CudaBackend(Backend):
         if not self.force_generic:
             # the streamed-weight kernels' copies: NHWC 16-byte channel chunks (C_in % 8), NCHW row chunks (W % 8)
             wide_copies = ci % 8 == 0 if spec.layout == "NHWC" else iw % 8 == 0
-            if spec.groups == 1 and unit and half and p["CONV_TC"] == 3 and kh == kw and kh in (1, 3) \
-                    and wide_copies and aligned and self._cc >= (8, 0) \
-                    and _TC_WIDE_SMEM[spec.layout, kh] <= self._max_smem() \
+            # CONV_TC 3: the streamed-weight kernels wherever they apply; 2: where the pipelined and
+            # all-weights-resident kernels cannot (C_in > 64)
+            wide_smem = _TC_WIDE_SMEM[spec.layout, kh, int(p["TC_WIDE_STAGES"])] if kh in (1, 3) else 0
+            wide_wanted = p["CONV_TC"] == 3 or (p["CONV_TC"] == 2 and ci > 64)
+            if spec.groups == 1 and unit and half and wide_wanted and kh == kw and kh in (1, 3) \
+                    and wide_copies and aligned and self._cc >= (8, 0) and wide_smem <= self._max_smem() \
                     and n * _cdiv(oh, 8) * _cdiv(ow, 32) < 2**31 and tc_wide_weight_halves(ci, co, kh * kw) < 2**31:
                 tiles_h, tiles_w, co_tiles, nchunk = _cdiv(oh, 8), _cdiv(ow, 32), _cdiv(co, 64), _cdiv(ci, 32)
                 ntiles = n * tiles_h * tiles_w
@@ -1514,7 +1536,7 @@ class CudaBackend(Backend):
                     Launch("conv2d.cu", defines, "conv2d_tc_wprep", "PPiiiii", self._grid_1d(total, 256),
                            (256, 1, 1), 0, ("w", "wp", ci, co, kh * kw, nchunk, total)),
                     Launch("conv2d.cu", defines, f"conv2d_k{kh}_tc_wide", "PPPP" + "i" * 12, grid, (256, 1, 1),
-                           _TC_WIDE_SMEM[spec.layout, kh], ("x", "wp", "b", "y", n, ci, ih, iw, co, oh, ow, pt, pl,
+                           wide_smem, ("x", "wp", "b", "y", n, ci, ih, iw, co, oh, ow, pt, pl,
                                                              tiles_h, tiles_w, nchunk)),
                 )
             # the pipelined kernel's copies: NHWC 16-byte channel chunks, NCHW 16-byte row chunks

@@ -592,6 +592,18 @@ def conv_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
                        params=tc3, **c)
             check_conv(dev, rng, "3x3 tc wide pad3 w16", (1, 40, 7, 16), 24, 3, padding=3, params=tc3, **c)
             check_conv(dev, rng, "1x1 tc wide 264->130 w32", (2, 264, 9, 32), 130, 1, params=tc3, **c)
+            # deeper pipelines (TC_WIDE_STAGES 3, 4; 4 with 3x3 does not fit and serves the next kernel),
+            # many tiles per block (more tiles than multiprocessors), CONV_TC=2 past 64 input channels
+            for st in (3, 4):
+                tcs = {"CONV_TC": 3, "TC_WIDE_STAGES": st}
+                check_conv(dev, rng, f"3x3 tc wide stages{st}", (2, 136, 12, 40), 70, 3, padding=1, params=tcs, **c)
+                check_conv(dev, rng, f"1x1 tc wide stages{st}", (2, 264, 9, 40), 130, 1, params=tcs, **c)
+                check_conv(dev, rng, f"1x1 tc wide stages{st} many tiles", (9, 96, 40, 72), 64, 1, params=tcs,
+                           **c)
+            check_conv(dev, rng, "3x3 tc wide stages3 many tiles", (9, 96, 40, 72), 64, 3, padding=1,
+                       params={"CONV_TC": 3, "TC_WIDE_STAGES": 3}, **c)
+            check_conv(dev, rng, "3x3 tc2 wide 96->70", (2, 96, 9, 40), 70, 3, padding=1, params=tc2, **c)
+            check_conv(dev, rng, "1x1 tc2 wide 96->70", (2, 96, 9, 40), 70, 1, params=tc2, **c)
             # NCHW: widths that are multiples of 8 (C_in any), padding 3 (the rows' column shift 5)
             check_conv(dev, rng, "3x3 tc pipe 20->70 w40", (3, 20, 13, 40), 70, 3, padding=1, params=tc2, **c)
             check_conv(dev, rng, "3x3 tc pipe pad3", (2, 24, 11, 16), 32, 3, padding=3, params=tc2, **c)
@@ -948,6 +960,10 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
             check_conv(dev, rng, "one 3x3 tc pipe", (2, 24, 9, 35), 70, 3, padding=1, params={"CONV_TC": 2}, **c)
             check_conv(dev, rng, "one 3x3 tc pipe w16", (2, 20, 9, 16), 70, 3, padding=1, params={"CONV_TC": 2}, **c)
             check_conv(dev, rng, "one 3x3 tc wide", (1, 72, 9, 16), 70, 3, padding=1, params={"CONV_TC": 3}, **c)
+            check_conv(dev, rng, "one 3x3 tc wide stages3", (1, 72, 9, 16), 70, 3, padding=1,
+                       params={"CONV_TC": 3, "TC_WIDE_STAGES": 3}, **c)
+            check_conv(dev, rng, "one 1x1 tc wide stages4", (1, 72, 9, 16), 70, 1,
+                       params={"CONV_TC": 3, "TC_WIDE_STAGES": 4}, **c)
             check_conv(dev, rng, "one dw k3s1", (2, 16, 10, 11), 16, 3, padding=1, groups=16, **c)
             check_conv(dev, rng, "one dw k3s1 C24", (1, 24, 7, 9), 24, 3, padding=1, groups=24, **c)
             for reg in ({"DW_ROWS": 2}, {"DW_ROWS": 4}, {"DW_COLS": 2}, {"DW_COLS": 4}, {"DW_COLS": 8},

@@ -358,7 +358,8 @@ def build_cases(quick: bool) -> list[Case]:
         for layout in ("NCHW", "NHWC"):
             x = 256 * 64 * 32 * 32
             dense = ([{}, {"CONV_SIMT_CI": 4}] if dtype == "float32" else
-                     [{}, {"CONV_TC": 0}, {"CONV_TC": 1}, {"CONV_TC": 2}])
+                     [{}, {"CONV_TC": 0}, {"CONV_TC": 1}, {"CONV_TC": 2}, {"CONV_TC": 3},
+                      {"CONV_TC": 3, "TC_WIDE_STAGES": 3}])
             cases.append(Case(f"conv3x3 64->64 256x32x32 {layout.lower()}", "conv2d", dtype, layout,
                               (2 * x + 64 * 64 * 9) * es, 2 * 256 * 64 * 64 * 9 * 32 * 32,
                               {"shape": (256, 64, 32, 32), "cout": 64, "groups": 1}, dense))
@@ -367,15 +368,16 @@ def build_cases(quick: bool) -> list[Case]:
                 cases.append(Case(f"conv3x3 64->64 64x56x56 {layout.lower()}", "conv2d", dtype, layout,
                                   (2 * x56 + 64 * 64 * 9) * es, 2 * 64 * 64 * 64 * 9 * 56 * 56,
                                   {"shape": (64, 64, 56, 56), "cout": 64, "groups": 1}, dense))
-            if dtype == "float16":  # C_in over 64: CUDA cores, or CONV_TC=3's streamed weights
+            if dtype == "float16":  # C_in over 64: CUDA cores, or the streamed weights (2, 3, 4 stage buffers)
+                wide = [{}, *({"CONV_TC": 3, "TC_WIDE_STAGES": st} for st in (2, 3, 4))]
                 x32 = 32 * 256 * 32 * 32
                 cases.append(Case(f"conv3x3 256->256 32x32x32 {layout.lower()}", "conv2d", dtype, layout,
                                   (2 * x32 + 256 * 256 * 9) * es, 2 * 32 * 256 * 256 * 9 * 32 * 32,
-                                  {"shape": (32, 256, 32, 32), "cout": 256, "groups": 1}, [{}, {"CONV_TC": 3}]))
+                                  {"shape": (32, 256, 32, 32), "cout": 256, "groups": 1}, wide))
                 x56 = 32 * 256 * 56 * 56  # 1x1 256->64, a ResNet bottleneck: the generic kernel or CONV_TC=3
                 cases.append(Case(f"conv1x1 256->64 32x56x56 {layout.lower()}", "conv2d", dtype, layout,
                                   (x56 + x56 // 4 + 256 * 64) * es, 2 * 32 * 256 * 64 * 56 * 56,
-                                  {"shape": (32, 256, 56, 56), "cout": 64, "groups": 1, "k": 1}, [{}, {"CONV_TC": 3}]))
+                                  {"shape": (32, 256, 56, 56), "cout": 64, "groups": 1, "k": 1}, wide))
             cases.append(Case(f"conv3x3 g8 256x64x32x32 {layout.lower()}", "conv2d", dtype, layout, 2 * x * es,
                               2 * 256 * 64 * 8 * 9 * 32 * 32, {"shape": (256, 64, 32, 32), "cout": 64, "groups": 8},
                               [{}]))

@@ -840,8 +840,14 @@ extern "C" __global__ void __launch_bounds__(256, 1)
 // chunks, and the results leave through the consumed stage buffer as conv2d_k3_tc_pipe's do.
 // Shared memory tcw::Geo<K>::SMEM: 117,248 bytes (3x3), 65,536 (1x1).
 // ---------------------------------------------------------------------------------
+// TC_WIDE_STAGES [2]: stage buffers of conv2d_k{3,1}_tc_wide; STAGES - 1 stages' copies are in
+// flight while the warps multiply one (a 1x1 stage is a few mma per warp: its loads' latency,
+// not the tensor cores, set the pace with 2)
+#ifndef TC_WIDE_STAGES
+#define TC_WIDE_STAGES 2
+#endif
 namespace tcw {
-constexpr int TCO = 64, KC = 32, TR = 8, TCOL = 32;
+constexpr int TCO = 64, KC = 32, TR = 8, TCOL = 32, STAGES = TC_WIDE_STAGES;
 template <int K>  // K x K taps, stride 1
 struct Geo {
     static constexpr int TAPS = K * K, IROWS = TR + K - 1, ICOLS = TCOL + K - 1, NPIX = IROWS * ICOLS;
@@ -852,7 +858,7 @@ struct Geo {
     // holds the 8 warps' 32 x 64 float16 results ([pixel][channel]) at the end of a tile
     static constexpr int STAGE_BYTES = IN_BYTES + W_BYTES, OUT_BYTES = TR * TCOL * TCO * 2;
     static constexpr int BUF_BYTES = STAGE_BYTES > OUT_BYTES ? STAGE_BYTES : OUT_BYTES;
-    static constexpr int SMEM = 2 * BUF_BYTES;
+    static constexpr int SMEM = STAGES * BUF_BYTES;
 #else
     // a stage: the patch's rows as they lie ([32 ci][row][48 columns from a 16-byte aligned
     // column]) and the chunk's weights; one more buffer takes the transposed patch; a stage
@@ -860,7 +866,7 @@ struct Geo {
     static constexpr int SCOLS = 48, ROWS_BYTES = KC * IROWS * SCOLS * 2, W_OFF = ROWS_BYTES;
     static constexpr int STAGE_BYTES = ROWS_BYTES + W_BYTES, OUT_BYTES = 8 * TCO * (TCOL + 8) * 2;
     static constexpr int BUF_BYTES = STAGE_BYTES > OUT_BYTES ? STAGE_BYTES : OUT_BYTES;
-    static constexpr int SMEM = 2 * BUF_BYTES + IN_BYTES;
+    static constexpr int SMEM = STAGES * BUF_BYTES + IN_BYTES;
 #endif
 };
 }  // namespace tcw
@@ -931,7 +937,7 @@ __device__ __forceinline__ void tc_wide_body(unsigned char* smem_raw, const __ha
     };
 #else
     constexpr int W_OFF = G::W_OFF, SCOLS = G::SCOLS, IROWS = G::IROWS;
-    unsigned char* s_tin = smem_raw + 2 * BUF_BYTES;  // the transposed patch
+    unsigned char* s_tin = smem_raw + STAGES * BUF_BYTES;  // the transposed patch
     const int col_shift = ((-PL) % 8 + 8) % 8;       // the patch's first column inside the staged rows
     // (IW % 8 == 0: a 16-byte chunk of a row is all inside the image or all outside)
     auto load_stage = [&](int t, int chunk, int buf) {
@@ -961,15 +967,21 @@ __device__ __forceinline__ void tc_wide_body(unsigned char* smem_raw, const __ha
     const int pr = (lane & 7) + ((lane >> 3) & 1) * 8, a_half = lane >> 4, b_half = (lane >> 3) & 1;
     const int b_row = (lane & 7) + (lane >> 4) * 8;
 
-    if ((int)blockIdx.x < ntiles) load_stage(blockIdx.x, 0, 0);
-    cp_async_commit();
+    // stage s lives in buffer s % STAGES; the first STAGES - 1 go out before the loop (one
+    // commit group each, empty past the last tile, so the group count stays exact)
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        const int t = blockIdx.x + (s / nchunk) * gridDim.x;
+        if (t < ntiles) load_stage(t, s % nchunk, s);
+        cp_async_commit();
+    }
     float acc[2][8][4];
     int buf = 0;
     for (int s = 0;; ++s) {
         const int t = blockIdx.x + (s / nchunk) * gridDim.x, chunk = s % nchunk;
         if (t >= ntiles) break;
-        cp_async_wait<0>();
-        __syncthreads();  // stage s has landed; every warp is done with the other buffer
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();  // stage s has landed; every warp is done with stage s - 1's buffer
         unsigned char* s_buf = smem_raw + buf * BUF_BYTES;
 #if LAYOUT_NHWC
         const unsigned in_u = smem_u32(s_buf);
@@ -992,9 +1004,9 @@ __device__ __forceinline__ void tc_wide_body(unsigned char* smem_raw, const __ha
         const unsigned in_u = smem_u32(s_tin);
 #endif
         const unsigned w_u = smem_u32(s_buf) + W_OFF;
-        {
-            const int tn = blockIdx.x + ((s + 1) / nchunk) * gridDim.x;
-            if (tn < ntiles) load_stage(tn, (s + 1) % nchunk, buf ^ 1);
+        {  // stage s + STAGES - 1 into stage s - 1's buffer
+            const int sn = s + STAGES - 1, tn = blockIdx.x + (sn / nchunk) * gridDim.x;
+            if (tn < ntiles) load_stage(tn, sn % nchunk, buf == 0 ? STAGES - 1 : buf - 1);
             cp_async_commit();
         }
         if (chunk == 0) {
@@ -1041,7 +1053,7 @@ __device__ __forceinline__ void tc_wide_body(unsigned char* smem_raw, const __ha
                               oh, ow0, co0, OH, OW, CO, vec_out);
 #endif
         }
-        buf ^= 1;
+        buf = buf + 1 == STAGES ? 0 : buf + 1;
     }
     cp_async_wait<0>();  // nothing left in flight when the block exits
 }

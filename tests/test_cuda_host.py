@@ -328,8 +328,7 @@ def test_cuda_tensor_core_conv_plans_without_a_gpu():
         sp = S.conv2d_spec(S.TensorGeometry(256, ci, 32, 32, layout, np.dtype(dtype)), (co, ci, k, k), False, None,
                            1, k // 2, 1, 1)
         be.conv2d(sp, x, buf, None, buf, {"CONV_TC": tc})
-        (launch,) = plans[-1]
-        return launch
+        return plans[-1][-1]  # the conv launch (the streamed-weight kernels put their weight layout first)
 
     for layout in ("NHWC", "NCHW"):
         launch = plan(layout)
@@ -337,8 +336,9 @@ def test_cuda_tensor_core_conv_plans_without_a_gpu():
         assert launch.grid == (132, 1, 1) and launch.block == (256, 1, 1)
         assert launch.args[4:] == (256, 64, 32, 32, 64, 32, 32, 1, 1, 4, 1)
         assert plan(layout, co=130).grid == (44, 3, 1)
-        for fallback in (dict(ci=72), dict(k=1), dict(x=odd), dict(tc=1)):
+        for fallback in (dict(k=1), dict(x=odd), dict(tc=1)):
             assert plan(layout, **fallback).kernel in ("conv2d_k3_tc", "conv2d_k3_simt"), fallback
+        assert plan(layout, ci=72).kernel == "conv2d_k3_tc_wide"  # past 64 input channels: streamed weights
     assert plan("NHWC", ci=12).kernel == "conv2d_k3_tc"  # NHWC copies need C_in % 8 == 0
     assert plan("NCHW", ci=12).kernel == "conv2d_k3_tc_pipe"  # NCHW transposes any C_in
     assert plan(dtype=np.float32).kernel == "conv2d_k3_simt"
@@ -415,7 +415,9 @@ def test_cuda_streamed_weight_tensor_core_conv_plans_without_a_gpu():
     """Without a GPU: CONV_TC=3 plans two launches for float16 3x3 and 1x1 stride-1 convs (NHWC: C_in % 8
     == 0, NCHW: W % 8 == 0; any C_in): ``conv2d_tc_wprep`` (the weights into the stages' layout, a
     workspace of ``tc_wide_weight_halves`` elements) then ``conv2d_k{3,1}_tc_wide`` (one block per
-    multiprocessor split over the 64-channel output tiles, 32-channel chunks); others go as CONV_TC=2."""
+    multiprocessor split over the 64-channel output tiles, 32-channel chunks); others go as CONV_TC=1.
+    CONV_TC=2 takes them only where the pipelined kernel cannot (C_in > 64); TC_WIDE_STAGES sizes the
+    shared memory, and a count that does not fit serves the next kernel in line."""
     import numpy as np
 
     from hal import spec as S
@@ -426,25 +428,44 @@ def test_cuda_streamed_weight_tensor_core_conv_plans_without_a_gpu():
     be._run = lambda plan, buffers: plans.append((plan, buffers))
     buf = CudaBuffer(0x10000, 1 << 30, None)
 
-    def plan(layout="NHWC", ci=256, co=256, k=3, w=28):
+    def plan(layout="NHWC", ci=256, co=256, k=3, w=28, **params):
         sp = S.conv2d_spec(S.TensorGeometry(32, ci, 28, w, layout, np.dtype(np.float16)), (co, ci, k, k), False,
                            None, 1, k // 2, 1, 1)
-        be.conv2d(sp, buf, buf, None, buf, {"CONV_TC": 3})
+        be.conv2d(sp, buf, buf, None, buf, {"CONV_TC": 3, **params})
         return plans[-1]
 
     (prep, wide), buffers = plan()
     assert tc_wide_weight_halves(256, 256) == 4 * 8 * 9 * 64 * 32
     assert prep.kernel == "conv2d_tc_wprep" and prep.args == ("w", "wp", 256, 256, 9, 8, 4 * 8 * 9 * 64 * 32)
-    assert wide.kernel == "conv2d_k3_tc_wide" and wide.shared == _TC_WIDE_SMEM["NHWC", 3] == 117248
+    assert wide.kernel == "conv2d_k3_tc_wide" and wide.shared == _TC_WIDE_SMEM["NHWC", 3, 2] == 117248
     assert wide.grid == (33, 4, 1) and wide.args[4:] == (32, 256, 28, 28, 256, 28, 28, 1, 1, 4, 1, 8)
     assert buffers["wp"].nbytes >= 2 * tc_wide_weight_halves(256, 256)
     (only,), _ = plan(ci=64, co=64, layout="NCHW")
     assert only.kernel == "conv2d_k3_tc"  # as CONV_TC=2: NCHW rows are copied in 16-byte chunks, W % 8 == 0 (28)
     (prep, wide), _ = plan(ci=256, co=256, layout="NCHW", w=32)
-    assert wide.kernel == "conv2d_k3_tc_wide" and wide.shared == _TC_WIDE_SMEM["NCHW", 3] <= 232448
+    assert wide.kernel == "conv2d_k3_tc_wide" and wide.shared == _TC_WIDE_SMEM["NCHW", 3, 2] <= 232448
     (only,), _ = plan(ci=12, co=64)
     assert only.kernel == "conv2d_k3_tc"
     (prep, wide), buffers = plan(ci=1024, co=96, k=1)  # 1x1: one tap, no halo
     assert prep.args == ("w", "wp", 1024, 96, 1, 32, 2 * 32 * 1 * 64 * 32) and wide.kernel == "conv2d_k1_tc_wide"
-    assert wide.shared == _TC_WIDE_SMEM["NHWC", 1] == 65536
+    assert wide.shared == _TC_WIDE_SMEM["NHWC", 1, 2] == 65536
     assert buffers["wp"].nbytes >= 2 * tc_wide_weight_halves(1024, 96, 1)
+    # deeper pipelines: three or four stage buffers where they fit 227 KiB
+    (_, wide), _ = plan(TC_WIDE_STAGES=3)
+    assert wide.kernel == "conv2d_k3_tc_wide" and wide.shared == 3 * 58624 == _TC_WIDE_SMEM["NHWC", 3, 3]
+    assert ("TC_WIDE_STAGES", 3) in wide.defines
+    (_, wide), _ = plan(layout="NCHW", w=32, TC_WIDE_STAGES=3)
+    assert wide.shared == _TC_WIDE_SMEM["NCHW", 3, 3] <= 232448
+    (_, wide), _ = plan(k=1, TC_WIDE_STAGES=4)
+    assert wide.kernel == "conv2d_k1_tc_wide" and wide.shared == 4 * 32768
+    (only,), _ = plan(TC_WIDE_STAGES=4)  # 234,496 bytes do not fit: C_in 256 leaves the CUDA-core kernel
+    assert _TC_WIDE_SMEM["NHWC", 3, 4] > 232448 and only.kernel == "conv2d_k3_simt"
+    # CONV_TC=2: the pipelined kernel up to 64 input channels, the streamed weights past them
+    (only,), _ = plan(ci=64, co=64, CONV_TC=2)
+    assert only.kernel == "conv2d_k3_tc_pipe"
+    (_, wide), _ = plan(ci=128, co=64, CONV_TC=2)
+    assert wide.kernel == "conv2d_k3_tc_wide"
+    (_, wide), _ = plan(ci=128, co=64, k=1, CONV_TC=2)
+    assert wide.kernel == "conv2d_k1_tc_wide"
+    (only,), _ = plan(ci=64, co=64, k=1, CONV_TC=2)
+    assert only.kernel == "conv2d_k3_tc"  # 1x1 with C_in <= 64: CONV_TC 1's kernel, as before

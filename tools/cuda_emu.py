@@ -226,10 +226,15 @@ def _logical(a: np.ndarray, layout: str) -> np.ndarray:
 
 def check_conv(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], cout: int,
                layout: str, padding: Any, params: dict[str, int], bias: bool = True,
-               k: int = 3) -> tuple[str, bool, str]:
-    """A float16 k x k conv through the launcher's plan, against the float64 oracle."""
+               k: int = 3, sms: int | None = None) -> tuple[str, bool, str]:
+    """A float16 k x k conv through the launcher's plan, against the float64 oracle; `sms`
+    plans for fewer multiprocessors (persistent blocks then walk several tiles)."""
     from hal import reference as ref
     from hal import spec as S
+
+    if sms is not None:
+        be = h200_backend()
+        be._sms = sms
 
     sp = S.conv2d_spec(S.TensorGeometry(*shape, layout, np.dtype(np.float16)), (cout, shape[1], k, k), bias,
                        (cout,) if bias else None, 1, padding, 1, 1)
@@ -315,6 +320,14 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
                                                                     padding=0, params={"CONV_TC": 3}, k=1)))
         out.append(("conv tc3 wide pad3 NCHW", "conv", dict(shape=(1, 40, 7, 16), cout=24, layout="NCHW", padding=3,
                                                             params={"CONV_TC": 3})))
+        # deeper pipelines (TC_WIDE_STAGES), with 3 blocks walking several tiles and chunks each
+        for layout in ("NHWC", "NCHW"):
+            for k, stages in ((3, 3), (1, 3), (1, 4)):
+                out.append((f"conv tc3 wide k{k} stages{stages} 3 SMs {layout}", "conv",
+                            dict(shape=(2, 104, 11, 40), cout=70, layout=layout, padding=k // 2, k=k, sms=3,
+                                 params={"CONV_TC": 3, "TC_WIDE_STAGES": stages})))
+        out.append(("conv tc2 wide 72->64 NHWC", "conv", dict(shape=(1, 72, 9, 16), cout=64, layout="NHWC",
+                                                              padding=1, params={"CONV_TC": 2})))
     for layout in ("NHWC", "NCHW"):
         for tc in (2, 1):
             out.append((f"conv tc{tc} 24->70 {layout}", "conv",
@@ -361,9 +374,11 @@ def fuzz_cases(rng: np.random.Generator, count: int) -> list[tuple[str, str, dic
             ci = 8 * int(rng.integers(1, 21 if tc == 3 else 9))
             w = 8 * int(rng.integers(1, 5)) if layout == "NCHW" else int(rng.integers(3, 40))
             k = 1 if (tc == 3 and rng.integers(3) == 0) else 3
-            out.append((f"fuzz{i} conv tc{tc} k{k} {layout} {n}x{ci}x{h}x{w} pad{pad}", "conv",
+            stages = int(rng.integers(2, 5)) if tc == 3 else 2  # 4 with 3x3 does not fit: the next kernel
+            out.append((f"fuzz{i} conv tc{tc} k{k} st{stages} {layout} {n}x{ci}x{h}x{w} pad{pad}", "conv",
                         dict(shape=(n, ci, h, w), cout=int(rng.integers(1, 140)), layout=layout, padding=pad,
-                             params={"CONV_TC": tc}, bias=bool(rng.integers(2)), k=k)))
+                             params={"CONV_TC": tc, "TC_WIDE_STAGES": stages}, bias=bool(rng.integers(2)), k=k,
+                             sms=int(rng.integers(1, 5)))))
     return out
 
 
