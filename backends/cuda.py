@@ -334,6 +334,12 @@ _SCHEMAS: dict[str, KernelSchema] = {
                   "each input row once; 0 = one row"),
             Param("DW_PREFETCH", (0, 1), 1,
                   "with DW_CROWS: the next input row's loads issued before the current row's FMAs (-D)"),
+            Param("DW_PIPE", (0, 4, 8, 16), 0,
+                  "NHWC depthwise 3x3 stride 1, C % (16 / element size) == 0, 16-byte aligned: output rows per "
+                  "tile of the pipelined shared-memory kernel (conv2d_dw_pipe{4,8,16}_k3s1: persistent blocks, "
+                  "tiles of this many rows x 32 (float32) or 16 (float16) columns x 128 bytes of channels copied "
+                  "by cp.async into two buffers, the next tile's copies in flight while the current one is "
+                  "computed; not yet run on a GPU), tried before DW_COLS; 0 = off"),
         ),
         (_fits_threads("CONV_THREADS"), _fits_smem("DW_SMEM_KB"), _fits_occupancy("CONV_OCC")),
     ),
@@ -1241,6 +1247,42 @@ class CudaBackend(Backend):
                    (_cdiv(items, threads), 1, 1), (threads, 1, 1), 0, ("x", "y", blob)),
         )
 
+    def _plan_dw_pipe(
+        self, spec: Conv2dSpec, p: Mapping[str, int], aligned: bool, defines: tuple[tuple[str, int], ...],
+    ) -> tuple[Launch, ...] | None:
+        """The pipelined NHWC depthwise kernel (conv2d.cu: conv2d_dw_pipe{DW_PIPE}_k3s1), or None.
+
+        Persistent blocks: grid (spatial tiles, capped at the resident blocks over the channel
+        slices; 128-byte channel slices), each block striding over its slice's tiles."""
+        rows = int(p["DW_PIPE"])
+        es = spec.dtype.itemsize
+        if (rows == 0 or self.force_generic or not aligned or spec.layout != "NHWC"
+                or (spec.kernel, spec.stride, spec.dilation) != ((3, 3), (1, 1), (1, 1)) or spec.c_in % (16 // es)):
+            return None
+        tw, shared = dw_pipe_geometry(es, rows)
+        if shared > self._max_smem():
+            return None
+        n, c, ih, iw, oh, ow = spec.n, spec.c_in, spec.in_h, spec.in_w, spec.out_h, spec.out_w
+        pt, _, pl, _ = spec.pads
+        slices = _cdiv(c * es, _DW_PIPE_SLICE)
+        tiles_h, tiles_w = _cdiv(oh, rows), _cdiv(ow, tw)
+        ntiles = n * tiles_h * tiles_w
+        extras = dict(self.info.extras)
+        per_sm = min(_DW_PIPE_MINB, max(1, int(extras.get("max_threads_per_sm", "2048") or 2048) // _DW_PIPE_THREADS))
+        smem_sm = int(extras.get("shared_memory_per_sm", "0") or 0)
+        if smem_sm > 0:
+            per_sm = max(1, min(per_sm, smem_sm // (shared + 1024)))
+        grid_x = max(1, min(ntiles, _cdiv(self._sms * per_sm, slices)))
+        # the kernel's tile indices (t + gridDim.x) and pixel coordinates are 32-bit ints
+        if ntiles + grid_x >= 2**31 or slices > 65535 or max(ih, iw, oh, ow, pt, pl) >= 2**30 \
+                or n * c * ih * iw >= 2**62:
+            return None
+        args = ("x", "w", "b", "y", n, c, ih, iw, oh, ow, pt, pl, tiles_h, tiles_w)
+        return (
+            Launch("conv2d.cu", defines, f"conv2d_dw_pipe{rows}_k3s1", "PPPP" + "i" * 10, (grid_x, slices, 1),
+                   (_DW_PIPE_THREADS, 1, 1), shared, args),
+        )
+
     def _plan_dw_registers(
         self, spec: Conv2dSpec, p: Mapping[str, int], aligned: bool, defines: tuple[tuple[str, int], ...],
         threads: int,
@@ -1574,6 +1616,9 @@ class CudaBackend(Backend):
                                simt_smem, args),
                     )
             if spec.groups == ci == co and ci > 1:
+                pipe = self._plan_dw_pipe(spec, p, aligned, defines)
+                if pipe is not None:
+                    return pipe
                 reg = self._plan_dw_registers(spec, p, aligned, defines, threads)
                 if reg is not None:
                     return reg

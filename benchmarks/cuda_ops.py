@@ -397,7 +397,9 @@ def build_cases(quick: bool) -> list[Case]:
                      {"DW_COLS": 8, "CONV_THREADS": 128}, {"DW_COLS": 2}, {"DW_COLS": 2, "CONV_THREADS": 128}]
                     # 2-D register blocks (session 6)
                     + [{"DW_COLS": m, "DW_CROWS": r, "CONV_THREADS": t, "DW_PREFETCH": f}
-                       for m in (2, 4) for r in (4, 8) for t in (128, 256) for f in (0, 1)])
+                       for m in (2, 4) for r in (4, 8) for t in (128, 256) for f in (0, 1)]
+                    # the pipelined shared-memory kernel (cp.async, persistent blocks), rows per tile
+                    + [{"DW_PIPE": r} for r in (4, 8, 16)])
             cases.append(Case(f"dwconv3x3 256x64x32x32 {layout.lower()}", "conv2d", dtype, layout, 2 * x * es,
                               2 * 256 * 64 * 9 * 32 * 32, {"shape": (256, 64, 32, 32), "cout": 64, "groups": 64},
                               dwc))

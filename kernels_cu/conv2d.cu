@@ -24,6 +24,9 @@
 //       stride 1, any C_in % 8 == 0, weights streamed 32 channels at a time (CONV_TC=3; see there)
 //   conv2d_dw_rows{2,4}_k3s1, conv2d_dw_cols{2,4,8}_k3s1, conv2d_dw_cols{2,4}r{4,8}_k3s1
 //       (x, w, bias, y, DwRegParams) depthwise 3x3 stride 1 from registers (see there)
+//   conv2d_dw_pipe{4,8,16}_k3s1(x, w, bias, y, N, C, IH, IW, OH, OW, PT, PL, tiles_h, tiles_w)
+//       NHWC depthwise 3x3 stride 1, C % (16 / sizeof(act_t)) == 0: persistent blocks stream
+//       tiles through two shared buffers with cp.async (DW_PIPE; see there)
 #include "hal_window.cuh"
 
 #ifndef CONV_THREADS
@@ -1439,3 +1442,141 @@ DW_BLOCK_KERNEL(conv2d_dw_cols2r4_k3s1, 2, 4)
 DW_BLOCK_KERNEL(conv2d_dw_cols2r8_k3s1, 2, 8)
 DW_BLOCK_KERNEL(conv2d_dw_cols4r4_k3s1, 4, 4)
 DW_BLOCK_KERNEL(conv2d_dw_cols4r8_k3s1, 4, 8)
+
+// ---------------------------------------------------------------------------------
+// depthwise 3x3, stride 1, no dilation, NHWC, pipelined through shared memory
+// (DW_PIPE in the schema: conv2d_dw_pipe{4,8,16}_k3s1, TH = 4, 8 or 16 output rows a tile).
+// The register walks above hold every load of a thread in registers until it lands
+// (ncu on the served float16 block: 156 registers, 18.75 % theoretical occupancy, DRAM 31 % busy):
+// too few bytes in flight. Here the loads are cp.async copies that hold no register.
+// Persistent blocks of 256 threads; blockIdx.y is a 128-byte channel slice (64 halves or
+// 32 floats; the last one partial when C * sizeof(act_t) % 128 != 0: its missing chunks
+// are zero-filled, their threads store nothing), blockIdx.x walks the spatial tiles (TH
+// output rows x TW columns of one image; TW = 16 in float16, 32 in float32) with a stride of
+// gridDim.x. A tile's input patch, (TH + 2) x (TW + 2) pixels x 128 bytes, is copied in
+// 16-byte chunks (zero-filled outside the image: the padding) into one of two shared
+// buffers; the next tile's copies are issued before the current tile is computed.
+// Compute: thread = (4-channel group g, column); it walks its column down the patch,
+// reading each input row's 3 pixels from shared memory once and adding them into the
+// three outputs they belong to (rolling accumulators: acc = bias, then the taps kh, kw
+// row-major, the register walks' FMA order; rows outside the input skipped, zero columns
+// FMA'd, as there), with the 36 weights and 4 biases as floats in registers.
+// Needs C % (16 / sizeof(act_t)) == 0, 16-byte aligned x and y; shared memory 2 buffers of
+// (TH + 2) x (TW + 2) x 128 bytes. sm_75 has no cp.async: the copies are plain loads and
+// stores there (hal_prelude.cuh), still correct.
+// ---------------------------------------------------------------------------------
+#if LAYOUT_NHWC
+namespace dwp {
+constexpr int THREADS = 256;
+constexpr int SLICE = 128;                               // bytes of channels per tile
+constexpr int CH = 16 / (int)sizeof(act_t);              // channels per 16-byte chunk
+constexpr int G = SLICE / (4 * (int)sizeof(act_t));      // 4-channel groups per slice: 8 float32, 16 float16
+constexpr int TW = THREADS / G;                          // output columns per tile: 32 float32, 16 float16
+constexpr int ICOLS = TW + 2;
+}  // namespace dwp
+
+template <int TH>
+__device__ __forceinline__ void dw_pipe(unsigned char* smem, const act_t* __restrict__ x,
+                                        const act_t* __restrict__ w, const float* __restrict__ bias,
+                                        act_t* __restrict__ y, int N, int C, int IH, int IW, int OH, int OW,
+                                        int PT, int PL, int tiles_h, int tiles_w) {
+    using namespace dwp;
+    constexpr int IROWS = TH + 2, NPIX = IROWS * ICOLS, BUF = NPIX * SLICE;
+    const int tid = threadIdx.x;
+    const int ntiles = N * tiles_h * tiles_w;
+    const int cs = blockIdx.y * (SLICE / (int)sizeof(act_t));  // the block's first channel
+
+    // one tile's patch into buffer `buf`: thread -> 16-byte chunk (tid & 7) of pixels
+    // tid / 8, + 32, ... (zero outside the image and past C)
+    const int c8 = tid & 7;
+    const bool chan_ok = cs + c8 * CH < C;
+    const act_t* __restrict__ xs = x + cs + c8 * CH;
+    auto load_tile = [&](int t, int buf) {
+        const int twi = t % tiles_w, rest = t / tiles_w;
+        const int thi = rest % tiles_h, n = rest / tiles_h;
+        const int ih0 = thi * TH - PT, iw0 = twi * TW - PL;
+        unsigned char* s = smem + buf * BUF + c8 * 16;
+        for (int pix = tid >> 3; pix < NPIX; pix += THREADS / 8) {
+            const int r = pix / ICOLS, c = pix - r * ICOLS;
+            const int ih = ih0 + r, iw = iw0 + c;
+            const bool valid = chan_ok && (unsigned)ih < (unsigned)IH && (unsigned)iw < (unsigned)IW;
+            const act_t* src = valid ? xs + (((long long)n * IH + ih) * IW + iw) * C : x;
+            cp_async16_zfill(s + pix * SLICE, src, valid);
+        }
+    };
+
+    if ((int)blockIdx.x < ntiles) load_tile(blockIdx.x, 0);
+    cp_async_commit();
+
+    // the thread's 4 channels and output column; weights and biases while the copies fly
+    const int g = tid % G, col = tid / G;
+    const int c = cs + g * 4;
+    const bool chan_in = c < C;  // C % 4 == 0: all 4 or none
+    float wt[4][9], b[4];
+    if (chan_in) {
+        dw_consts4(w, bias, c, wt, b);
+    } else {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            b[i] = 0.0f;
+#pragma unroll
+            for (int k = 0; k < 9; ++k) wt[i][k] = 0.0f;
+        }
+    }
+
+    int buf = 0;
+    for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
+        cp_async_wait<0>();
+        __syncthreads();  // tile t has landed; every thread is done with the other buffer
+        if (t + (int)gridDim.x < ntiles) load_tile(t + gridDim.x, buf ^ 1);
+        cp_async_commit();
+        const unsigned char* s = smem + buf * BUF + col * SLICE + g * (4 * (int)sizeof(act_t));
+        buf ^= 1;
+        const int twi = t % tiles_w, rest = t / tiles_w;
+        const int thi = rest % tiles_h, n = rest / tiles_h;
+        const int oh0 = thi * TH, ow = twi * TW + col, ih0 = oh0 - PT;
+        if (!chan_in || ow >= OW) continue;
+        act_t* __restrict__ yp = y + (((long long)n * OH + oh0) * OW + ow) * C + c;
+        const long long ystep = (long long)OW * C;
+        // input row r of the patch feeds outputs r - kh (kh = 0, 1, 2): acc[(r - kh) % 3]
+        float acc[3][4];
+#pragma unroll
+        for (int r = 0; r < IROWS; ++r) {
+            if (r < TH) {
+#pragma unroll
+                for (int i = 0; i < 4; ++i) acc[r % 3][i] = b[i];
+            }
+            if ((unsigned)(ih0 + r) < (unsigned)IH) {  // rows outside the input: skipped
+                float v[3][4];
+#pragma unroll
+                for (int kw = 0; kw < 3; ++kw)
+                    dw_unpack(*reinterpret_cast<const dw_raw_t*>(s + (r * ICOLS + kw) * SLICE), v[kw]);
+#pragma unroll
+                for (int kh = 0; kh < 3; ++kh) {
+                    const int o = r - kh;  // compile-time after unrolling
+                    if (o < 0 || o >= TH) continue;
+#pragma unroll
+                    for (int i = 0; i < 4; ++i)
+#pragma unroll
+                        for (int kw = 0; kw < 3; ++kw) acc[o % 3][i] = fmaf(v[kw][i], wt[i][kh * 3 + kw], acc[o % 3][i]);
+                }
+            }
+            if (r >= 2 && oh0 + r - 2 < OH) dw_st4(yp + (r - 2) * ystep, acc[(r - 2) % 3]);
+        }
+    }
+    cp_async_wait<0>();  // nothing left in flight when the block exits
+}
+
+// 3 blocks per SM the registers must allow (at most 80 a thread; the launcher's _DW_PIPE_MINB)
+#define DW_PIPE_KERNEL(NAME, TH)                                                                                 \
+    extern "C" __global__ void __launch_bounds__(dwp::THREADS, 3)                                                \
+        NAME(const act_t* __restrict__ x, const act_t* __restrict__ w, const float* __restrict__ bias,          \
+             act_t* __restrict__ y, int N, int C, int IH, int IW, int OH, int OW, int PT, int PL, int tiles_h,   \
+             int tiles_w) {                                                                                      \
+        extern __shared__ __align__(16) unsigned char smem_raw[];                                                \
+        dw_pipe<TH>(smem_raw, x, w, bias, y, N, C, IH, IW, OH, OW, PT, PL, tiles_h, tiles_w);                    \
+    }
+DW_PIPE_KERNEL(conv2d_dw_pipe4_k3s1, 4)
+DW_PIPE_KERNEL(conv2d_dw_pipe8_k3s1, 8)
+DW_PIPE_KERNEL(conv2d_dw_pipe16_k3s1, 16)
+#endif

@@ -65,3 +65,14 @@ def test_streamed_weight_float16_conv_matches_the_oracle_on_the_emulator(emu):
                                              {"CONV_TC": 3})
     assert kernel == "conv2d_k3_tc_wide"
     assert ok, detail
+
+
+def test_pipelined_depthwise_conv_matches_the_oracle_on_the_emulator(emu):
+    """DW_PIPE (opt-in, not yet run on a GPU): float16 NHWC, 72 channels (a partial 128-byte
+    slice), 13 x 17 (no multiple of the 4 x 16 tiles), on 1 multiprocessor so each persistent
+    block takes several tiles; against the oracle and bit for bit against the register walk."""
+    cuda_emu, be, work = emu
+    kernel, ok, detail = cuda_emu.check_dwconv(be, np.random.default_rng(8), work, (3, 72, 13, 17), np.float16, 1,
+                                               {"DW_PIPE": 4}, sms=1, same_as={"DW_COLS": 4, "DW_CROWS": 8})
+    assert kernel == "conv2d_dw_pipe4_k3s1"
+    assert ok, detail

@@ -469,3 +469,64 @@ def test_cuda_streamed_weight_tensor_core_conv_plans_without_a_gpu():
     assert wide.kernel == "conv2d_k1_tc_wide"
     (only,), _ = plan(ci=64, co=64, k=1, CONV_TC=2)
     assert only.kernel == "conv2d_k3_tc"  # 1x1 with C_in <= 64: CONV_TC 1's kernel, as before
+
+
+def test_cuda_pipelined_depthwise_plans_without_a_gpu():
+    """Without a GPU: DW_PIPE plans ``conv2d_dw_pipe{rows}_k3s1`` for NHWC depthwise 3x3 stride-1
+    convs with C % (16 / element size) == 0 and 16-byte aligned buffers: 256 threads, two
+    (rows + 2) x (width + 2) patches of 128 bytes (width 16 in float16, 32 in float32), a
+    persistent grid of the resident blocks (3 a multiprocessor by registers, fewer where the
+    shared memory says so) over the 128-byte channel slices (grid.y); everything else, and
+    DW_PIPE 0 (the default), keeps today's kernels."""
+    import numpy as np
+
+    from hal import spec as S
+    from hal.backends.cuda import _DW_PIPE_MINB, _DW_PIPE_SLICE, _DW_PIPE_THREADS, _SCHEMAS, CudaBuffer
+    from hal.resources import kernel_source
+
+    be, _ = _h200_without_gpu()
+    plans: list[object] = []
+    be._run = lambda plan, buffers: plans.append(plan)
+    buf = CudaBuffer(0x10000, 1 << 30, None)
+    odd = CudaBuffer(0x10008, 1 << 30, None)
+    source = kernel_source("kernels_cu", "conv2d.cu")
+    # the launcher's copy of the kernel's geometry and register bound (namespace dwp, DW_PIPE_KERNEL)
+    assert f"constexpr int THREADS = {_DW_PIPE_THREADS};" in source and f"SLICE = {_DW_PIPE_SLICE};" in source
+    assert f"__launch_bounds__(dwp::THREADS, {_DW_PIPE_MINB})" in source
+
+    def plan(shape=(256, 64, 32, 32), dtype=np.float16, pipe=8, layout="NHWC", stride=1, pad=1, x=buf, **extra):
+        c = shape[1]
+        sp = S.conv2d_spec(S.TensorGeometry(*shape, layout, np.dtype(dtype)), (c, 1, 3, 3), True, (c,), stride,
+                           pad, 1, c)
+        be.conv2d(sp, x, buf, buf, buf, {"DW_PIPE": pipe, **extra})
+        (launch,) = plans[-1]
+        return launch
+
+    launch = plan()
+    assert launch.kernel == "conv2d_dw_pipe8_k3s1" and f"({launch.kernel}," in source
+    assert launch.block == (256, 1, 1) and launch.shared == 2 * 10 * 18 * 128
+    assert launch.grid == (396, 1, 1)  # 2048 tiles of 8 x 16; 3 blocks a multiprocessor (registers)
+    assert launch.fmt == "PPPP" + "i" * 10
+    assert launch.args == ("x", "w", "b", "y", 256, 64, 32, 32, 32, 32, 1, 1, 4, 2)
+    launch = plan(dtype=np.float32)  # 2 slices of 32 floats, tiles of 8 x 32, 2 blocks (shared memory)
+    assert (launch.kernel, launch.shared, launch.grid) == ("conv2d_dw_pipe8_k3s1", 2 * 10 * 34 * 128, (132, 2, 1))
+    launch = plan(dtype=np.float32, pipe=16)  # one block a multiprocessor; 512 tiles
+    assert (launch.kernel, launch.shared, launch.grid) == ("conv2d_dw_pipe16_k3s1", 2 * 18 * 34 * 128, (66, 2, 1))
+    launch = plan((3, 40, 13, 17), pipe=4, pad=2)  # a partial slice; 15 x 19 outputs in tiles of 4 x 16: 3 x 4 x 2
+    assert (launch.kernel, launch.shared, launch.grid) == ("conv2d_dw_pipe4_k3s1", 2 * 6 * 18 * 128, (24, 1, 1))
+    assert launch.args[4:] == (3, 40, 13, 17, 15, 19, 2, 2, 4, 2)
+    launch = plan((2, 72, 9, 33), dtype=np.float32, pipe=4, pad=0)
+    assert launch.grid == (4, 3, 1) and launch.args[4:] == (2, 72, 9, 33, 7, 31, 0, 0, 2, 1)
+    # what does not qualify keeps today's kernels
+    for fallback in (dict(pipe=0), dict(shape=(2, 36, 9, 9)), dict(layout="NCHW"), dict(stride=2), dict(x=odd),
+                     dict(dtype=np.float32, shape=(2, 6, 9, 9))):
+        assert not plan(**fallback).kernel.startswith("conv2d_dw_pipe"), fallback
+    assert plan(shape=(2, 36, 9, 9), dtype=np.float32).kernel == "conv2d_dw_pipe8_k3s1"  # float32: C % 4
+    assert plan(DW_COLS=4, DW_CROWS=8).kernel == "conv2d_dw_pipe8_k3s1"  # tried before the register walks
+    assert plan(pipe=0, DW_COLS=4, DW_CROWS=8).kernel == "conv2d_dw_cols4r8_k3s1"
+    be.force_generic = True
+    try:
+        assert plan().kernel == "conv2d"
+    finally:
+        be.force_generic = False
+    assert _SCHEMAS["conv2d"].defaults()["DW_PIPE"] == 0

@@ -8,7 +8,8 @@ against the float64 oracle:
   NaN inputs, fused ReLU;
 * depthwise 3x3 stride 1 (conv2d.cu): NCHW row strips (DW_ROWS) and NHWC column walks
   (DW_COLS), with and without bias, every padding up to 1 per side and asymmetric ones,
-  channel counts that are and are not multiples of 4, fused ReLU."""
+  channel counts that are and are not multiples of 4, fused ReLU; and the NHWC pipelined
+  shared-memory kernel (DW_PIPE), which takes the same specs where C is a multiple of 16 bytes."""
 
 from __future__ import annotations
 
@@ -107,7 +108,8 @@ def test_cuda_pool_rows_indices_fall_back(device):
 
 @pytest.mark.parametrize("path", [("NCHW", {"DW_ROWS": 2}), ("NCHW", {"DW_ROWS": 4}), ("NHWC", {"DW_COLS": 2}),
                                   ("NHWC", {"DW_COLS": 4}), ("NHWC", {"DW_COLS": 8}),
-                                  ("NHWC", {"DW_COLS": 2, "DW_CROWS": 4}), ("NHWC", {"DW_COLS": 4, "DW_CROWS": 8})],
+                                  ("NHWC", {"DW_COLS": 2, "DW_CROWS": 4}), ("NHWC", {"DW_COLS": 4, "DW_CROWS": 8}),
+                                  ("NHWC", {"DW_PIPE": 4}), ("NHWC", {"DW_PIPE": 8}), ("NHWC", {"DW_PIPE": 16})],
                          ids=lambda p: "-".join(f"{k}{v}" for k, v in p[1].items()))
 @SETTINGS
 @given(dtype=dtypes, seed=seeds, data=st.data())

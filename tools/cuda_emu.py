@@ -1,8 +1,9 @@
 """Run CUDA tensor-core kernels on the host, without a GPU, against the oracle.
 
 The device time on the H200 is scarce (30 minutes a session); this checks the indexing of
-`conv2d_k3_tc`, `conv2d_k3_tc_pipe` (kernels_cu/conv2d.cu) and the int8 convs of
-`quant_conv2d.cu` (`qconv2d_k3_tc`, `qconv2d_co4`, `qconv2d`) before any of it: the kernels'
+`conv2d_k3_tc`, `conv2d_k3_tc_pipe`, the depthwise `conv2d_dw_pipe*_k3s1` and register walks
+(kernels_cu/conv2d.cu) and the int8 convs of `quant_conv2d.cu` (`qconv2d_k3_tc`,
+`qconv2d_co4`, `qconv2d`) before any of it: the kernels'
 own source, compiled by g++ (C++20) against `tools/cuda_emu/` (a host `hal_prelude.cuh`, CUDA
 keywords, float16, and the warp collectives: ldmatrix.x4, mma.sync m16n8k16 f16 and m16n8k32
 s8/u8, shfl.xor), launched with the plan the real launcher makes for an H200 (grid, block,
@@ -86,7 +87,9 @@ def kernel_source(file: str) -> str:
     if file == "conv2d.cu":
         start = text.index("namespace tc {")
         end = text.index("// end of the tensor-core section")
-        text = text[start:end]
+        # and the depthwise register and pipelined kernels, after the section's #endif
+        rest = text.index("\n", text.index("#endif", end)) + 1
+        text = "#ifndef DW_PREFETCH\n#define DW_PREFETCH 1\n#endif\n" + text[start:end] + text[rest:]
         text = _replace_body(text, "ldsm_x4", "emu_ldsm_x4(addr, r0, r1, r2, r3);")
         text = _replace_body(text, "mma16816", "emu_mma_f16(c, a, b0, b1);")
     elif file == "quant_conv2d.cu":
@@ -97,11 +100,20 @@ def kernel_source(file: str) -> str:
     return text
 
 
+def _fmt_items(fmt: str) -> list[str]:
+    """A launch format's arguments: "P" (a buffer), "i" (an int), "<n>s" (an n-byte struct)."""
+    return re.findall(r"\d+s|[Pi]", fmt)
+
+
 def _main_source(kernel: str, fmt: str) -> str:
     """A main() that loads the pointer arguments from files ('-' for NULL), takes the ints from
     argv, launches `kernel` over the grid and block in argv[1..6] and writes the buffers back."""
     lines = ['#include "kernel.cpp"', "#include <cstdio>", "#include <cstdlib>", "#include <string>",
              "struct AnyPtr { void* p; template <class T> operator T*() const { return (T*)p; } };",
+             "struct AnyBlob { std::vector<unsigned char> b;",  # a by-value struct argument, from its bytes
+             "    template <class T> operator T() const { T t; std::memcpy(&t, b.data(), sizeof(T)); return t; } };",
+             "static AnyBlob blob(const char* hex) { AnyBlob a; for (; hex[0] && hex[1]; hex += 2)",
+             "    a.b.push_back((unsigned char)std::strtoul(std::string(hex, 2).c_str(), nullptr, 16)); return a; }",
              "static std::vector<std::vector<unsigned char>> bufs;",
              "static AnyPtr load(const char* path) {",
              "    if (std::string(path) == \"-\") return AnyPtr{nullptr};",
@@ -120,17 +132,20 @@ def _main_source(kernel: str, fmt: str) -> str:
              "    dim3 grid{u(1), u(2), u(3)}, block{u(4), u(5), u(6)};",
              "    bufs.reserve(16);"]
     args, k = [], 7
-    for j, f in enumerate(fmt):
+    for j, f in enumerate(_fmt_items(fmt)):
         if f == "P":
             lines.append(f"    AnyPtr p{j} = load(argv[{k}]);")
             args.append(f"p{j}")
+        elif f.endswith("s"):
+            lines.append(f"    AnyBlob b{j} = blob(argv[{k}]);")
+            args.append(f"b{j}")
         else:
             lines.append(f"    int i{j} = std::atoi(argv[{k}]);")
             args.append(f"i{j}")
         k += 1
     lines.append(f"    emu_launch(grid, block, [&] {{ {kernel}({', '.join(args)}); }});")
     k = 7
-    for j, f in enumerate(fmt):
+    for j, f in enumerate(_fmt_items(fmt)):
         if f == "P":
             lines.append(f"    save(argv[{k}], p{j});")
         k += 1
@@ -190,9 +205,11 @@ def run_plan(be: Any, call: Any, buffers: dict[str, np.ndarray | None], outputs:
             raise ValueError(f"{launch.kernel}: {launch.shared} bytes of shared memory (the emulator has 256 KiB)")
         exe = build(launch.file, dict(launch.defines), launch.kernel, launch.fmt, work)
         argv = [str(exe), *map(str, launch.grid), *map(str, launch.block)]
-        for a, f in zip(launch.args, launch.fmt, strict=True):
+        for a, f in zip(launch.args, _fmt_items(launch.fmt), strict=True):
             if f == "P":
                 argv.append(str(paths[a]) if a in paths else "-")
+            elif f.endswith("s"):
+                argv.append(bytes(a).hex())
             else:
                 argv.append(str(int(a)))
         res = subprocess.run(argv, capture_output=True, text=True, timeout=900)
@@ -258,6 +275,51 @@ def check_conv(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, 
     return r.kernel, ok, "" if ok else f"max rel err {np.nanmax(err):.3g}, {int((~np.isfinite(got)).sum())} unwritten"
 
 
+def check_dwconv(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], dtype: Any,
+                 padding: Any, params: dict[str, int], bias: bool = True, sms: int | None = None,
+                 same_as: dict[str, int] | None = None) -> tuple[str, bool, str]:
+    """A depthwise 3x3 stride-1 NHWC conv through the launcher's plan (on `sms` multiprocessors
+    if given: fewer persistent blocks, several tiles each), against the float64 oracle under
+    the conformance tolerance; with `same_as`, also bit for bit against the plan of those params."""
+    from hal import conformance
+    from hal import reference as ref
+    from hal import spec as S
+
+    c = shape[1]
+    sp = S.conv2d_spec(S.TensorGeometry(*shape, "NHWC", np.dtype(dtype)), (c, 1, 3, 3), bias,
+                       (c,) if bias else None, 1, padding, 1, c)
+    x = rng.standard_normal(shape).astype(dtype)
+    w = (rng.standard_normal(sp.weight_shape) / 3.0).astype(dtype)
+    b = rng.standard_normal(c).astype(np.float32) if bias else None
+    want = ref.conv2d_from_spec(sp, x.astype(np.float64), w.astype(np.float64), b)
+    scale = ref.conv2d_from_spec(sp, np.abs(x.astype(np.float64)), np.abs(w.astype(np.float64)),
+                                 None if b is None else np.abs(b))
+    n, _, oh, ow = sp.out_shape
+    dummy = _aligned_buffer()
+    saved = be._sms
+    if sms is not None:
+        be._sms = sms
+    try:
+        outs = []
+        for ps in (params, same_as) if same_as is not None else (params,):
+            y = np.full((n, oh, ow, c), np.nan, dtype)
+            r = run_plan(be, lambda ps=ps: be.conv2d(sp, dummy, dummy, dummy if bias else None, dummy, ps),
+                         {"x": _phys(x, "NHWC"), "w": w, "b": b, "y": y}, {"y"}, work)
+            outs.append(r)
+    finally:
+        be._sms = saved
+    got = _logical(outs[0].outputs["y"], "NHWC")
+    cmp = conformance.compare("conv2d", dtype, got, want, np.maximum(scale, 1e-30))
+    detail = "" if cmp.ok else f"{cmp.detail} (max err {cmp.max_error:.3g})"
+    if cmp.ok and not np.isfinite(got).all():
+        detail = f"{int((~np.isfinite(got)).sum())} unwritten"
+    if not detail and same_as is not None:
+        other = outs[1].outputs["y"]
+        if not np.array_equal(outs[0].outputs["y"].view(np.uint8), other.view(np.uint8)):
+            detail = f"differs bitwise from {outs[1].kernel} in {int((outs[0].outputs['y'] != other).sum())} places"
+    return outs[0].kernel, not detail, detail
+
+
 def check_qconv(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], cout: int,
                 layout: str, padding: Any, xd: Any, wd: Any, out: Any, bias: bool = True,
                 stride: int = 1, groups: int = 1) -> tuple[str, bool, str]:
@@ -299,8 +361,9 @@ def check_qconv(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int,
 
 
 def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
-    """(name, kind, arguments): float16 tensor-core convs of both kernels and layouts, and the
-    int8 convs (tensor cores where they apply, the CUDA-core kernels elsewhere)."""
+    """(name, kind, arguments): float16 tensor-core convs of both kernels and layouts, the
+    pipelined NHWC depthwise kernel (float32 and float16, DW_PIPE), and the int8 convs
+    (tensor cores where they apply, the CUDA-core kernels elsewhere)."""
     out: list[tuple[str, str, dict[str, Any]]] = []
     for layout in ("NHWC", "NCHW"):
         out.append((f"conv tc3 wide 72->70 {layout}", "conv",
@@ -338,6 +401,31 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
                              params={"CONV_TC": 2}, bias=False)))
             out.append((f"conv tc2 pad3 {layout}", "conv",
                         dict(shape=(1, 16, 7, 16), cout=16, layout=layout, padding=3, params={"CONV_TC": 2})))
+    # the pipelined depthwise kernel (DW_PIPE): float32 and float16, shapes no multiple of a tile,
+    # padding 0, 1, 2, partial channel slices, and (on 2 SMs) several tiles per persistent block;
+    # against the register walk (DW_COLS 4, DW_CROWS 8) bit for bit: the same FMA order
+    regs = {"DW_COLS": 4, "DW_CROWS": 8}
+    out.append(("dwconv pipe8 f16 3x72x13x17 pad1", "dwconv",
+                dict(shape=(3, 72, 13, 17), dtype=np.float16, padding=1, params={"DW_PIPE": 8}, same_as=regs)))
+    out.append(("dwconv pipe8 f32 3x40x13x33 pad1 nobias", "dwconv",
+                dict(shape=(3, 40, 13, 33), dtype=np.float32, padding=1, params={"DW_PIPE": 8}, bias=False,
+                     same_as=regs)))
+    if not quick:
+        for dt, c in ((np.float16, 24), (np.float16, 136), (np.float32, 24), (np.float32, 72)):
+            name = np.dtype(dt).name.replace("float", "f")
+            for rows in (4, 8, 16):
+                for pad in (0, 1, 2):
+                    out.append((f"dwconv pipe{rows} {name} 3x{c}x17x13 pad{pad}", "dwconv",
+                                dict(shape=(3, c, 17, 13), dtype=dt, padding=pad, params={"DW_PIPE": rows},
+                                     bias=pad != 2, same_as=regs)))
+        out.append(("dwconv pipe4 f16 asym pad 2x40x9x33", "dwconv",
+                    dict(shape=(2, 40, 9, 33), dtype=np.float16, padding=(2, 0, 0, 2), params={"DW_PIPE": 4},
+                         same_as=regs)))
+        out.append(("dwconv pipe8 f32 2SM persistent 2x96x33x70", "dwconv",
+                    dict(shape=(2, 96, 33, 70), dtype=np.float32, padding=1, params={"DW_PIPE": 8}, sms=2,
+                         same_as=regs)))
+        out.append(("dwconv pipe4 f16 1SM persistent 3x72x21x35", "dwconv",
+                    dict(shape=(3, 72, 21, 35), dtype=np.float16, padding=2, params={"DW_PIPE": 4}, sms=1)))
     types = [(np.int8, np.int8), (np.uint8, np.int8), (np.uint8, np.uint8), (np.int8, np.uint8)]
     for layout in ("NHWC", "NCHW"):
         for xd, wd in types if not quick else types[1:2]:
@@ -401,7 +489,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, kind, kw in fuzz_cases(rng, args.fuzz) if args.fuzz else cases(args.quick):
             if args.only and args.only not in name:
                 continue
-            fn = check_conv if kind == "conv" else check_qconv
+            fn = {"conv": check_conv, "dwconv": check_dwconv, "qconv": check_qconv}[kind]
             kernel, ok, detail = fn(be, rng, work, **kw)
             failed += not ok
             print(f"{'ok  ' if ok else 'FAIL'} {name:44s} {kernel:18s} {detail}", flush=True)

@@ -38,6 +38,35 @@ inline float out_act(float v) {
 #endif
 }
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// conversions, scalar and 16-byte vector loads and stores (the depthwise register and pipe kernels)
+inline float to_f(float v) { return v; }
+inline float to_f(__half v) { return __half2float(v); }
+template <typename T>
+inline T from_f(float v);
+template <>
+inline float from_f<float>(float v) { return v; }
+template <>
+inline __half from_f<__half>(float v) { return __float2half_rn(v); }
+inline float ld_act(const act_t* p) { return to_f(*p); }
+inline void st_act(act_t* p, float v) { *p = from_f<act_t>(out_act(v)); }
+inline void unpack_vec(const uint4& u, float (&f)[HAL_VEC]) {
+    const act_t* a = reinterpret_cast<const act_t*>(&u);
+    for (int i = 0; i < HAL_VEC; ++i) f[i] = to_f(a[i]);
+}
+inline uint4 pack_vec(const float (&f)[HAL_VEC]) {
+    uint4 u;
+    act_t* a = reinterpret_cast<act_t*>(&u);
+    for (int i = 0; i < HAL_VEC; ++i) a[i] = from_f<act_t>(out_act(f[i]));
+    return u;
+}
+inline void ld_vec(const act_t* p, float (&f)[HAL_VEC]) { unpack_vec(*reinterpret_cast<const uint4*>(p), f); }
+inline void st_vec(act_t* p, const float (&f)[HAL_VEC]) { *reinterpret_cast<uint4*>(p) = pack_vec(f); }
+// division by a run-time invariant, as in kernels_cu/hal_prelude.cuh
+struct FastDiv {
+    uint32_t d, m, s;
+};
+inline uint32_t fdiv(uint32_t n, const FastDiv& f) { return (__umulhi(n, f.m) + n) >> f.s; }
 // cp.async as late as the PTX allows: a copy lands only when its thread waits for its group
 // (cp.async.wait_group N completes all but the N most recent committed groups), so shared
 // memory read before the wait shows stale bytes
