@@ -316,6 +316,9 @@ _SCHEMAS: dict[str, KernelSchema] = {
             Param("TC_WIDE_STAGES", (2, 3, 4), 2,
                   "stage buffers of the streamed-weight tensor-core kernels: stages - 1 in flight under the mma; "
                   "a count whose shared memory does not fit the device serves the next kernel in line (-D)"),
+            Param("TC_WIDE_L2PF", (0, 128, 256), 0,
+                  "the streamed-weight kernels' input copies ask L2 to fetch this many aligned bytes around each "
+                  "16-byte chunk (cp.async .L2::128B / 256B; 0 = none): the later chunks of an NHWC pixel (-D)"),
             Param("DW_TILE_H", (1, 2, 4, 8, 16, 32), 32, "depthwise: output rows per block"),
             Param("DW_TILE_W", (4, 8, 16, 32), 8, "depthwise NHWC: output columns per tile"),
             Param("DW_SMEM_KB", (8, 16, 24, 32, 48), 32, "depthwise: shared-memory budget per block, KiB"),
@@ -380,7 +383,8 @@ _SCHEMAS: dict[str, KernelSchema] = {
 _COMPILE_PARAMS = {
     "pool2d": ("POOL_THREADS", "POOL_OCC", "POOL_SPLIT", "POOL_H2", "POOL_H2AVG"),
     "adaptive_pool2d": ("ADAPT_THREADS", "ADAPT_GSTAGES", "ADAPT_VSPLIT_U", "ADAPT_GVEC_U"),
-    "conv2d": ("CONV_THREADS", "CONV_SIMT_CI", "CONV_OCC", "DW_HALF4", "DW_H2", "DW_PREFETCH", "TC_WIDE_STAGES"),
+    "conv2d": ("CONV_THREADS", "CONV_SIMT_CI", "CONV_OCC", "DW_HALF4", "DW_H2", "DW_PREFETCH", "TC_WIDE_STAGES",
+               "TC_WIDE_L2PF"),
     "batch_norm": ("BN_THREADS", "BN_UNROLL", "BN_L2_HINT", "BN_INFER_OCC"),
     "eltwise": ("ELT_THREADS",),
     "qconv2d": (),

@@ -980,6 +980,9 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
                        params={"CONV_TC": 3, "TC_WIDE_STAGES": 3}, **c)
             check_conv(dev, rng, "one 1x1 tc wide stages4", (1, 72, 9, 16), 70, 1,
                        params={"CONV_TC": 3, "TC_WIDE_STAGES": 4}, **c)
+            for pf in (128, 256):  # the input copies' L2 prefetch hint (TC_WIDE_L2PF)
+                check_conv(dev, rng, f"one 3x3 tc wide l2pf{pf}", (1, 72, 9, 16), 70, 3, padding=1,
+                           params={"CONV_TC": 3, "TC_WIDE_L2PF": pf}, **c)
             check_conv(dev, rng, "one dw k3s1", (2, 16, 10, 11), 16, 3, padding=1, groups=16, **c)
             check_conv(dev, rng, "one dw k3s1 C24", (1, 24, 7, 9), 24, 3, padding=1, groups=24, **c)
             for reg in ({"DW_ROWS": 2}, {"DW_ROWS": 4}, {"DW_COLS": 2}, {"DW_COLS": 4}, {"DW_COLS": 8},

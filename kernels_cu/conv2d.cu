@@ -878,6 +878,27 @@ struct Geo {
 // ldmatrix reads fall in 8 different bank groups
 __device__ __forceinline__ int tcw_at(int row, int chunk) { return row * 64 + ((chunk ^ ((row >> 1) & 3)) << 4); }
 
+// TC_WIDE_L2PF [0]: the input copies of conv2d_k{3,1}_tc_wide ask L2 to fetch the aligned 128 or
+// 256 bytes around each 16-byte chunk (cp.async .L2::128B / .L2::256B): with C_in > 32 a stage
+// reads 64 bytes of each NHWC pixel and the next stages read the rest, each from DRAM again
+// unless L2 already holds it
+#ifndef TC_WIDE_L2PF
+#define TC_WIDE_L2PF 0
+#endif
+__device__ __forceinline__ void tcw_copy16(void* smem, const void* gmem, bool valid) {
+#if TC_WIDE_L2PF && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    const int n = valid ? 16 : 0;
+#if TC_WIDE_L2PF == 256
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(gmem), "r"(n));
+#else
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(gmem), "r"(n));
+#endif
+#else
+    cp_async16_zfill(smem, gmem, valid);
+#endif
+}
+
 // weights [co][ci][taps] -> wp[co tile][chunk][tap][64 co][32 ci] (zero past C_in / C_out)
 extern "C" __global__ void __launch_bounds__(256) conv2d_tc_wprep(const __half* __restrict__ w, __half* __restrict__ wp,
                                                                   int CI, int CO, int taps, int nchunk, int total) {
@@ -929,7 +950,7 @@ __device__ __forceinline__ void tc_wide_body(unsigned char* smem_raw, const __ha
             const int ih = ih0 + r, iw = iw0 + c;
             const bool valid = ci < CI && (unsigned)ih < (unsigned)IH && (unsigned)iw < (unsigned)IW;
             const __half* src = valid ? x + (((long long)n * IH + ih) * IW + iw) * CI + ci : x;
-            cp_async16_zfill(s_in + tcw_at(pix, c16), src, valid);
+            tcw_copy16(s_in + tcw_at(pix, c16), src, valid);
             c += 64;
             while (c >= ICOLS) {
                 c -= ICOLS;
@@ -954,7 +975,7 @@ __device__ __forceinline__ void tc_wide_body(unsigned char* smem_raw, const __ha
             const int ih = ih0 + r, iw = iwa + k * 8;
             const bool valid = ci < CI && (unsigned)ih < (unsigned)IH && (unsigned)iw < (unsigned)IW;
             const __half* src = valid ? x + (((long long)n * CI + ci) * IH + ih) * IW + iw : x;
-            cp_async16_zfill(rows + (cl * IROWS + r) * SCOLS + k * 8, src, valid);
+            tcw_copy16(rows + (cl * IROWS + r) * SCOLS + k * 8, src, valid);
         }
         load_weights(chunk, smem_raw + buf * BUF_BYTES + W_OFF);
     };
