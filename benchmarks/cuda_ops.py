@@ -17,7 +17,7 @@ and FLOP counts: each input read once, each output written once; conv counts 2*M
   ``--sweep``: also a few tuning candidates per case; the fastest (b2b) is reported and
   written as a suggested tuning-table entry.
 
-    python3 benchmarks/cuda_ops.py [--sweep] [--quick] [--out DIR] [--only SUBSTR]
+    python3 benchmarks/cuda_ops.py [--sweep] [--quick] [--out DIR] [--only SUBSTR[|SUBSTR...]]
 
 Writes DIR/cuda_ops.json (every measurement) and DIR/tuning_sm.json (suggested entries);
 prints the table last.
@@ -479,7 +479,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sweep", action="store_true", help="time every tuning candidate of each case")
     ap.add_argument("--quick", action="store_true", help="default parameters only")
-    ap.add_argument("--only", default="", help="run cases whose name contains this text")
+    ap.add_argument("--only", default="", help="run cases whose name contains this text (alternatives split by |)")
     ap.add_argument("--dtype", default="", help="run only this dtype's cases (float32 or float16)")
     ap.add_argument("--out", default="", help="folder for cuda_ops.json and tuning_sm.json")
     ap.add_argument("--no-torch-call", action="store_true", help="skip the per-call (baseline method) timings")
@@ -502,7 +502,8 @@ def main(argv: list[str] | None = None) -> int:
     info = probe.devices[0]
     be = CudaBackend(info)
     served_dev = hal_device("cuda:0")  # its tuning tables say which parameters the ops serve
-    cases = [c for c in build_cases(args.quick) if args.only in c.name and args.dtype in ("", c.dtype)]
+    cases = [c for c in build_cases(args.quick)
+             if any(o in c.name for o in args.only.split("|")) and args.dtype in ("", c.dtype)]
     t0 = time.time()
     loaded = be.build_all(compile_keys(cases, args.sweep))
     print(f"built {loaded} modules in {time.time() - t0:.1f} s", flush=True)
