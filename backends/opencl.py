@@ -440,6 +440,13 @@ def _strip_applies(spec: Pool2dSpec, vec: int) -> bool:
     return max(planes * spec.in_h * spec.in_w, planes * spec.out_h * spec.out_w, items) < 2**31
 
 
+def _qvec16_applies(spec: Pool2dSpec) -> bool:
+    """Whether qpool2d.cl's 16-channel NHWC kernels (QVEC16=1) serve ``spec``: int8/uint8
+    NHWC, a window built fixed (``_common_window``), max without indices."""
+    return (spec.layout == "NHWC" and np.dtype(spec.dtype) in QUANT_DTYPES and not spec.return_indices
+            and _common_window(spec))
+
+
 def _common_window(spec: Pool2dSpec) -> bool:
     """Windows pool2d builds with the window fixed at compile time (FIXED_WINDOW=1): up to
     3x3, strides up to 2, no dilation -- the CNN pools, a bounded number of builds."""
@@ -494,6 +501,10 @@ _FIXED_WINDOW = Param("FIXED_WINDOW", (0, 1), 1,
                       "build windows up to 3x3, stride up to 2, with the window as compile-time constants")
 _VEC = Param("VEC", (1, 4, 8), 4, "vector width: along W in NCHW, along C in NHWC")
 _HALF = Param("HALF_ARITH", (0, 1), 0, "native half compares in max pooling (needs cl_khr_fp16; exact)")
+_QVEC16 = Param("QVEC16", (0, 1), 0,
+                "int8/uint8 NHWC pooling, windows FIXED_WINDOW builds (up to 3x3, stride up to 2, no dilation), "
+                "max without indices: 16 channels per work-item (one aligned 16-byte load per tap where "
+                "C % 16 == 0), the window's loads issued before the reduction; other specs as 0")
 _HALF_RAW = Param("HALF_RAW", (0, 1), 0,
                   "float16 vectors as raw 16-bit words (one ushortN access) converted through a private "
                   "copy, where vloada_halfN / vstorea_halfN may split into N accesses (NVIDIA)")
@@ -517,6 +528,7 @@ SCHEMAS: dict[str, KernelSchema] = {
             _HALF,
             _STRIP_ROWS,
             _HALF_RAW,
+            _QVEC16,
         ),
         (
             _wg_limit("WG"),
@@ -959,6 +971,15 @@ class OpenCLBackend(Backend):
         file = "qpool2d.cl" if quant else "pool2d.cl"
         name = "pool2d_max" if spec.kind == "max" else "pool2d_avg"
         mode = 0 if nhwc else p["LOCAL_TILE"]
+        if p["QVEC16"] and _qvec16_applies(spec):
+            # 16 channels per work-item, the window built in (VEC only sizes the prelude's types)
+            return file, name, {
+                **self._base_defines(spec), "WG": p["WG"], "VEC": 8, "LOCAL_TILE": 0, "POOL_INTERIOR": 0,
+                "HALF_ARITH": 0, "QPOOL_VEC16": 1, "POOL_FIXED": 1,
+                "POOL_KH": spec.kernel[0], "POOL_KW": spec.kernel[1], "POOL_SH": spec.stride[0],
+                "POOL_SW": spec.stride[1], "POOL_DH": 1, "POOL_DW": 1,
+                **({"POOL_NO_IDX": 1} if spec.kind == "max" else {}),
+            }, 0, 0
         if mode == 3 and not _strip_applies(spec, p["VEC"]):
             # the row bands: the other aligned-load path, for the devices a strip entry is for
             mode = 2
@@ -1010,7 +1031,8 @@ class OpenCLBackend(Backend):
             tiles = -(-spec.out_w // 16) * -(-spec.out_h // (wg // 16))
             return spec.n * spec.c * tiles * wg
         if spec.layout == "NHWC":
-            return spec.n * spec.out_h * spec.out_w * -(-spec.c // p["VEC"])
+            vec = 16 if p["QVEC16"] and _qvec16_applies(spec) else p["VEC"]
+            return spec.n * spec.out_h * spec.out_w * -(-spec.c // vec)
         return spec.n * spec.c * spec.out_h * -(-spec.out_w // p["VEC"])
 
     def pool2d(

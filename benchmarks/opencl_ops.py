@@ -94,7 +94,10 @@ SWEEP: dict[str, list[dict[str, int]]] = {
     + [{"WG": wg, "VEC": v, "LOCAL_TILE": 3, "STRIP_ROWS": r} for wg in (128, 256) for v in (4, 8) for r in (2, 4)]
     # float16 as raw 16-bit words (a no-op for float32)
     + [{"WG": wg, "VEC": v, "LOCAL_TILE": t, "STRIP_ROWS": 2, "HALF_RAW": 1}
-       for wg in (128, 256) for v in (4, 8) for t in (0, 3)],
+       for wg in (128, 256) for v in (4, 8) for t in (0, 3)]
+    # int8/uint8 NHWC, 16 channels per work-item (qpool2d.cl QPOOL_VEC16; for other dtypes and
+    # layouts a no-op: the default path at that work-group)
+    + [{"WG": wg, "QVEC16": 1} for wg in (64, 128, 256, 512)],
     "adaptive_pool2d": [{"WG": wg, "VEC": v, "MODE": m} for wg in (64, 256) for v in (1, 4) for m in (1, 2)]
     # flat (3), and the pipelined global kernels (4: NCHW 1x1 outputs of small planes, else as 0)
     + [{"WG": 128, "VEC": 8, "MODE": 3, "HALF_RAW": 1}, {"WG": 256, "VEC": 8, "MODE": 0},

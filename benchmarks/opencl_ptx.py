@@ -1,4 +1,4 @@
-"""What NVIDIA's OpenCL compiler makes of hal's float16 kernels: the PTX of each program.
+"""What NVIDIA's OpenCL compiler makes of hal's float16 (and int8) kernels: the PTX of each program.
 
 NVIDIA's OpenCL returns PTX as a program's binary. For a few float16 cases this builds
 the kernels hal would run (parameters forced), writes each program's PTX to OUT and
@@ -38,6 +38,9 @@ CASES: tuple[tuple[str, str, str, dict[str, int]], ...] = (
     # int8 (qpool2d.cl; names starting "int8" build in int8)
     ("int8 maxpool strips", "pool2d", "NCHW", {"WG": 128, "VEC": 8, "LOCAL_TILE": 3, "STRIP_ROWS": 4}),
     ("int8 maxpool nhwc", "pool2d", "NHWC", {"WG": 128, "VEC": 8, "LOCAL_TILE": 0}),
+    # 16 channels per work-item (QVEC16; one program holds the aligned uint4 and the vload16 paths)
+    ("int8 maxpool nhwc16", "pool2d", "NHWC", {"WG": 128, "QVEC16": 1}),
+    ("int8 avgpool nhwc16", "pool2d", "NHWC", {"WG": 128, "QVEC16": 1}),
 )
 
 PATTERNS = {
@@ -53,6 +56,7 @@ PATTERNS = {
     "int div/rem": r"\b(div|rem)\.[su]32\b",
     "div.f32": r"\bdiv\.\w+\.f32\b",
     "add.f32": r"\badd\.(rn\.)?f32\b",
+    "max.u16x2": r"\bmax\.u16x2\b",
     "setp": r"\bsetp\.",
     "branches": r"\bbra\b",
 }
@@ -77,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         data = np.random.default_rng(0).standard_normal(shape) * (40 if dt == np.int8 else 1)
         x = hal.asarray(data.astype(dt), device=dev, layout=layout)
         if family == "pool2d":
-            kind = "avg" if name.startswith("avg") else "max"
+            kind = "avg" if "avgpool" in name else "max"
             spec = S.pool2d_spec(kind, geo, 3, 2, 1, 1, False, True, None, False)
             y = empty(spec.out_shape, dt, dev, layout)
             backend.pool2d(spec, x.buffer, y.buffer, None, {**dev.tuner.resolve_spec(spec).params, **params})

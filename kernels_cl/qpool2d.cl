@@ -7,7 +7,8 @@
  *   NCHW: one work-item = VEC outputs along OW (charN loads at stride 1, char2N.even at
  *         stride 2, per-lane gathers at borders); LOCAL_TILE=1: a group stages its input
  *         window in local memory (as int), one output per work-item.
- *   NHWC: one work-item = VEC channels (charN loads along C, scalar tail).
+ *   NHWC: one work-item = VEC channels (charN loads along C, scalar tail);
+ *         QPOOL_VEC16=1 (the parameter QVEC16): 16 channels per work-item, fixed windows.
  *
  * Max: int compares, starting at QNONE (below the dtype's range) with masked taps reading
  * QNONE, so the first valid tap is always taken, padding never, and a later tap only when
@@ -31,6 +32,9 @@
 #endif
 #ifndef POOL_INTERIOR
 #define POOL_INTERIOR 0
+#endif
+#ifndef QPOOL_VEC16
+#define QPOOL_VEC16 0
 #endif
 
 /* NHWC builds, as pool2d.cl: POOL_FIXED=1 (the launcher's FIXED_WINDOW, common windows) fixes
@@ -540,6 +544,175 @@ void pool2d_avg(__global const qtype_t* restrict x, __global qtype_t* restrict y
     const int taps_in = rows_in * cols_in;
     const int count = DIVISOR > 0 ? DIVISOR : (COUNT_INCLUDE_PAD ? rows_pad * cols_pad : taps_in);
     STQ(QAVG(sum - ZP * taps_in, count, ZP), y, (nc * OH + oh) * OW + ow);
+}
+
+#elif LAYOUT_NHWC && QPOOL_VEC16
+/* ------------------------------------------------------------------------------------
+ * NHWC, 16 channels per work-item (pool2d's QVEC16; CUDA's pool2d_*_vec16_k*), for the
+ * windows the launcher builds fixed (POOL_FIXED: up to 3x3, stride up to 2, no dilation)
+ * and max without indices. Each tap is the 16 bytes of one pixel's channel group: one
+ * aligned uint4 load where C % 16 == 0, else a vload16 (one-byte alignment), and for the
+ * last, partial group a gather from channels clamped to the last one (those lanes are
+ * never stored). All the window's loads are issued first, from rows and columns clamped
+ * into the input, and the reduction follows. Bytes are reduced as two 16-bit lanes per
+ * 32-bit word (the even and the odd bytes), made unsigned first (int8: the sign bit
+ * flipped, i.e. +128, which keeps the order): max as ushort8 max, which leaves the clamped
+ * taps as they are (a tap of the same window: no select, as QNHWC_TAP_OK); sums as 32-bit
+ * adds (at most 257 taps of 255 fit a 16-bit lane: no carry), a tap outside the input
+ * replaced by 0. The average is then the other NHWC path's: s = sum - ZP * taps_in
+ * (centred), the divisor rule, saturate(round_half_even(s / divisor) + ZP), where
+ * |s| < 2^20 always, so QDIV_ROUND_EVEN's fast path alone is exact.
+ * ---------------------------------------------------------------------------------- */
+#if !POOL_FIXED || POOL_DH != 1 || POOL_DW != 1 || POOL_KH * POOL_KW > 257
+#error "qpool2d.cl: QPOOL_VEC16=1 is built with a fixed window without dilation (at most 257 taps)"
+#endif
+#if DTYPE_INT8
+#define Q16_FLIP 0x80808080u
+#define Q16_BIAS 128
+#else
+#define Q16_FLIP 0u
+#define Q16_BIAS 0
+#endif
+#define Q16_TAPS (POOL_KH * POOL_KW)
+#define Q16_LO 0x00ff00ffu
+typedef QTYPE_(16) q16_t;
+
+#define Q16_PROLOGUE                                                                       \
+    const int CG = CEIL_DIV(C, 16);                                                        \
+    const int gid = get_global_id(0);                                                      \
+    if (gid >= N * OH * OW * CG) return;                                                   \
+    const int cg = gid % CG;                                                               \
+    int t = gid / CG;                                                                      \
+    const int ow = t % OW;                                                                 \
+    t /= OW;                                                                               \
+    const int oh = t % OH;                                                                 \
+    const int n = t / OH;                                                                  \
+    const int c0 = cg * 16;                                                                \
+    const int nvalid = min(16, C - c0);                                                    \
+    const int h0 = oh * POOL_SH - PT;                                                      \
+    const int w0 = ow * POOL_SW - PL;                                                      \
+    const int obase = ((n * OH + oh) * OW + ow) * C + c0;
+
+/* 16 channels from element p at any alignment; lanes past nvalid repeat the last channel */
+inline uint4 q16_load_any(__global const qtype_t* x, int p, int nvalid)
+{
+    if (nvalid == 16) return as_uint4(vload16(0, x + p));
+    qtype_t tmp[16];
+    for (int j = 0; j < 16; ++j) tmp[j] = x[p + min(j, nvalid - 1)];
+    return as_uint4(vload16(0, tmp));
+}
+
+inline void q16_store_any(__global qtype_t* y, int o, int nvalid, uint4 w)
+{
+    const q16_t v = HAL_CAT(as_, QTYPE_(16))(w);
+    if (nvalid == 16) {
+        vstore16(v, 0, y + o);
+    } else {
+        qtype_t tmp[16];
+        vstore16(v, 0, tmp);
+        for (int j = 0; j < nvalid; ++j) y[o + j] = tmp[j];
+    }
+}
+
+/* the window's taps, row-major, into tap[]: every load issued before any is used */
+#define Q16_LOAD_WINDOW(LOAD)                                                              \
+    _Pragma("unroll") for (int kh = 0; kh < POOL_KH; ++kh) {                               \
+        const int prow = (n * IH + clamp(h0 + kh, 0, IH - 1)) * IW;                        \
+        _Pragma("unroll") for (int kw = 0; kw < POOL_KW; ++kw) {                           \
+            const int p = (prow + clamp(w0 + kw, 0, IW - 1)) * C + c0;                     \
+            tap[kh * POOL_KW + kw] = LOAD;                                                 \
+        }                                                                                  \
+    }
+#define Q16_ALIGNED_LOAD (*(__global const uint4*)(x + p))
+
+inline uint4 q16_max_lanes(uint4 a, uint4 b)
+{
+    return as_uint4(max(as_ushort8(a), as_ushort8(b)));
+}
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void pool2d_max(__global const qtype_t* restrict x, __global qtype_t* restrict y, __global long* restrict indices,
+                int N, int C, int IH, int IW, int OH, int OW, int KH, int KW, int SH, int SW,
+                int PT, int PB, int PL, int PR, int DH, int DW, int DIVISOR, int COUNT_INCLUDE_PAD, int ZP)
+{
+    Q16_PROLOGUE
+    const int aligned = C % 16 == 0;
+    uint4 tap[Q16_TAPS];
+    if (aligned) {
+        Q16_LOAD_WINDOW(Q16_ALIGNED_LOAD)
+    } else {
+        Q16_LOAD_WINDOW(q16_load_any(x, p, nvalid))
+    }
+    uint4 ev = (uint4)0, od = (uint4)0; /* 0: below every unsigned byte */
+    _Pragma("unroll") for (int u = 0; u < Q16_TAPS; ++u) {
+        const uint4 w = tap[u] ^ Q16_FLIP;
+        ev = q16_max_lanes(ev, w & Q16_LO);
+        od = q16_max_lanes(od, (w >> 8) & Q16_LO);
+    }
+    const uint4 out = (ev | (od << 8)) ^ Q16_FLIP;
+    if (aligned)
+        *(__global uint4*)(y + obase) = out;
+    else
+        q16_store_any(y, obase, nvalid, out);
+}
+
+/* round_half_even(s / d) on 8 lanes for |s| < 2^20, inv = 1 / d: QDIV_ROUND_EVEN's fast path */
+inline int8 q16_div_round_even(int8 s, int d, float inv)
+{
+    const float8 t = convert_float8(s) * inv;
+    const int8 f = convert_int8(floor(t));
+    return select(convert_int8_sat_rte(t), f + (f & 1), 2 * s == (2 * f + 1) * d);
+}
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void pool2d_avg(__global const qtype_t* restrict x, __global qtype_t* restrict y, __global long* restrict indices,
+                int N, int C, int IH, int IW, int OH, int OW, int KH, int KW, int SH, int SW,
+                int PT, int PB, int PL, int PR, int DH, int DW, int DIVISOR, int COUNT_INCLUDE_PAD, int ZP)
+{
+    Q16_PROLOGUE
+    const int aligned = C % 16 == 0;
+    uint4 tap[Q16_TAPS];
+    if (aligned) {
+        Q16_LOAD_WINDOW(Q16_ALIGNED_LOAD)
+    } else {
+        Q16_LOAD_WINDOW(q16_load_any(x, p, nvalid))
+    }
+    int rows_in = 0, rows_pad = 0, cols_in = 0, cols_pad = 0;
+    _Pragma("unroll") for (int kw = 0; kw < POOL_KW; ++kw) {
+        const int iw = w0 + kw;
+        cols_in += (iw >= 0 && iw < IW);
+        cols_pad += (iw >= -PL && iw < IW + PR);
+    }
+    _Pragma("unroll") for (int kh = 0; kh < POOL_KH; ++kh) {
+        const int ih = h0 + kh;
+        rows_in += (ih >= 0 && ih < IH);
+        rows_pad += (ih >= -PT && ih < IH + PB);
+    }
+    uint4 ev = (uint4)0, od = (uint4)0;
+    _Pragma("unroll") for (int kh = 0; kh < POOL_KH; ++kh) {
+        const int row_ok = h0 + kh >= 0 && h0 + kh < IH;
+        _Pragma("unroll") for (int kw = 0; kw < POOL_KW; ++kw) {
+            const int ok = row_ok && w0 + kw >= 0 && w0 + kw < IW;
+            const uint4 w = ok ? tap[kh * POOL_KW + kw] ^ Q16_FLIP : (uint4)0; /* outside adds 0 */
+            ev += w & Q16_LO;
+            od += (w >> 8) & Q16_LO;
+        }
+    }
+    const int taps_in = rows_in * cols_in;
+    const int count = DIVISOR > 0 ? DIVISOR : (COUNT_INCLUDE_PAD ? rows_pad * cols_pad : taps_in);
+    const int d = max(count, 1);
+    const float inv = 1.0f / (float)d;
+    const int bias = taps_in * (ZP + Q16_BIAS); /* the flip's +128 per tap, then the zero point */
+    const int8 qe = q16_div_round_even(convert_int8(as_ushort8(ev)) - bias, d, inv) + ZP;
+    const int8 qo = q16_div_round_even(convert_int8(as_ushort8(od)) - bias, d, inv) + ZP;
+    q16_t v;
+    v.even = HAL_CAT(HAL_CAT(convert_, QTYPE_(8)), _sat)(qe);
+    v.odd = HAL_CAT(HAL_CAT(convert_, QTYPE_(8)), _sat)(qo);
+    const uint4 out = as_uint4(v);
+    if (aligned)
+        *(__global uint4*)(y + obase) = out;
+    else
+        q16_store_any(y, obase, nvalid, out);
 }
 
 #else

@@ -440,6 +440,77 @@ def test_opencl_quantized_nhwc_paths(device, dtype, vec, fixed):
                 np.testing.assert_array_equal(y.numpy(), want, err_msg=label)
 
 
+@contextlib.contextmanager
+def built_q16(device: hal.Device) -> Iterator[list[int]]:
+    """QPOOL_VEC16 (0 when absent) of every qpool2d.cl kernel the OpenCL launcher asks for, in order
+    (a launch planned before, with the same spec and parameters, asks for none)."""
+    backend = device.backend
+    original = backend._kernel
+    built: list[int] = []
+
+    def spy(file: str, name: str, defines: Mapping[str, int], local: int) -> object:
+        if file == "qpool2d.cl":
+            built.append(defines.get("QPOOL_VEC16", 0))
+        return original(file, name, defines, local)
+
+    backend._kernel = spy
+    try:
+        yield built
+    finally:
+        del backend._kernel
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8"])
+@pytest.mark.parametrize("wg", [64, 128])
+def test_opencl_quantized_nhwc16_path(device, dtype, wg):
+    """int8/uint8 NHWC pooling, 16 channels per work-item (QVEC16=1): aligned 16-byte taps
+    (C 16, 32), vload16 and a partial last group (C 20, 37, 5); windows 3x3/2, 3x3/1, 2x2/2
+    and 1x1 with pads 0 and 1 and ceil_mode (taps outside on every side), every divisor rule,
+    zero points at and across the range (saturation); checked to be the path that ran,
+    exactly against the quantized oracle, outputs poisoned. Max with indices and dilated
+    windows run the VEC path instead."""
+    _opencl(device)
+    from dataclasses import replace
+
+    from hal.spec import TensorGeometry, pool2d_spec
+
+    rng = np.random.default_rng(160 + wg)
+    info = np.iinfo(dtype)
+    windows = ((3, 2, 1, False), (3, 2, 1, True), (3, 2, 0, True), (3, 1, 1, False), (2, 2, 0, True),
+               (2, 2, 1, False), (1, 1, 0, False))
+    shapes = [(2, 16, 9, 11), (1, 32, 7, 6), (2, 20, 6, 9), (1, 37, 5, 8), (1, 5, 8, 7)]
+    for i, shape in enumerate(shapes):
+        q = rng.integers(info.min, info.max + 1, shape).astype(dtype)
+        zp = (info.min, info.max, int(rng.integers(info.min, info.max + 1)))[i % 3]
+        qt = hal.asarray(q, device=device, layout="NHWC", scale=0.5, zero_point=zp)
+        for k, s, pad, ceil in windows:
+            for kind, include_pad, divisor in (("max", True, None), ("avg", True, None), ("avg", False, None),
+                                               ("avg", True, 7)):
+                geom = TensorGeometry(*shape, "NCHW", np.dtype(dtype))
+                try:
+                    spec = pool2d_spec(kind, geom, k, s, pad, 1, ceil, include_pad, divisor, False)
+                except HalValueError:
+                    continue
+                spec = replace(spec, zero_point=zp) if kind == "avg" else spec
+                want, want_idx = reference.quantized_pool2d_from_spec(spec, q)
+                label = str((shape, k, s, pad, ceil, kind, include_pad, divisor, zp))
+                with forced(device, "pool2d", {"QVEC16": 1, "WG": wg}), poison_outputs(), built_q16(device) as built:
+                    if kind == "max":
+                        y = hal.max_pool2d(qt, k, s, pad, ceil_mode=ceil)
+                    else:
+                        y = hal.avg_pool2d(qt, k, s, pad, ceil_mode=ceil, count_include_pad=include_pad,
+                                           divisor_override=divisor)
+                assert built == [1], label
+                np.testing.assert_array_equal(y.numpy(), want, err_msg=label)
+                if kind == "max":  # with indices, or dilated: the VEC path
+                    with forced(device, "pool2d", {"QVEC16": 1, "WG": wg}), poison_outputs(), \
+                            built_q16(device) as built:
+                        y, idx = hal.max_pool2d(qt, k, s, pad, ceil_mode=ceil, return_indices=True)
+                    assert built == [0], label
+                    np.testing.assert_array_equal(y.numpy(), want, err_msg=label)
+                    np.testing.assert_array_equal(idx.numpy(), want_idx, err_msg=label)
+
+
 def _limit_work_groups(be: object, monkeypatch: pytest.MonkeyPatch, limit: int = 64) -> None:
     """Make every kernel the OpenCL backend builds refuse work-groups above ``limit``."""
     from hal.backends import opencl as ocl

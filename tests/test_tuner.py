@@ -408,6 +408,15 @@ def test_opencl_launch_signature_names_the_kernel_that_runs():
     # max pooling without indices builds the vector max paths without index tracking
     with_idx = S.pool2d_spec("max", S.TensorGeometry(2, 8, 32, 48, "NHWC", f32), 3, 2, 1, 1, False, True, None, True)
     assert ("POOL_NO_IDX", 1) in sig(nhwc, {"VEC": 4})[2] and ("POOL_NO_IDX", 1) not in sig(with_idx, {"VEC": 4})[2]
+    # QVEC16: int8/uint8 NHWC fixed windows only (VEC and FIXED_WINDOW then do not matter); a no-op elsewhere
+    q8 = S.pool2d_spec("max", S.TensorGeometry(2, 40, 32, 48, "NHWC", np.dtype(np.int8)), 3, 2, 1, 1, False, True,
+                       None, False)
+    assert sig(q8, {"QVEC16": 1, "VEC": 4}) == sig(q8, {"QVEC16": 1, "VEC": 8, "FIXED_WINDOW": 0})
+    assert sig(q8, {"QVEC16": 1})[3] == 2 * 16 * 24 * 3 != sig(q8, {"VEC": 8})[3]
+    assert sig(nhwc, {"QVEC16": 1}) == sig(nhwc, {}) and sig(nchw, {"QVEC16": 1}) == sig(nchw, {})
+    q8_idx = S.pool2d_spec("max", S.TensorGeometry(2, 40, 32, 48, "NHWC", np.dtype(np.int8)), 3, 2, 1, 1, False,
+                           True, None, True)
+    assert sig(q8_idx, {"QVEC16": 1}) == sig(q8_idx, {})
     bn32 = S.batch_norm_spec(S.TensorGeometry(2, 8, 32, 48, "NCHW", f32), False, 0.1, 1e-5, True)
     bn16 = S.batch_norm_spec(S.TensorGeometry(2, 8, 32, 48, "NCHW", f16), False, 0.1, 1e-5, True)
     assert sig(bn32, {"VEC": 4, "HALF_RAW": 1}) == sig(bn32, {"VEC": 4}) != sig(bn32, {"VEC": 8})
