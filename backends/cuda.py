@@ -319,6 +319,9 @@ _SCHEMAS: dict[str, KernelSchema] = {
             Param("TC_WIDE_L2PF", (0, 128, 256), 0,
                   "the streamed-weight kernels' input copies ask L2 to fetch this many aligned bytes around each "
                   "16-byte chunk (cp.async .L2::128B / 256B; 0 = none): the later chunks of an NHWC pixel (-D)"),
+            Param("TC_WIDE_K1_BLOCKS", (1, 2), 1,
+                  "resident blocks per SM conv2d_k1_tc_wide is built and launched for (2: 128 registers); "
+                  "the grid keeps to what the shared memory allows (-D)"),
             Param("DW_TILE_H", (1, 2, 4, 8, 16, 32), 32, "depthwise: output rows per block"),
             Param("DW_TILE_W", (4, 8, 16, 32), 8, "depthwise NHWC: output columns per tile"),
             Param("DW_SMEM_KB", (8, 16, 24, 32, 48), 32, "depthwise: shared-memory budget per block, KiB"),
@@ -384,7 +387,7 @@ _COMPILE_PARAMS = {
     "pool2d": ("POOL_THREADS", "POOL_OCC", "POOL_SPLIT", "POOL_H2", "POOL_H2AVG"),
     "adaptive_pool2d": ("ADAPT_THREADS", "ADAPT_GSTAGES", "ADAPT_VSPLIT_U", "ADAPT_GVEC_U"),
     "conv2d": ("CONV_THREADS", "CONV_SIMT_CI", "CONV_OCC", "DW_HALF4", "DW_H2", "DW_PREFETCH", "TC_WIDE_STAGES",
-               "TC_WIDE_L2PF"),
+               "TC_WIDE_L2PF", "TC_WIDE_K1_BLOCKS"),
     "batch_norm": ("BN_THREADS", "BN_UNROLL", "BN_L2_HINT", "BN_INFER_OCC"),
     "eltwise": ("ELT_THREADS",),
     "qconv2d": (),
@@ -1577,7 +1580,11 @@ class CudaBackend(Backend):
                 tiles_h, tiles_w, co_tiles, nchunk = _cdiv(oh, 8), _cdiv(ow, 32), _cdiv(co, 64), _cdiv(ci, 32)
                 ntiles = n * tiles_h * tiles_w
                 total = tc_wide_weight_halves(ci, co, kh * kw)
-                grid = (max(1, min(ntiles, _cdiv(self._sms, co_tiles))), co_tiles, 1)
+                per_sm = int(p["TC_WIDE_K1_BLOCKS"]) if kh == 1 else 1
+                smem_sm = int(dict(self.info.extras).get("shared_memory_per_sm", "0") or 0)
+                if smem_sm > 0:  # 1 KiB of each block's shared memory is the system's
+                    per_sm = max(1, min(per_sm, smem_sm // (wide_smem + 1024)))
+                grid = (max(1, min(ntiles, _cdiv(self._sms * per_sm, co_tiles))), co_tiles, 1)
                 return (
                     Launch("conv2d.cu", defines, "conv2d_tc_wprep", "PPiiiii", self._grid_1d(total, 256),
                            (256, 1, 1), 0, ("w", "wp", ci, co, kh * kw, nchunk, total)),

@@ -607,6 +607,11 @@ def conv_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
             check_conv(dev, rng, "3x3 tc wide stages3 many tiles", (9, 96, 40, 72), 64, 3, padding=1,
                        params={"CONV_TC": 3, "TC_WIDE_STAGES": 3}, **c)
             check_conv(dev, rng, "3x3 tc2 wide 96->70", (2, 96, 9, 40), 70, 3, padding=1, params=tc2, **c)
+            for st in (2, 3):  # the 1x1 kernel built for two blocks per SM (TC_WIDE_K1_BLOCKS)
+                k1b = {"CONV_TC": 3, "TC_WIDE_STAGES": st, "TC_WIDE_K1_BLOCKS": 2}
+                check_conv(dev, rng, f"1x1 tc wide 2 blocks stages{st} many tiles", (9, 96, 40, 72), 64, 1,
+                           params=k1b, **c)
+                check_conv(dev, rng, f"1x1 tc wide 2 blocks stages{st}", (2, 264, 9, 40), 130, 1, params=k1b, **c)
             check_conv(dev, rng, "1x1 tc2 wide 96->70", (2, 96, 9, 40), 70, 1, params=tc2, **c)
             # NCHW: widths that are multiples of 8 (C_in any), padding 3 (the rows' column shift 5)
             check_conv(dev, rng, "3x3 tc pipe 20->70 w40", (3, 20, 13, 40), 70, 3, padding=1, params=tc2, **c)

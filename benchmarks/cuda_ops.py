@@ -369,9 +369,9 @@ def build_cases(quick: bool) -> list[Case]:
                                   (2 * x56 + 64 * 64 * 9) * es, 2 * 64 * 64 * 64 * 9 * 56 * 56,
                                   {"shape": (64, 64, 56, 56), "cout": 64, "groups": 1}, dense))
             if dtype == "float16":  # C_in over 64: CUDA cores, or the streamed weights (2, 3, 4 stage buffers)
-                # and the L2 prefetch of the input copies (TC_WIDE_L2PF)
-                wide = [{}, *({"CONV_TC": 3, "TC_WIDE_STAGES": st, "TC_WIDE_L2PF": pf}
-                              for st in (2, 3, 4) for pf in (0, 128, 256))]
+                # (TC_WIDE_L2PF 128 / 256 measured no faster in session 14) and, 1x1 only, two blocks per SM
+                wide = [{}, *({"CONV_TC": 3, "TC_WIDE_STAGES": st} for st in (2, 3, 4)),
+                        *({"CONV_TC": 3, "TC_WIDE_STAGES": st, "TC_WIDE_K1_BLOCKS": 2} for st in (2, 3))]
                 x32 = 32 * 256 * 32 * 32
                 cases.append(Case(f"conv3x3 256->256 32x32x32 {layout.lower()}", "conv2d", dtype, layout,
                                   (2 * x32 + 256 * 256 * 9) * es, 2 * 32 * 256 * 256 * 9 * 32 * 32,

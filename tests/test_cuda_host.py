@@ -458,6 +458,13 @@ def test_cuda_streamed_weight_tensor_core_conv_plans_without_a_gpu():
     assert wide.shared == _TC_WIDE_SMEM["NCHW", 3, 3] <= 232448
     (_, wide), _ = plan(k=1, TC_WIDE_STAGES=4)
     assert wide.kernel == "conv2d_k1_tc_wide" and wide.shared == 4 * 32768
+    # the 1x1 kernel built for two blocks per SM: twice the grid where two fit the SM's shared memory
+    (_, wide), _ = plan(k=1, TC_WIDE_STAGES=3, TC_WIDE_K1_BLOCKS=2)
+    assert wide.grid == (2 * 132 // 4, 4, 1) and ("TC_WIDE_K1_BLOCKS", 2) in wide.defines
+    (_, wide), _ = plan(k=1, TC_WIDE_STAGES=4, TC_WIDE_K1_BLOCKS=2)  # 2 x 132 KiB do not fit 228 KiB
+    assert wide.grid == (33, 4, 1)
+    (_, wide), _ = plan(TC_WIDE_K1_BLOCKS=2)  # 3x3: one block per SM whatever the parameter
+    assert wide.grid == (33, 4, 1)
     (only,), _ = plan(TC_WIDE_STAGES=4)  # 234,496 bytes do not fit: C_in 256 leaves the CUDA-core kernel
     assert _TC_WIDE_SMEM["NHWC", 3, 4] > 232448 and only.kernel == "conv2d_k3_simt"
     # CONV_TC=2: the pipelined kernel up to 64 input channels, the streamed weights past them

@@ -389,6 +389,10 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
                 out.append((f"conv tc3 wide k{k} stages{stages} 3 SMs {layout}", "conv",
                             dict(shape=(2, 104, 11, 40), cout=70, layout=layout, padding=k // 2, k=k, sms=3,
                                  params={"CONV_TC": 3, "TC_WIDE_STAGES": stages})))
+        for layout in ("NHWC", "NCHW"):  # the 1x1 kernel at two blocks per SM: a grid of 2 x SMs
+            out.append((f"conv tc3 wide k1 2 blocks stages3 3 SMs {layout}", "conv",
+                        dict(shape=(2, 104, 11, 40), cout=70, layout=layout, padding=0, k=1, sms=3,
+                             params={"CONV_TC": 3, "TC_WIDE_STAGES": 3, "TC_WIDE_K1_BLOCKS": 2})))
         out.append(("conv tc2 wide 72->64 NHWC", "conv", dict(shape=(1, 72, 9, 16), cout=64, layout="NHWC",
                                                               padding=1, params={"CONV_TC": 2})))
     for layout in ("NHWC", "NCHW"):
