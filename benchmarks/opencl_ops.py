@@ -331,6 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--only", default="", help="only cases whose name contains one of these comma-separated texts")
     ap.add_argument("--dtypes", default="float32,float16")
+    ap.add_argument("--candidates", default="",
+                    help="with --sweep: a JSON list of parameter sets to try instead of the built-in ones")
     ap.add_argument("--out", default=".")
     args = ap.parse_args(argv)
     devices = [hal.device(d) for d in args.device] if args.device else [d for d in hal.devices() if d.kind == "opencl"]
@@ -403,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
                         schema = dev.backend.schemas()[case.family]
                         best = (ms, params)
                         row["sweep"] = tried = []  # every candidate timed, for the record
-                        for cand in SWEEP[case.family]:
+                        for cand in json.loads(args.candidates) if args.candidates else SWEEP[case.family]:
                             full = {**schema.defaults(), **cand}
                             if schema.validate(full, info) or full == params:
                                 continue
