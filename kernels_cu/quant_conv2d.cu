@@ -174,10 +174,10 @@ extern "C" __global__ void __launch_bounds__(QCONV_THREADS) qconv2d_co4(QCONV_AR
 namespace qtc {
 constexpr int TR = 8, TCOL = 32, TCO = 64, IROWS = TR + 2, ICOLS = TCOL + 2, NPIX = IROWS * ICOLS;
 constexpr int W_BYTES = 9 * TCO * 64, IN_BYTES = NPIX * 64;
-constexpr int SCOLS = 64, STAGE_BYTES = 64 * IROWS * SCOLS;  // NCHW staging: [ci][row][column]
 #if LAYOUT_NHWC
 constexpr int DATA_BYTES = 2 * IN_BYTES;
 #else
+constexpr int SCOLS = 64, STAGE_BYTES = 64 * IROWS * SCOLS;  // NCHW staging: [ci][row][column]
 constexpr int DATA_BYTES = IN_BYTES + STAGE_BYTES;
 #endif
 }  // namespace qtc
