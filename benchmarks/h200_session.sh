@@ -3,6 +3,7 @@
 # each under its own time limit, most important first. Every log lands in one archive,
 # $OUT/results.tar.gz (the device tool brings back at most 8 files); a summary is printed.
 #   bash benchmarks/h200_session.sh tests conformance overhead tune-cuda-rapid ...
+# (conformance compiles every build it checks on a fresh machine: session 14 cut it at 100 s)
 # Steps: tests, nn, conformance, check, sanitize, overhead, bench-cuda, sweep, tune-cuda-rapid,
 # tune-cuda-normal, tune-ocl-rapid, tune-ocl-normal, tvd-cuda, tvd-ocl, demo, hal-bench, ocl-bench, ocl-tests,
 # ocl-ptx, timing, ncu, quant-bench, ncu-quant
@@ -29,7 +30,7 @@ for s in "$@"; do
       grep -E "^FAILED|passed|failed" "$R/pytest.txt" | tail -12 ;;
     nn) step pytest-nn 120 env HAL_TEST_DEVICES=cuda:0 python3 -m pytest -q -p no:cacheprovider tests/test_nn.py
       grep -E "^FAILED|passed|failed" "$R/pytest-nn.txt" | tail -8 ;;
-    conformance) step conformance ${T_CONF:-90} hal conformance --device ${CONF_DEVICES:-cuda:0,opencl:nvidia} --seed 11
+    conformance) step conformance ${T_CONF:-240} hal conformance --device ${CONF_DEVICES:-cuda:0,opencl:nvidia} --seed 11
       grep -E "FAIL|passed" "$R/conformance.txt" | tail -8 ;;
     check) step check 300 python3 benchmarks/check_cuda.py --out "$R" ${CHECK_ARGS:-}; tail -3 "$R/check.txt" ;;
     sanitize) step sanitize 240 bash -c 'for t in memcheck racecheck; do compute-sanitizer --tool $t --print-limit 20 python3 benchmarks/check_cuda.py --only one --out /tmp 2>&1 | tail -6; done'
