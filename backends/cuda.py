@@ -346,6 +346,9 @@ _SCHEMAS: dict[str, KernelSchema] = {
                   "tiles of this many rows x 32 (float32) or 16 (float16) columns x 128 bytes of channels copied "
                   "by cp.async into two buffers, the next tile's copies in flight while the current one is "
                   "computed; on the H200 as fast as the DW_COLS walks, not faster), tried before DW_COLS; 0 = off"),
+            Param("DW_PIPE_COLS", (1, 2), 1,
+                  "with DW_PIPE: output columns per thread (2: conv2d_dw_pipe{rows}x2_k3s1, tiles twice as wide, "
+                  "each input pixel converted once for two columns' taps; not yet run on a GPU)"),
         ),
         (_fits_threads("CONV_THREADS"), _fits_smem("DW_SMEM_KB"), _fits_occupancy("CONV_OCC")),
     ),
@@ -469,16 +472,17 @@ _TC_WIDE_SMEM = {(layout, k, st): _tc_wide_smem(layout, k, st)
 
 _SIMT_BUF_FLOATS = {ci: ci * 10 * 36 + ci * 9 * 68 for ci in (4, 8)}
 
-#: conv2d_dw_pipe{rows}_k3s1 (conv2d.cu, namespace dwp): threads per block, the blocks per SM its
-#: __launch_bounds__ lets the registers allow, bytes of channels per tile
-_DW_PIPE_THREADS, _DW_PIPE_MINB, _DW_PIPE_SLICE = 256, 3, 128
+#: conv2d_dw_pipe{rows}[x{cols}]_k3s1 (conv2d.cu, namespace dwp): threads per block, the blocks per
+#: SM its __launch_bounds__ lets the registers allow (by output columns per thread), bytes of
+#: channels per tile
+_DW_PIPE_THREADS, _DW_PIPE_MINB, _DW_PIPE_SLICE = 256, {1: 3, 2: 2}, 128
 
 
-def dw_pipe_geometry(itemsize: int, rows: int) -> tuple[int, int]:
-    """conv2d_dw_pipe{rows}_k3s1's tile width (output columns: one thread per 4-channel group
-    of the 128-byte slice and column) and its shared memory (two (rows + 2) x (width + 2)
-    pixel patches of 128 bytes)."""
-    tw = _DW_PIPE_THREADS // (_DW_PIPE_SLICE // (4 * itemsize))
+def dw_pipe_geometry(itemsize: int, rows: int, cols: int = 1) -> tuple[int, int]:
+    """conv2d_dw_pipe{rows}[x{cols}]_k3s1's tile width (output columns: one thread per 4-channel
+    group of the 128-byte slice and `cols` columns) and its shared memory (two (rows + 2) x
+    (width + 2) pixel patches of 128 bytes)."""
+    tw = _DW_PIPE_THREADS // (_DW_PIPE_SLICE // (4 * itemsize)) * cols
     return tw, 2 * (rows + 2) * (tw + 2) * _DW_PIPE_SLICE
 
 
@@ -1257,7 +1261,8 @@ class CudaBackend(Backend):
     def _plan_dw_pipe(
         self, spec: Conv2dSpec, p: Mapping[str, int], aligned: bool, defines: tuple[tuple[str, int], ...],
     ) -> tuple[Launch, ...] | None:
-        """The pipelined NHWC depthwise kernel (conv2d.cu: conv2d_dw_pipe{DW_PIPE}_k3s1), or None.
+        """The pipelined NHWC depthwise kernel (conv2d.cu: conv2d_dw_pipe{DW_PIPE}[x{DW_PIPE_COLS}]_k3s1),
+        or None.
 
         Persistent blocks: grid (spatial tiles, capped at the resident blocks over the channel
         slices; 128-byte channel slices), each block striding over its slice's tiles."""
@@ -1266,7 +1271,8 @@ class CudaBackend(Backend):
         if (rows == 0 or self.force_generic or not aligned or spec.layout != "NHWC"
                 or (spec.kernel, spec.stride, spec.dilation) != ((3, 3), (1, 1), (1, 1)) or spec.c_in % (16 // es)):
             return None
-        tw, shared = dw_pipe_geometry(es, rows)
+        cols = int(p["DW_PIPE_COLS"])
+        tw, shared = dw_pipe_geometry(es, rows, cols)
         if shared > self._max_smem():
             return None
         n, c, ih, iw, oh, ow = spec.n, spec.c_in, spec.in_h, spec.in_w, spec.out_h, spec.out_w
@@ -1275,7 +1281,8 @@ class CudaBackend(Backend):
         tiles_h, tiles_w = _cdiv(oh, rows), _cdiv(ow, tw)
         ntiles = n * tiles_h * tiles_w
         extras = dict(self.info.extras)
-        per_sm = min(_DW_PIPE_MINB, max(1, int(extras.get("max_threads_per_sm", "2048") or 2048) // _DW_PIPE_THREADS))
+        per_sm = min(_DW_PIPE_MINB[cols],
+                     max(1, int(extras.get("max_threads_per_sm", "2048") or 2048) // _DW_PIPE_THREADS))
         smem_sm = int(extras.get("shared_memory_per_sm", "0") or 0)
         if smem_sm > 0:
             per_sm = max(1, min(per_sm, smem_sm // (shared + 1024)))
@@ -1286,7 +1293,8 @@ class CudaBackend(Backend):
             return None
         args = ("x", "w", "b", "y", n, c, ih, iw, oh, ow, pt, pl, tiles_h, tiles_w)
         return (
-            Launch("conv2d.cu", defines, f"conv2d_dw_pipe{rows}_k3s1", "PPPP" + "i" * 10, (grid_x, slices, 1),
+            Launch("conv2d.cu", defines, f"conv2d_dw_pipe{rows}{'' if cols == 1 else f'x{cols}'}_k3s1",
+                   "PPPP" + "i" * 10, (grid_x, slices, 1),
                    (_DW_PIPE_THREADS, 1, 1), shared, args),
         )
 

@@ -651,17 +651,18 @@ def conv_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
             # a tile, padding 0, 1, 2 and asymmetric, partial 128-byte channel slices (C24, C40, C72, C136),
             # no bias, and a shape with several tiles per persistent block ("many tiles")
             if layout == "NHWC":
-                for rows in (4, 8, 16):
-                    pipe = {"DW_PIPE": rows}
-                    check_conv(dev, rng, f"dw pipe{rows} C24 pad0", (3, 24, 13, 17), 24, 3, padding=0, groups=24,
+                for rows, cols in ((4, 1), (8, 1), (16, 1), (4, 2), (8, 2), (16, 2)):  # DW_PIPE_COLS 2: 2 columns
+                    pipe = {"DW_PIPE": rows, "DW_PIPE_COLS": cols}
+                    tag = f"{rows}x{cols}" if cols > 1 else f"{rows}"
+                    check_conv(dev, rng, f"dw pipe{tag} C24 pad0", (3, 24, 13, 17), 24, 3, padding=0, groups=24,
                                params=pipe, **c)
-                    check_conv(dev, rng, f"dw pipe{rows} C72 pad1", (3, 72, 17, 33), 72, 3, padding=1, groups=72,
+                    check_conv(dev, rng, f"dw pipe{tag} C72 pad1", (3, 72, 17, 33), 72, 3, padding=1, groups=72,
                                params=pipe, **c)
-                    check_conv(dev, rng, f"dw pipe{rows} C40 pad2 nobias", (2, 40, 13, 13), 40, 3, padding=2,
+                    check_conv(dev, rng, f"dw pipe{tag} C40 pad2 nobias", (2, 40, 13, 13), 40, 3, padding=2,
                                groups=40, bias=False, params=pipe, **c)
-                    check_conv(dev, rng, f"dw pipe{rows} C136 asym", (2, 136, 9, 35), 136, 3, padding=(2, 0, 0, 1),
+                    check_conv(dev, rng, f"dw pipe{tag} C136 asym", (2, 136, 9, 35), 136, 3, padding=(2, 0, 0, 1),
                                groups=136, params=pipe, **c)
-                    check_conv(dev, rng, f"dw pipe{rows} many tiles", (16, 64, 64, 70), 64, 3, padding=1, groups=64,
+                    check_conv(dev, rng, f"dw pipe{tag} many tiles", (16, 64, 64, 70), 64, 3, padding=1, groups=64,
                                params=pipe, **c)
             # NCHW float16 depthwise 3x3/1 output pairs from half2 words (DW_H2): even widths, odd output
             # widths, both word parities (offsets, pads), asymmetric pads, bands, and the float path
@@ -1001,8 +1002,9 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
                            bias=False, params=reg, **c)
             if layout == "NHWC":  # the pipelined depthwise kernels (DW_PIPE), each once
                 for rows in (4, 8, 16):
-                    check_conv(dev, rng, f"one dw pipe{rows}", (2, 24, 11, 17), 24, 3, padding=1, groups=24,
-                               params={"DW_PIPE": rows}, **c)
+                    for cols in (1, 2):
+                        check_conv(dev, rng, f"one dw pipe{rows}x{cols}", (2, 24, 11, 17), 24, 3, padding=1,
+                                   groups=24, params={"DW_PIPE": rows, "DW_PIPE_COLS": cols}, **c)
             check_conv(dev, rng, "one dw k3s1 h2", (1, 8, 7, 10), 8, 3, padding=1, groups=8,
                        offset=np.dtype(dtype).itemsize, **c)
             check_conv(dev, rng, "one dw g", (2, 16, 10, 11), 16, 3, stride=2, padding=1, groups=16, **c)

@@ -401,7 +401,7 @@ def build_cases(quick: bool) -> list[Case]:
                     + [{"DW_COLS": m, "DW_CROWS": r, "CONV_THREADS": t, "DW_PREFETCH": f}
                        for m in (2, 4) for r in (4, 8) for t in (128, 256) for f in (0, 1)]
                     # the pipelined shared-memory kernel (cp.async, persistent blocks), rows per tile
-                    + [{"DW_PIPE": r} for r in (4, 8, 16)])
+                    + [{"DW_PIPE": r, "DW_PIPE_COLS": m} for r in (4, 8, 16) for m in (1, 2)])
             cases.append(Case(f"dwconv3x3 256x64x32x32 {layout.lower()}", "conv2d", dtype, layout, 2 * x * es,
                               2 * 256 * 64 * 9 * 32 * 32, {"shape": (256, 64, 32, 32), "cout": 64, "groups": 64},
                               dwc))

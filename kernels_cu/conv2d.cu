@@ -1499,17 +1499,19 @@ constexpr int THREADS = 256;
 constexpr int SLICE = 128;                               // bytes of channels per tile
 constexpr int CH = 16 / (int)sizeof(act_t);              // channels per 16-byte chunk
 constexpr int G = SLICE / (4 * (int)sizeof(act_t));      // 4-channel groups per slice: 8 float32, 16 float16
-constexpr int TW = THREADS / G;                          // output columns per tile: 32 float32, 16 float16
-constexpr int ICOLS = TW + 2;
 }  // namespace dwp
 
-template <int TH>
+// M: output columns per thread (1, or 2: each input pixel a thread reads is converted once for
+// two outputs' taps instead of once per output column; ncu found the float16 kernel bound by
+// instruction issue); a tile is THREADS / G x M columns wide
+template <int TH, int M>
 __device__ __forceinline__ void dw_pipe(unsigned char* smem, const act_t* __restrict__ x,
                                         const act_t* __restrict__ w, const float* __restrict__ bias,
                                         act_t* __restrict__ y, int N, int C, int IH, int IW, int OH, int OW,
                                         int PT, int PL, int tiles_h, int tiles_w) {
     using namespace dwp;
-    constexpr int IROWS = TH + 2, NPIX = IROWS * ICOLS, BUF = NPIX * SLICE;
+    constexpr int TW = THREADS / G * M;  // output columns per tile: 32 M float32, 16 M float16
+    constexpr int ICOLS = TW + 2, IROWS = TH + 2, NPIX = IROWS * ICOLS, BUF = NPIX * SLICE;
     const int tid = threadIdx.x;
     const int ntiles = N * tiles_h * tiles_w;
     const int cs = blockIdx.y * (SLICE / (int)sizeof(act_t));  // the block's first channel
@@ -1536,8 +1538,8 @@ __device__ __forceinline__ void dw_pipe(unsigned char* smem, const act_t* __rest
     if ((int)blockIdx.x < ntiles) load_tile(blockIdx.x, 0);
     cp_async_commit();
 
-    // the thread's 4 channels and output column; weights and biases while the copies fly
-    const int g = tid % G, col = tid / G;
+    // the thread's 4 channels and first output column; weights and biases while the copies fly
+    const int g = tid % G, col = tid / G * M;
     const int c = cs + g * 4;
     const bool chan_in = c < C;  // C % 4 == 0: all 4 or none
     float wt[4][9], b[4];
@@ -1567,44 +1569,57 @@ __device__ __forceinline__ void dw_pipe(unsigned char* smem, const act_t* __rest
         act_t* __restrict__ yp = y + (((long long)n * OH + oh0) * OW + ow) * C + c;
         const long long ystep = (long long)OW * C;
         // input row r of the patch feeds outputs r - kh (kh = 0, 1, 2): acc[(r - kh) % 3]
-        float acc[3][4];
+        float acc[3][M][4];
 #pragma unroll
         for (int r = 0; r < IROWS; ++r) {
             if (r < TH) {
 #pragma unroll
-                for (int i = 0; i < 4; ++i) acc[r % 3][i] = b[i];
+                for (int m = 0; m < M; ++m)
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) acc[r % 3][m][i] = b[i];
             }
             if ((unsigned)(ih0 + r) < (unsigned)IH) {  // rows outside the input: skipped
-                float v[3][4];
+                float v[M + 2][4];
 #pragma unroll
-                for (int kw = 0; kw < 3; ++kw)
-                    dw_unpack(*reinterpret_cast<const dw_raw_t*>(s + (r * ICOLS + kw) * SLICE), v[kw]);
+                for (int j = 0; j < M + 2; ++j)
+                    dw_unpack(*reinterpret_cast<const dw_raw_t*>(s + (r * ICOLS + j) * SLICE), v[j]);
 #pragma unroll
                 for (int kh = 0; kh < 3; ++kh) {
                     const int o = r - kh;  // compile-time after unrolling
                     if (o < 0 || o >= TH) continue;
 #pragma unroll
-                    for (int i = 0; i < 4; ++i)
+                    for (int m = 0; m < M; ++m)
 #pragma unroll
-                        for (int kw = 0; kw < 3; ++kw) acc[o % 3][i] = fmaf(v[kw][i], wt[i][kh * 3 + kw], acc[o % 3][i]);
+                        for (int i = 0; i < 4; ++i)
+#pragma unroll
+                            for (int kw = 0; kw < 3; ++kw)
+                                acc[o % 3][m][i] = fmaf(v[m + kw][i], wt[i][kh * 3 + kw], acc[o % 3][m][i]);
                 }
             }
-            if (r >= 2 && oh0 + r - 2 < OH) dw_st4(yp + (r - 2) * ystep, acc[(r - 2) % 3]);
+            if (r >= 2 && oh0 + r - 2 < OH) {
+#pragma unroll
+                for (int m = 0; m < M; ++m)
+                    if (m == 0 || ow + m < OW) dw_st4(yp + (r - 2) * ystep + m * C, acc[(r - 2) % 3][m]);
+            }
         }
     }
     cp_async_wait<0>();  // nothing left in flight when the block exits
 }
 
-// 3 blocks per SM the registers must allow (at most 80 a thread; the launcher's _DW_PIPE_MINB)
-#define DW_PIPE_KERNEL(NAME, TH)                                                                                 \
-    extern "C" __global__ void __launch_bounds__(dwp::THREADS, 3)                                                \
+// MINB: blocks per SM the registers must allow (M 1: 3, at most 80 registers; M 2: 2, at most 128;
+// the launcher's _DW_PIPE_MINB)
+#define DW_PIPE_KERNEL(NAME, TH, M, MINB)                                                                        \
+    extern "C" __global__ void __launch_bounds__(dwp::THREADS, MINB)                                             \
         NAME(const act_t* __restrict__ x, const act_t* __restrict__ w, const float* __restrict__ bias,          \
              act_t* __restrict__ y, int N, int C, int IH, int IW, int OH, int OW, int PT, int PL, int tiles_h,   \
              int tiles_w) {                                                                                      \
         extern __shared__ __align__(16) unsigned char smem_raw[];                                                \
-        dw_pipe<TH>(smem_raw, x, w, bias, y, N, C, IH, IW, OH, OW, PT, PL, tiles_h, tiles_w);                    \
+        dw_pipe<TH, M>(smem_raw, x, w, bias, y, N, C, IH, IW, OH, OW, PT, PL, tiles_h, tiles_w);                 \
     }
-DW_PIPE_KERNEL(conv2d_dw_pipe4_k3s1, 4)
-DW_PIPE_KERNEL(conv2d_dw_pipe8_k3s1, 8)
-DW_PIPE_KERNEL(conv2d_dw_pipe16_k3s1, 16)
+DW_PIPE_KERNEL(conv2d_dw_pipe4_k3s1, 4, 1, 3)
+DW_PIPE_KERNEL(conv2d_dw_pipe8_k3s1, 8, 1, 3)
+DW_PIPE_KERNEL(conv2d_dw_pipe16_k3s1, 16, 1, 3)
+DW_PIPE_KERNEL(conv2d_dw_pipe4x2_k3s1, 4, 2, 2)
+DW_PIPE_KERNEL(conv2d_dw_pipe8x2_k3s1, 8, 2, 2)
+DW_PIPE_KERNEL(conv2d_dw_pipe16x2_k3s1, 16, 2, 2)
 #endif

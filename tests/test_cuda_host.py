@@ -499,7 +499,11 @@ def test_cuda_pipelined_depthwise_plans_without_a_gpu():
     source = kernel_source("kernels_cu", "conv2d.cu")
     # the launcher's copy of the kernel's geometry and register bound (namespace dwp, DW_PIPE_KERNEL)
     assert f"constexpr int THREADS = {_DW_PIPE_THREADS};" in source and f"SLICE = {_DW_PIPE_SLICE};" in source
-    assert f"__launch_bounds__(dwp::THREADS, {_DW_PIPE_MINB})" in source
+    assert "__launch_bounds__(dwp::THREADS, MINB)" in source
+    for rows in (4, 8, 16):
+        for cols, minb in _DW_PIPE_MINB.items():
+            name = f"conv2d_dw_pipe{rows}{'' if cols == 1 else f'x{cols}'}_k3s1"
+            assert f"DW_PIPE_KERNEL({name}, {rows}, {cols}, {minb})" in source
 
     def plan(shape=(256, 64, 32, 32), dtype=np.float16, pipe=8, layout="NHWC", stride=1, pad=1, x=buf, **extra):
         c = shape[1]
@@ -531,6 +535,13 @@ def test_cuda_pipelined_depthwise_plans_without_a_gpu():
     assert plan(shape=(2, 36, 9, 9), dtype=np.float32).kernel == "conv2d_dw_pipe8_k3s1"  # float32: C % 4
     assert plan(DW_COLS=4, DW_CROWS=8).kernel == "conv2d_dw_pipe8_k3s1"  # tried before the register walks
     assert plan(pipe=0, DW_COLS=4, DW_CROWS=8).kernel == "conv2d_dw_cols4r8_k3s1"
+    # two output columns a thread: tiles 32 wide in float16 (64 in float32), 2 blocks a multiprocessor
+    launch = plan(DW_PIPE_COLS=2)
+    assert (launch.kernel, launch.shared) == ("conv2d_dw_pipe8x2_k3s1", 2 * 10 * 34 * 128)
+    assert launch.grid == (264, 1, 1) and launch.args[-2:] == (4, 1)  # 1024 tiles of 8 x 32
+    launch = plan((3, 40, 13, 17), dtype=np.float32, pipe=4, pad=2, DW_PIPE_COLS=2)
+    assert (launch.kernel, launch.shared) == ("conv2d_dw_pipe4x2_k3s1", 2 * 6 * 66 * 128)
+    assert launch.args[-2:] == (4, 1) and launch.grid == (12, 2, 1)
     be.force_generic = True
     try:
         assert plan().kernel == "conv2d"

@@ -109,7 +109,8 @@ def test_cuda_pool_rows_indices_fall_back(device):
 @pytest.mark.parametrize("path", [("NCHW", {"DW_ROWS": 2}), ("NCHW", {"DW_ROWS": 4}), ("NHWC", {"DW_COLS": 2}),
                                   ("NHWC", {"DW_COLS": 4}), ("NHWC", {"DW_COLS": 8}),
                                   ("NHWC", {"DW_COLS": 2, "DW_CROWS": 4}), ("NHWC", {"DW_COLS": 4, "DW_CROWS": 8}),
-                                  ("NHWC", {"DW_PIPE": 4}), ("NHWC", {"DW_PIPE": 8}), ("NHWC", {"DW_PIPE": 16})],
+                                  ("NHWC", {"DW_PIPE": 4}), ("NHWC", {"DW_PIPE": 8}), ("NHWC", {"DW_PIPE": 16}),
+                                  ("NHWC", {"DW_PIPE": 8, "DW_PIPE_COLS": 2})],
                          ids=lambda p: "-".join(f"{k}{v}" for k, v in p[1].items()))
 @SETTINGS
 @given(dtype=dtypes, seed=seeds, data=st.data())

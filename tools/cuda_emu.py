@@ -411,6 +411,9 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
     regs = {"DW_COLS": 4, "DW_CROWS": 8}
     out.append(("dwconv pipe8 f16 3x72x13x17 pad1", "dwconv",
                 dict(shape=(3, 72, 13, 17), dtype=np.float16, padding=1, params={"DW_PIPE": 8}, same_as=regs)))
+    out.append(("dwconv pipe8x2 f16 3x72x13x35 pad1", "dwconv",
+                dict(shape=(3, 72, 13, 35), dtype=np.float16, padding=1, params={"DW_PIPE": 8, "DW_PIPE_COLS": 2},
+                     same_as=regs)))
     out.append(("dwconv pipe8 f32 3x40x13x33 pad1 nobias", "dwconv",
                 dict(shape=(3, 40, 13, 33), dtype=np.float32, padding=1, params={"DW_PIPE": 8}, bias=False,
                      same_as=regs)))
@@ -430,6 +433,17 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
                          same_as=regs)))
         out.append(("dwconv pipe4 f16 1SM persistent 3x72x21x35", "dwconv",
                     dict(shape=(3, 72, 21, 35), dtype=np.float16, padding=2, params={"DW_PIPE": 4}, sms=1)))
+        # two output columns a thread (DW_PIPE_COLS 2): odd widths leave a lone last column
+        for dt, c in ((np.float16, 72), (np.float32, 40)):
+            name = np.dtype(dt).name.replace("float", "f")
+            # (float32 16 x 2: 304 KB of shared memory, too big: the launcher serves another kernel)
+            for rows, pad, w in ((4, 1, 33), (8, 0, 35), (16, 2, 17))[:3 if dt == np.float16 else 2]:
+                out.append((f"dwconv pipe{rows}x2 {name} 2x{c}x19x{w} pad{pad}", "dwconv",
+                            dict(shape=(2, c, 19, w), dtype=dt, padding=pad, bias=pad != 0, same_as=regs,
+                                 params={"DW_PIPE": rows, "DW_PIPE_COLS": 2})))
+        out.append(("dwconv pipe8x2 f16 1SM persistent 3x72x21x70", "dwconv",
+                    dict(shape=(3, 72, 21, 70), dtype=np.float16, padding=1, params={"DW_PIPE": 8, "DW_PIPE_COLS": 2},
+                         sms=1, same_as=regs)))
     types = [(np.int8, np.int8), (np.uint8, np.int8), (np.uint8, np.uint8), (np.int8, np.uint8)]
     for layout in ("NHWC", "NCHW"):
         for xd, wd in types if not quick else types[1:2]:
