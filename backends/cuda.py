@@ -967,6 +967,17 @@ class CudaBackend(Backend):
     def _max_smem(self) -> int:
         return int(self.info.local_mem_bytes)
 
+    def _threads_per_sm(self) -> int:
+        return int(dict(self.info.extras).get("max_threads_per_sm", "2048") or 2048)
+
+    def _resident_blocks(self, shared: int, cap: int) -> int:
+        """Blocks of ``shared`` bytes one multiprocessor holds at once, at most ``cap``, at least
+        1 (each block also takes 1 KiB of the system's); ``cap`` where the size is unknown."""
+        smem_sm = int(dict(self.info.extras).get("shared_memory_per_sm", "0") or 0)
+        if smem_sm <= 0 or not shared:
+            return max(1, cap)
+        return max(1, min(cap, smem_sm // (shared + 1024)))
+
     def _workspace_buffer(self, name: str, nbytes: int) -> CudaBuffer:
         buf = self._workspace.get(name)
         if buf is None or buf.nbytes < nbytes:
@@ -1280,12 +1291,7 @@ class CudaBackend(Backend):
         slices = _cdiv(c * es, _DW_PIPE_SLICE)
         tiles_h, tiles_w = _cdiv(oh, rows), _cdiv(ow, tw)
         ntiles = n * tiles_h * tiles_w
-        extras = dict(self.info.extras)
-        per_sm = min(_DW_PIPE_MINB[cols],
-                     max(1, int(extras.get("max_threads_per_sm", "2048") or 2048) // _DW_PIPE_THREADS))
-        smem_sm = int(extras.get("shared_memory_per_sm", "0") or 0)
-        if smem_sm > 0:
-            per_sm = max(1, min(per_sm, smem_sm // (shared + 1024)))
+        per_sm = self._resident_blocks(shared, min(_DW_PIPE_MINB[cols], self._threads_per_sm() // _DW_PIPE_THREADS))
         grid_x = max(1, min(ntiles, _cdiv(self._sms * per_sm, slices)))
         # the kernel's tile indices (t + gridDim.x) and pixel coordinates are 32-bit ints
         if ntiles + grid_x >= 2**31 or slices > 65535 or max(ih, iw, oh, ow, pt, pl) >= 2**30 \
@@ -1471,12 +1477,7 @@ class CudaBackend(Backend):
         groups = _cdiv(planes, 32)
         warps = max(1, min(int(p["ADAPT_THREADS"]) // 32, self._max_smem() // per_warp, groups))
         shared = warps * per_warp
-        extras = dict(self.info.extras)
-        smem_sm = int(extras.get("shared_memory_per_sm", "0") or 0)
-        threads_sm = int(extras.get("max_threads_per_sm", "2048") or 2048)
-        per_sm = max(1, threads_sm // (warps * 32))
-        if smem_sm > 0:
-            per_sm = max(1, min(per_sm, smem_sm // (shared + 1024)))
+        per_sm = self._resident_blocks(shared, self._threads_per_sm() // (warps * 32))
         grid = max(1, min(_cdiv(groups, warps), self._sms * per_sm))
         return (
             Launch("adaptive_pool2d.cu", defines, f"adaptive_pool2d_{spec.kind}_gflat", "PPii", (grid, 1, 1),
@@ -1588,10 +1589,7 @@ class CudaBackend(Backend):
                 tiles_h, tiles_w, co_tiles, nchunk = _cdiv(oh, 8), _cdiv(ow, 32), _cdiv(co, 64), _cdiv(ci, 32)
                 ntiles = n * tiles_h * tiles_w
                 total = tc_wide_weight_halves(ci, co, kh * kw)
-                per_sm = int(p["TC_WIDE_K1_BLOCKS"]) if kh == 1 else 1
-                smem_sm = int(dict(self.info.extras).get("shared_memory_per_sm", "0") or 0)
-                if smem_sm > 0:  # 1 KiB of each block's shared memory is the system's
-                    per_sm = max(1, min(per_sm, smem_sm // (wide_smem + 1024)))
+                per_sm = self._resident_blocks(wide_smem, int(p["TC_WIDE_K1_BLOCKS"]) if kh == 1 else 1)
                 grid = (max(1, min(ntiles, _cdiv(self._sms * per_sm, co_tiles))), co_tiles, 1)
                 return (
                     Launch("conv2d.cu", defines, "conv2d_tc_wprep", "PPiiiii", self._grid_1d(total, 256),
@@ -1789,14 +1787,10 @@ class CudaBackend(Backend):
         reg = spec.layout == "NHWC" and bool(p["BN_FLAT_REG"]) and threads % (c // vecw) == 0
         if reg:
             shared = 0
-        extras = dict(self.info.extras)
         # persistent blocks: the grid must be resident all at once (BN_INFER_THREADS_SM and
         # BN_REG_THREADS_SM in batch_norm.cu)
         occ = self._bn_infer_occ(p, spec.dtype.itemsize == 2, reg)
-        per_sm = max(1, min(int(p["BN_BLOCKS_PER_SM"]), occ // threads))
-        smem_sm = int(extras.get("shared_memory_per_sm", "0") or 0)
-        if smem_sm > 0 and shared:
-            per_sm = max(1, min(per_sm, smem_sm // (shared + 1024)))
+        per_sm = self._resident_blocks(shared, min(int(p["BN_BLOCKS_PER_SM"]), occ // threads))
         tiles = _cdiv(nvec, threads * unroll)
         # the kernels stride by the grid, so a grid of every tile runs each block once
         grid = tiles if p["BN_INFER_TILES"] else max(1, min(self._sms * per_sm, tiles))
@@ -1811,7 +1805,7 @@ class CudaBackend(Backend):
         """Resident threads per SM the flat inference kernels are compiled for (mirrors batch_norm.cu)."""
         unroll = int(p["BN_UNROLL"])
         occ = int(p["BN_INFER_OCC"]) or (1024 if unroll >= 8 else 1536)
-        occ = min(occ, int(dict(self.info.extras).get("max_threads_per_sm", "2048") or 2048))
+        occ = min(occ, self._threads_per_sm())
         if reg:  # BN_REG_CAP: the per-thread constants' registers
             cap = (768 if unroll >= 8 else 1024) if half else (1024 if unroll >= 8 else 1280 if unroll >= 4 else 2048)
             occ = min(occ, cap)
