@@ -59,7 +59,7 @@ def test_int8_tensor_core_conv_matches_the_oracle_on_the_emulator(emu):
 
 
 def test_streamed_weight_float16_conv_matches_the_oracle_on_the_emulator(emu):
-    """CONV_TC=3 (opt-in, not yet run on a GPU): the weight layout pass, then 3 chunks of 32 channels."""
+    """CONV_TC=3 (the streamed-weight kernels): the weight layout pass, then 3 chunks of 32 channels."""
     cuda_emu, be, work = emu
     kernel, ok, detail = cuda_emu.check_conv(be, np.random.default_rng(7), work, (1, 72, 9, 16), 70, "NHWC", 1,
                                              {"CONV_TC": 3})
@@ -68,7 +68,7 @@ def test_streamed_weight_float16_conv_matches_the_oracle_on_the_emulator(emu):
 
 
 def test_pipelined_depthwise_conv_matches_the_oracle_on_the_emulator(emu):
-    """DW_PIPE (opt-in, not yet run on a GPU): float16 NHWC, 72 channels (a partial 128-byte
+    """DW_PIPE (opt-in): float16 NHWC, 72 channels (a partial 128-byte
     slice), 13 x 17 (no multiple of the 4 x 16 tiles), on 1 multiprocessor so each persistent
     block takes several tiles; against the oracle and bit for bit against the register walk."""
     cuda_emu, be, work = emu

@@ -233,6 +233,16 @@ def _aligned_buffer() -> Any:
     return CudaBuffer(0x10000, 1 << 30, None)
 
 
+def _planner(be: Any, sms: int | None) -> Any:
+    """``be``, or, for `sms` multiprocessors, a fresh H200 backend that plans for that many (its
+    own plan cache: plans are keyed by spec and parameters, not by the multiprocessor count)."""
+    if sms is None:
+        return be
+    fewer = h200_backend()
+    fewer._sms = sms
+    return fewer
+
+
 def _phys(a: np.ndarray, layout: str) -> np.ndarray:
     return np.ascontiguousarray(a.transpose(0, 2, 3, 1)) if layout == "NHWC" else a
 
@@ -249,10 +259,7 @@ def check_conv(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, 
     from hal import reference as ref
     from hal import spec as S
 
-    if sms is not None:
-        be = h200_backend()
-        be._sms = sms
-
+    be = _planner(be, sms)
     sp = S.conv2d_spec(S.TensorGeometry(*shape, layout, np.dtype(np.float16)), (cout, shape[1], k, k), bias,
                        (cout,) if bias else None, 1, padding, 1, 1)
     x = rng.standard_normal(shape).astype(np.float16)
@@ -296,18 +303,12 @@ def check_dwconv(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int
                                  None if b is None else np.abs(b))
     n, _, oh, ow = sp.out_shape
     dummy = _aligned_buffer()
-    saved = be._sms
-    if sms is not None:
-        be._sms = sms
-    try:
-        outs = []
-        for ps in (params, same_as) if same_as is not None else (params,):
-            y = np.full((n, oh, ow, c), np.nan, dtype)
-            r = run_plan(be, lambda ps=ps: be.conv2d(sp, dummy, dummy, dummy if bias else None, dummy, ps),
-                         {"x": _phys(x, "NHWC"), "w": w, "b": b, "y": y}, {"y"}, work)
-            outs.append(r)
-    finally:
-        be._sms = saved
+    be = _planner(be, sms)
+    outs = []
+    for ps in (params, same_as) if same_as is not None else (params,):
+        y = np.full((n, oh, ow, c), np.nan, dtype)
+        outs.append(run_plan(be, lambda ps=ps: be.conv2d(sp, dummy, dummy, dummy if bias else None, dummy, ps),
+                             {"x": _phys(x, "NHWC"), "w": w, "b": b, "y": y}, {"y"}, work))
     got = _logical(outs[0].outputs["y"], "NHWC")
     cmp = conformance.compare("conv2d", dtype, got, want, np.maximum(scale, 1e-30))
     detail = "" if cmp.ok else f"{cmp.detail} (max err {cmp.max_error:.3g})"
