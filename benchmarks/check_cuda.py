@@ -34,6 +34,7 @@ from hal.backends.cuda import CudaBackend, CudaBuffer
 from hal.errors import KernelCompileError, OutOfMemory
 
 RESULTS: list[dict[str, Any]] = []
+CONV_MATCH = ""  # --match: run only the conv cases whose name contains this (e.g. "dw pipe")
 
 #: the code-changing parameter sets the checks use (built in parallel up front)
 CHECK_BUILDS: dict[str, list[dict[str, int]]] = {
@@ -529,6 +530,8 @@ def check_conv(
 ) -> None:
     """One conv2d launch against the oracle (tolerance relative to sum |x||w|)."""
     full = f"conv2d[{name} {np.dtype(dtype).name} {layout}]"
+    if CONV_MATCH and CONV_MATCH not in name:
+        return
     try:
         kh, kw = (k, k) if isinstance(k, int) else k
         wshape = (cout, shape[1] // groups, kh, kw)
@@ -1051,7 +1054,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="", help="folder for check_cuda.json")
     ap.add_argument("--only", default="",
                     help="suites: pool,adaptive,conv,bn,runtime,quant,one (one launch per kernel)")
+    ap.add_argument("--match", default="", help="conv cases: only those whose name contains this")
     args = ap.parse_args(argv)
+    global CONV_MATCH
+    CONV_MATCH = args.match
     probe = CudaBackend.probe()
     print(probe.reason, flush=True)
     if not probe.available:
