@@ -370,6 +370,8 @@ _SCHEMAS: dict[str, KernelSchema] = {
             Param("BN_INFER_TILES", (0, 1), 0,
                   "flat inference: 1 = a block per tile of BN_UNROLL x BN_THREADS vectors (the hardware balances "
                   "the last wave; each block rebuilds the channel table), 0 = one wave of persistent blocks"),
+            Param("BN_INFER_EARLY", (0, 1), 0,
+                  "flat inference: 1 = the first tile's loads are issued before the channel constants are read (-D)"),
             Param("BN_APPLY_MERGE", (0, 1), 0,
                   "NCHW training: 1 = each apply block merges its channel's partial statistics itself "
                   "(batch_norm_apply_merged), no batch_norm_finalize launch"),
@@ -391,7 +393,7 @@ _COMPILE_PARAMS = {
     "adaptive_pool2d": ("ADAPT_THREADS", "ADAPT_GSTAGES", "ADAPT_VSPLIT_U", "ADAPT_GVEC_U"),
     "conv2d": ("CONV_THREADS", "CONV_SIMT_CI", "CONV_OCC", "DW_HALF4", "DW_H2", "DW_PREFETCH", "TC_WIDE_STAGES",
                "TC_WIDE_L2PF", "TC_WIDE_K1_BLOCKS"),
-    "batch_norm": ("BN_THREADS", "BN_UNROLL", "BN_L2_HINT", "BN_INFER_OCC"),
+    "batch_norm": ("BN_THREADS", "BN_UNROLL", "BN_L2_HINT", "BN_INFER_OCC", "BN_INFER_EARLY"),
     "eltwise": ("ELT_THREADS",),
     "qconv2d": (),
 }

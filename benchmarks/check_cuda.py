@@ -44,7 +44,8 @@ CHECK_BUILDS: dict[str, list[dict[str, int]]] = {
                         {"ADAPT_GSTAGES": 3, "ADAPT_VSPLIT_U": 2, "ADAPT_THREADS": 128}, {"ADAPT_VSPLIT_U": 4}],
     "conv2d": [{}, {"CONV_SIMT_CI": 4}],
     "batch_norm": [{}, {"BN_THREADS": 128, "BN_UNROLL": 2, "BN_L2_HINT": 0}, {"BN_THREADS": 512, "BN_UNROLL": 8},
-                   {"BN_UNROLL": 8}, {"BN_UNROLL": 2}, {"BN_INFER_OCC": 2048}],
+                   {"BN_UNROLL": 8}, {"BN_UNROLL": 2}, {"BN_INFER_OCC": 2048}, {"BN_INFER_EARLY": 1},
+                   {"BN_INFER_EARLY": 1, "BN_THREADS": 128, "BN_UNROLL": 2}],
     "eltwise": [{}],
 }
 
@@ -769,10 +770,18 @@ def bn_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
             for params in ({"BN_FLAT_REG": 0}, {"BN_UNROLL": 8}, {"BN_UNROLL": 2}, {"BN_INFER_OCC": 2048},
                            {"BN_THREADS": 128, "BN_UNROLL": 2, "BN_L2_HINT": 0},
                            {"BN_THREADS": 512, "BN_UNROLL": 8}, {"BN_INFER_TILES": 1},
-                           {"BN_INFER_TILES": 1, "BN_THREADS": 128, "BN_UNROLL": 2}):
+                           {"BN_INFER_TILES": 1, "BN_THREADS": 128, "BN_UNROLL": 2}, {"BN_INFER_EARLY": 1},
+                           {"BN_INFER_EARLY": 1, "BN_INFER_TILES": 1, "BN_THREADS": 128, "BN_UNROLL": 2}):
                 check_bn(dev, rng, f"reg params {params}", (3, 64, 5, 7), training=False, params=params, **c)
-                if "BN_INFER_TILES" in params:  # the shared-memory table kernel too (NCHW, HW % 8 == 0)
+                if "BN_INFER_TILES" in params or "BN_INFER_EARLY" in params:  # the shared-memory table kernel too
                     check_bn(dev, rng, f"flat params {params}", (3, 24, 4, 10), training=False, params=params, **c)
+            # BN_INFER_EARLY with persistent blocks that walk several tiles (the next tile's loads at the
+            # end of each one), both kernels (NHWC C64: registers; FLAT_REG 0: the shared table), NaN inputs
+            for params in ({"BN_INFER_EARLY": 1, "BN_THREADS": 128, "BN_UNROLL": 2},
+                           {"BN_INFER_EARLY": 1, "BN_THREADS": 128, "BN_UNROLL": 2, "BN_FLAT_REG": 0},
+                           {"BN_INFER_EARLY": 1, "BN_UNROLL": 8, "BN_BLOCKS_PER_SM": 2}):
+                check_bn(dev, rng, f"early tiles {params}", (64, 64, 32, 36), training=False, nan_frac=0.001,
+                         params=params, **c)
             check_bn(dev, rng, "misaligned nan", (3, 64, 5, 7), training=False, nan_frac=0.02,
                      offset=2 * np.dtype(dtype).itemsize, **c)
             if layout == "NCHW":  # training without the finalize launch: 1, 2-32 and > 32 slabs
@@ -1017,6 +1026,8 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
                 # NHWC inference: C16 above takes batch_norm_infer_flat_reg, C24 batch_norm_infer_flat
                 check_bn(dev, rng, "one flat", (3, 24, 5, 3), training=training, **c)
                 check_bn(dev, rng, "one scalar", (3, 5, 3, 3), training=training, **c)
+            for kernel, shape in (("", (4, 16, 6, 8)), (" flat", (3, 24, 5, 8))):  # both flat kernels, NHWC
+                check_bn(dev, rng, f"one early{kernel}", shape, training=False, params={"BN_INFER_EARLY": 1}, **c)
             if layout == "NCHW":
                 check_bn(dev, rng, "one merged", (4, 16, 6, 8), training=True, params={"BN_APPLY_MERGE": 1}, **c)
     for dtype in (np.int8, np.uint8):

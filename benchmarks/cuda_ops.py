@@ -416,7 +416,11 @@ def build_cases(quick: bool) -> list[Case]:
                     {"BN_UNROLL": 2, "BN_INFER_OCC": 1536}, {"BN_UNROLL": 8, "BN_THREADS": 512},
                     # a block per tile instead of one persistent wave (session 6)
                     *({"BN_INFER_TILES": 1, "BN_THREADS": t, "BN_UNROLL": u} for t in (256, 512) for u in (2, 4, 8)),
-                    {"BN_INFER_TILES": 1, "BN_THREADS": 512, "BN_L2_HINT": 0}]
+                    {"BN_INFER_TILES": 1, "BN_THREADS": 512, "BN_L2_HINT": 0},
+                    # the first tile's loads before the channel constants (session 15), with the served shapes
+                    {"BN_INFER_EARLY": 1}, {"BN_INFER_EARLY": 1, "BN_THREADS": 512},
+                    *({"BN_INFER_EARLY": 1, "BN_INFER_TILES": 1, "BN_THREADS": 512, "BN_UNROLL": u, "BN_L2_HINT": h}
+                      for u in (2, 4) for h in (0, 1))]
         # training only: grids against the kernels' real residency (session 7: the statistics
         # kernel's 48 registers fit 10 blocks of 128 per SM, so 16 per SM ran 1.6 waves)
         bn_train = [{"BN_THREADS": t, "BN_BLOCKS_PER_SM": b, "BN_UNROLL": u, "BN_L2_HINT": h}

@@ -7,7 +7,8 @@
 // apply pass runs each block's range backwards, so that training re-reads from L2
 // what the statistics pass read last), BN_INFER_OCC [0] (resident threads per
 // multiprocessor the register allocation of batch_norm_infer_flat must allow; 0 = 1024
-// for BN_UNROLL 8, else 1536).
+// for BN_UNROLL 8, else 1536), BN_INFER_EARLY [0] (flat inference: the first tile's loads
+// before the channel constants).
 //
 // Work split, shared by the statistics and apply kernels (so that both walk the data
 // in mirrored order):
@@ -574,6 +575,22 @@ extern "C" __global__ void __launch_bounds__(BN_THREADS, BN_MIN_BLOCKS)
 #ifndef BN_INFER_OCC
 #define BN_INFER_OCC 0
 #endif
+// BN_INFER_EARLY [0]: the first tile's loads leave before the channel constants are read and
+// (flat) before the barrier, so a block's first bytes are not one dependent round trip of
+// parameter loads late; later tiles load after the previous tile's stores, as with 0
+#ifndef BN_INFER_EARLY
+#define BN_INFER_EARLY 0
+#endif
+// the U vectors v0 + u * bd (u < U) of one tile that lie below nvec
+template <int U>
+__device__ __forceinline__ void bn_load_tile(uint4 (&raw)[U], const act_t* __restrict__ x, unsigned v0,
+                                             unsigned nvec, unsigned bd, uint64_t pol) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        const unsigned v = v0 + u * bd;
+        if (v < nvec) raw[u] = ld_raw(x + (size_t)v * HAL_VEC, pol);
+    }
+}
 // 0 = by the unroll: 8 vectors (32 registers of data) per thread fit without spills at 64
 // registers (1024 threads), 4 at 40 (1536); the launcher sizes its grid by the same rule
 #define BN_INFER_OCC_ASKED (BN_INFER_OCC ? BN_INFER_OCC : (BN_UNROLL >= 8 ? 1024 : 1536))
@@ -604,13 +621,6 @@ extern "C" __global__ void __launch_bounds__(BN_THREADS, BN_INFER_MINB)
     float* s_m = s_tab;
     float* s_s = s_tab + p.C;
     float* s_b = s_tab + 2 * p.C;
-    for (int c = threadIdx.x; c < p.C; c += blockDim.x) {
-        s_m[c] = running_mean[c];
-        const float inv = 1.0f / sqrtf(running_var[c] + p.eps);
-        s_s[c] = weight ? weight[c] * inv : inv;
-        s_b[c] = bias ? bias[c] : 0.0f;
-    }
-    __syncthreads();
     constexpr int U = BN_UNROLL;
     uint64_t pol = 0;
 #if BN_L2_HINT
@@ -618,13 +628,22 @@ extern "C" __global__ void __launch_bounds__(BN_THREADS, BN_INFER_MINB)
 #endif
     const unsigned nvec = (unsigned)p.nvec, bd = blockDim.x, tile = (unsigned)U * bd;
     const unsigned stride = gridDim.x * tile;  // < 2^31: the grid is one wave
-    for (unsigned v0 = blockIdx.x * tile + threadIdx.x; v0 < nvec; v0 += stride) {
-        uint4 raw[U];
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-            const unsigned v = v0 + u * bd;
-            if (v < nvec) raw[u] = ld_raw(x + (size_t)v * HAL_VEC, pol);
-        }
+    unsigned v0 = blockIdx.x * tile + threadIdx.x;
+    uint4 raw[U];
+#if BN_INFER_EARLY
+    bn_load_tile<U>(raw, x, v0, nvec, bd, pol);  // before the table: see BN_INFER_EARLY
+#endif
+    for (int c = threadIdx.x; c < p.C; c += blockDim.x) {
+        s_m[c] = running_mean[c];
+        const float inv = 1.0f / sqrtf(running_var[c] + p.eps);
+        s_s[c] = weight ? weight[c] * inv : inv;
+        s_b[c] = bias ? bias[c] : 0.0f;
+    }
+    __syncthreads();
+    for (; v0 < nvec; v0 += stride) {
+#if !BN_INFER_EARLY
+        bn_load_tile<U>(raw, x, v0, nvec, bd, pol);
+#endif
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             const unsigned v = v0 + u * bd;
@@ -654,6 +673,9 @@ extern "C" __global__ void __launch_bounds__(BN_THREADS, BN_INFER_MINB)
                 store_raw(y + (size_t)v * HAL_VEC, pack_vec(f));
             }
         }
+#if BN_INFER_EARLY
+        bn_load_tile<U>(raw, x, v0 + stride, nvec, bd, pol);  // the next tile (none past the end)
+#endif
     }
 }
 
@@ -679,6 +701,18 @@ extern "C" __global__ void __launch_bounds__(BN_THREADS, BN_REG_MINB)
     batch_norm_infer_flat_reg(const act_t* __restrict__ x, act_t* __restrict__ y,
                               const float* __restrict__ running_mean, const float* __restrict__ running_var,
                               const float* __restrict__ weight, const float* __restrict__ bias, BnFlat p) {
+    constexpr int U = BN_UNROLL;
+    uint64_t pol = 0;
+#if BN_L2_HINT
+    pol = l2_policy_evict_first();
+#endif
+    const unsigned nvec = (unsigned)p.nvec, bd = blockDim.x, tile = (unsigned)U * bd;
+    const unsigned stride = gridDim.x * tile;  // < 2^31: the grid is one wave
+    unsigned v0 = blockIdx.x * tile + threadIdx.x;
+    uint4 raw[U];
+#if BN_INFER_EARLY
+    bn_load_tile<U>(raw, x, v0, nvec, bd, pol);  // before the constants: see BN_INFER_EARLY
+#endif
     const int c0 = (int)(threadIdx.x % p.fa.d) * HAL_VEC;  // fa.d = C / HAL_VEC divides blockDim.x
     float m[HAL_VEC], s[HAL_VEC], b[HAL_VEC];
 #pragma unroll
@@ -689,20 +723,10 @@ extern "C" __global__ void __launch_bounds__(BN_THREADS, BN_REG_MINB)
         s[j] = weight ? weight[c] * inv : inv;
         b[j] = bias ? bias[c] : 0.0f;
     }
-    constexpr int U = BN_UNROLL;
-    uint64_t pol = 0;
-#if BN_L2_HINT
-    pol = l2_policy_evict_first();
+    for (; v0 < nvec; v0 += stride) {
+#if !BN_INFER_EARLY
+        bn_load_tile<U>(raw, x, v0, nvec, bd, pol);
 #endif
-    const unsigned nvec = (unsigned)p.nvec, bd = blockDim.x, tile = (unsigned)U * bd;
-    const unsigned stride = gridDim.x * tile;  // < 2^31: the grid is one wave
-    for (unsigned v0 = blockIdx.x * tile + threadIdx.x; v0 < nvec; v0 += stride) {
-        uint4 raw[U];
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-            const unsigned v = v0 + u * bd;
-            if (v < nvec) raw[u] = ld_raw(x + (size_t)v * HAL_VEC, pol);
-        }
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             const unsigned v = v0 + u * bd;
@@ -714,6 +738,9 @@ extern "C" __global__ void __launch_bounds__(BN_THREADS, BN_REG_MINB)
                 store_raw(y + (size_t)v * HAL_VEC, pack_vec(f));
             }
         }
+#if BN_INFER_EARLY
+        bn_load_tile<U>(raw, x, v0 + stride, nvec, bd, pol);
+#endif
     }
 }
 

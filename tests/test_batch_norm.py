@@ -263,6 +263,22 @@ def test_cuda_batch_norm_infer_tiles(device, params, layout, dtype):
             _check_bn(device, shape, dtype, layout, training=False, relu=i % 2 == 1, seed=300 + i)
 
 
+@pytest.mark.parametrize("params", [{"BN_INFER_EARLY": 1}, {"BN_INFER_EARLY": 1, "BN_FLAT_REG": 0},
+                                    {"BN_INFER_EARLY": 1, "BN_INFER_TILES": 1, "BN_THREADS": 128, "BN_UNROLL": 2}],
+                         ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()))
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_cuda_batch_norm_infer_early(device, params, layout, dtype):
+    """CUDA flat inference with the first tile's loads issued before the channel constants
+    (BN_INFER_EARLY): every vector written once, persistent blocks walking several tiles
+    (the 64-image shape) as well as one."""
+    if device.kind != "cuda":
+        pytest.skip("CUDA batch_norm parameters (BN_INFER_EARLY)")
+    with forced(device, "batch_norm", params):
+        for i, shape in enumerate([*VECTOR_PATH_SHAPES, (7, 64, 12, 20), (64, 64, 32, 36)]):
+            _check_bn(device, shape, dtype, layout, training=False, relu=i % 2 == 1, seed=500 + i)
+
+
 @pytest.mark.parametrize("params", [{"BN_APPLY_MERGE": 1}, {"BN_APPLY_MERGE": 1, "BN_THREADS": 128, "BN_UNROLL": 2,
                                                              "BN_BLOCKS_PER_SM": 32},
                                     {"BN_APPLY_MERGE": 1, "BN_L2_HINT": 0, "BN_BLOCKS_PER_SM": 2}],
