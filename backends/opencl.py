@@ -403,10 +403,13 @@ def _bn_infer_loop(spec: BatchNormSpec, params: Mapping[str, int]) -> bool:
 
 def _adaptive_canonical(params: dict[str, int]) -> dict[str, int]:
     """HALF_RAW changes only vector loads and stores: VEC 1 has none. PIPE_GROUPS only sizes
-    the pipe kernels' launch, which MODE 0 and 4 may run."""
+    the pipe kernels' launch, which MODE 0 and 4 may run; GVEC_U only the per-item kernels,
+    which every MODE but 2 may run."""
     out = {**params, "HALF_RAW": 0} if params["VEC"] == 1 else dict(params)
     if out["MODE"] not in (0, 4):
         out["PIPE_GROUPS"] = 8
+    if out["MODE"] == 2:  # the group kernels: no per-item walk
+        out["GVEC_U"] = 0
     return out
 
 
@@ -424,6 +427,13 @@ def ptx_maxnan_ok(info: DeviceInfo) -> bool:
         return False
     arch = info.arch
     return arch.startswith("sm_") and arch[3:].isdigit() and int(arch[3:]) >= 80
+
+
+def ptx_u16x2_ok(info: DeviceInfo) -> bool:
+    """Whether qpool2d.cl's 16-channel int8 max may reduce with inline PTX ``max.u16x2``
+    (HAL_PTX_U16X2): as :func:`ptx_maxnan_ok`, on sm_90 or later (the instruction's first
+    architecture)."""
+    return ptx_maxnan_ok(info) and int(info.arch[3:]) >= 90
 
 
 def _strip_applies(spec: Pool2dSpec, vec: int) -> bool:
@@ -554,6 +564,9 @@ SCHEMAS: dict[str, KernelSchema] = {
             # 8: on the H200 (session 9 sweep, WG 128 VEC 4), 8 groups per SM ran float16 7x7
             # global pooling 9 % and float32 3 % faster than 4
             Param("PIPE_GROUPS", (2, 4, 8, 16), 8, "the pipe kernels (MODE 0 or 4): work-groups per compute unit"),
+            Param("GVEC_U", (0, 4, 8, 16), 0,
+                  "NHWC global pooling (no indices, C % VEC == 0) on the per-item kernel (MODE 1, or 0 where it "
+                  "picks one work-item per output): this many pixel loads in flight per work-item; 0 = off"),
         ),
         (
             _wg_limit("WG"),
@@ -695,6 +708,7 @@ class OpenCLBackend(Backend):
         self._warned: set[str] = set()
         self._events: list[tuple[str, Any]] | None = None  # (name, event) while _profiled runs
         self._ptx_maxnan = ptx_maxnan_ok(info)
+        self._ptx_u16x2 = ptx_u16x2_ok(info)
 
     # -- discovery -------------------------------------------------------------------
     @classmethod
@@ -979,6 +993,7 @@ class OpenCLBackend(Backend):
                 "POOL_KH": spec.kernel[0], "POOL_KW": spec.kernel[1], "POOL_SH": spec.stride[0],
                 "POOL_SW": spec.stride[1], "POOL_DH": 1, "POOL_DW": 1,
                 **({"POOL_NO_IDX": 1} if spec.kind == "max" else {}),
+                **({"HAL_PTX_U16X2": 1} if spec.kind == "max" and self._ptx_u16x2 else {}),
             }, 0, 0
         if mode == 3 and not _strip_applies(spec, p["VEC"]):
             # the row bands: the other aligned-load path, for the devices a strip entry is for
@@ -1151,6 +1166,8 @@ class OpenCLBackend(Backend):
         }
         if flat:
             defines["FLAT_ELEMS"] = flat
+        if not flat and not group and self._adaptive_gvec(spec, p):
+            defines["GVEC_U"] = p["GVEC_U"]
         # raw fp16 vectors: NCHW avg's rows and NHWC's channel vectors (the flat kernels copy
         # raw bits already, NCHW max loads scalars); only then, so that other builds keep
         # their -D sets
@@ -1172,6 +1189,14 @@ class OpenCLBackend(Backend):
         else:
             items = outputs * spec.c
         return name, defines, _round_up(items, wg)
+
+    @staticmethod
+    def _adaptive_gvec(spec: AdaptivePool2dSpec, p: Mapping[str, int]) -> bool:
+        """Whether a per-item adaptive call runs the global-pooling walk (``GVEC_U``): NHWC,
+        1x1 output, no indices, whole channel vectors (C % VEC == 0). H200 (CUDA's
+        adaptive_gvec, session 13): fp16 NHWC 7x7 global pooling 0.0200 -> 0.0171 ms."""
+        return bool(p["GVEC_U"] and spec.layout == "NHWC" and spec.out_h == spec.out_w == 1
+                    and not spec.return_indices and spec.c % p["VEC"] == 0)
 
     def _adaptive_pipe(self, spec: AdaptivePool2dSpec, p: Mapping[str, int]) -> int:
         """The plane size (``PIPE_HW``) when this call runs the pipelined global kernels, else

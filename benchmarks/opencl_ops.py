@@ -103,7 +103,11 @@ SWEEP: dict[str, list[dict[str, int]]] = {
     + [{"WG": 128, "VEC": 8, "MODE": 3, "HALF_RAW": 1}, {"WG": 256, "VEC": 8, "MODE": 0},
        {"WG": 64, "VEC": 8, "MODE": 2, "HALF_RAW": 1}]
     + [{"WG": wg, "VEC": v, "MODE": 4, "PIPE_GROUPS": g} for wg in (64, 128, 256) for v in (4, 8)
-       for g in (2, 4, 8, 16)],
+       for g in (2, 4, 8, 16)]
+    # NHWC global pooling: a work-item per (image, channel vector), GVEC_U loads in flight
+    # (session 15; for NCHW a no-op: the per-item kernel)
+    + [{"WG": wg, "VEC": v, "MODE": 1, "GVEC_U": u, "HALF_RAW": 1} for wg in (64, 128, 256) for v in (4, 8)
+       for u in (8, 16)],
     "conv2d": [{"ALGO": 2, "TILE": t, "TK": k} for t in (32, 64) for k in (8, 16)]
     + [{"ALGO": 1, "WG": wg, "VEC": v} for wg in (64, 256) for v in (1, 4)],
     "batch_norm": [{"WG": wg, "VEC": v} for wg in (64, 128, 256, 512) for v in (1, 4, 8)]

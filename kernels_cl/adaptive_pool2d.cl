@@ -21,6 +21,11 @@
 #ifndef ADAPTIVE_GROUP
 #define ADAPTIVE_GROUP 0
 #endif
+/* GVEC_U > 0 (NHWC, ADAPTIVE_GROUP 0 only): the per-item kernels become the global-pooling
+ * walk with GVEC_U loads in flight (see there) */
+#ifndef GVEC_U
+#define GVEC_U 0
+#endif
 
 /* HALF_RAW=1 (float16, VEC 4 or 8): the aligned vector loads of the per-item and group
  * kernels, and the NHWC per-item vector stores, as one raw ushortN access each (hal_ldrawN,
@@ -575,6 +580,7 @@ inline void store_ch(__global dtype_t* y, int obase, int nvalid, int raw, floatV
     }
 }
 
+#if !GVEC_U
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void adaptive_pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y,
                          __global long* restrict indices, int N, int C, int IH, int IW, int OH, int OW)
@@ -604,6 +610,61 @@ void adaptive_pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* r
         for (int iw = ws; iw < we; ++iw) sum += load_ch_f(x, ((n * IH + ih) * IW + iw) * C + c0, nvalid, raw);
     store_ch(y, obase, nvalid, raw, sum / (float)((he - hs) * (we - ws)));
 }
+
+#else
+/* NHWC global pooling (1x1 output, no indices, C % VEC == 0; the launcher's
+ * _adaptive_gvec): a work-item per (image, VEC channels), as above, walks the image's
+ * pixels in order with GVEC_U vector loads issued before any is folded in (the CUDA
+ * backend's adaptive_gvec). Every load reads a pixel clamped into the image, so none waits
+ * behind a branch; taps past the end are then left out. Same fold order as above. Max
+ * folds in float (exact for both storage types: it selects an input). */
+#define GVEC_WALK(LOADV, FOLD)                                                         \
+    for (int p0 = 0; p0 < hw; p0 += GVEC_U) {                                          \
+        floatV v_[GVEC_U];                                                             \
+        _Pragma("unroll")                                                              \
+        for (int u = 0; u < GVEC_U; ++u) {                                             \
+            const int p = (img + min(p0 + u, hw - 1)) * C + c0;                        \
+            v_[u] = LOADV;                                                             \
+        }                                                                              \
+        _Pragma("unroll")                                                              \
+        for (int u = 0; u < GVEC_U; ++u)                                               \
+            if (p0 + u < hw) FOLD(acc, v_[u]);                                         \
+    }
+#define GVEC_SUM(a, v) a += (v)
+#define GVEC_MAX(a, v) a = select(a, v, (v > a) | isnan(v))
+#if ADAPT_RAW
+#define GVEC_BODY(FOLD)                                                                \
+    if (raw) {                                                                         \
+        GVEC_WALK(RAW_LDV(x + p), FOLD)                                                \
+    } else {                                                                           \
+        GVEC_WALK(LDV(x, p), FOLD)                                                     \
+    }
+#else
+#define GVEC_BODY(FOLD) GVEC_WALK(LDV(x, p), FOLD)
+#endif
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void adaptive_pool2d_max(__global const dtype_t* restrict x, __global dtype_t* restrict y,
+                         __global long* restrict indices, int N, int C, int IH, int IW, int OH, int OW)
+{
+    ITEM_PROLOGUE
+    const int hw = IH * IW, img = n * hw;
+    floatV acc = (floatV)(-INFINITY);
+    GVEC_BODY(GVEC_MAX)
+    store_ch(y, obase, nvalid, raw, acc);
+}
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void adaptive_pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* restrict y,
+                         __global long* restrict indices, int N, int C, int IH, int IW, int OH, int OW)
+{
+    ITEM_PROLOGUE
+    const int hw = IH * IW, img = n * hw;
+    floatV acc = (floatV)0.0f;
+    GVEC_BODY(GVEC_SUM)
+    store_ch(y, obase, nvalid, raw, acc / (float)hw);
+}
+#endif
 
 #elif ADAPTIVE_GROUP && !LAYOUT_NHWC
 /* ---- NCHW, one work-group per output ----------------------------------------------- */

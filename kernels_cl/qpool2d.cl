@@ -625,10 +625,30 @@ inline void q16_store_any(__global qtype_t* y, int o, int nvalid, uint4 w)
     }
 #define Q16_ALIGNED_LOAD (*(__global const uint4*)(x + p))
 
+/* HAL_PTX_U16X2=1 (NVIDIA's OpenCL, sm_90+; the launcher's ptx_u16x2_ok): one PTX
+ * max.u16x2 per word. NVIDIA's compiler turns the ushort8 max into 8 scalar max.u16 and the
+ * prmt.b32 to split and join the words (session 15's PTX: 128 max.u16, 127 prmt per
+ * work-item of the 3x3 max), where sm_90 has the two-lane instruction (CUDA's __vmaxu2). */
+#ifndef HAL_PTX_U16X2
+#define HAL_PTX_U16X2 0
+#endif
+#if HAL_PTX_U16X2
+inline uint q16_max_word(uint a, uint b)
+{
+    uint d;
+    __asm__("max.u16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+inline uint4 q16_max_lanes(uint4 a, uint4 b)
+{
+    return (uint4)(q16_max_word(a.x, b.x), q16_max_word(a.y, b.y), q16_max_word(a.z, b.z), q16_max_word(a.w, b.w));
+}
+#else
 inline uint4 q16_max_lanes(uint4 a, uint4 b)
 {
     return as_uint4(max(as_ushort8(a), as_ushort8(b)));
 }
+#endif
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void pool2d_max(__global const qtype_t* restrict x, __global qtype_t* restrict y, __global long* restrict indices,

@@ -58,6 +58,22 @@ def test_ptx_maxnan_only_on_nvidia_opencl_sm80_and_later() -> None:
     assert not ptx_maxnan_ok(replace(h200, arch="valhall", extras=(("emulated_profile", "mali-valhall"),)))
 
 
+def test_ptx_u16x2_only_on_nvidia_opencl_sm90_and_later() -> None:
+    """The device rule behind HAL_PTX_U16X2 (qpool2d.cl's 16-channel int8 max): as
+    HAL_PTX_MAXNAN's, from sm_90 (max.u16x2's first architecture)."""
+    from dataclasses import replace
+
+    from hal.backends.opencl import ptx_u16x2_ok
+    from hal.device import DeviceInfo
+
+    h200 = DeviceInfo("opencl", 0, "NVIDIA H200", "nvidia", "sm_90", "sm_90", 132, 1024, 49152, 140 << 30, False, 32,
+                      "NVIDIA CUDA", "580", ())
+    assert ptx_u16x2_ok(h200) and ptx_u16x2_ok(replace(h200, arch="sm_120"))
+    assert not ptx_u16x2_ok(replace(h200, arch="sm_80")) and not ptx_u16x2_ok(replace(h200, arch="sm_89"))
+    assert not ptx_u16x2_ok(replace(h200, platform="Portable Computing Language"))
+    assert not ptx_u16x2_ok(replace(h200, arch="valhall", extras=(("emulated_profile", "mali-valhall"),)))
+
+
 
 def test_launch_profile_names_each_launch_of_batch_norm_training() -> None:
     """OpenCLBackend.launch_profile (benchmarks/opencl_ops.py --launches): one entry per
