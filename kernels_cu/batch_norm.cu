@@ -581,6 +581,25 @@ extern "C" __global__ void __launch_bounds__(BN_THREADS, BN_MIN_BLOCKS)
 #ifndef BN_INFER_EARLY
 #define BN_INFER_EARLY 0
 #endif
+// the flat inference kernels' walk: tiles of U x blockDim vectors, block b starting at tile b
+// and striding by the grid (< 2^31 vectors: the grid is one wave), and the L2 policy of x
+struct BnWalk {
+    unsigned nvec, bd, stride, v0;
+    uint64_t pol;
+};
+__device__ __forceinline__ BnWalk bn_walk(int nvec, int U) {
+    BnWalk w;
+    w.pol = 0;
+#if BN_L2_HINT
+    w.pol = l2_policy_evict_first();
+#endif
+    const unsigned tile = (unsigned)U * blockDim.x;
+    w.nvec = (unsigned)nvec;
+    w.bd = blockDim.x;
+    w.stride = gridDim.x * tile;
+    w.v0 = blockIdx.x * tile + threadIdx.x;
+    return w;
+}
 // the U vectors v0 + u * bd (u < U) of one tile that lie below nvec
 template <int U>
 __device__ __forceinline__ void bn_load_tile(uint4 (&raw)[U], const act_t* __restrict__ x, unsigned v0,
@@ -622,13 +641,10 @@ extern "C" __global__ void __launch_bounds__(BN_THREADS, BN_INFER_MINB)
     float* s_s = s_tab + p.C;
     float* s_b = s_tab + 2 * p.C;
     constexpr int U = BN_UNROLL;
-    uint64_t pol = 0;
-#if BN_L2_HINT
-    pol = l2_policy_evict_first();
-#endif
-    const unsigned nvec = (unsigned)p.nvec, bd = blockDim.x, tile = (unsigned)U * bd;
-    const unsigned stride = gridDim.x * tile;  // < 2^31: the grid is one wave
-    unsigned v0 = blockIdx.x * tile + threadIdx.x;
+    const BnWalk wk = bn_walk(p.nvec, U);
+    const unsigned nvec = wk.nvec, bd = wk.bd, stride = wk.stride;
+    const uint64_t pol = wk.pol;
+    unsigned v0 = wk.v0;
     uint4 raw[U];
 #if BN_INFER_EARLY
     bn_load_tile<U>(raw, x, v0, nvec, bd, pol);  // before the table: see BN_INFER_EARLY
@@ -702,13 +718,10 @@ extern "C" __global__ void __launch_bounds__(BN_THREADS, BN_REG_MINB)
                               const float* __restrict__ running_mean, const float* __restrict__ running_var,
                               const float* __restrict__ weight, const float* __restrict__ bias, BnFlat p) {
     constexpr int U = BN_UNROLL;
-    uint64_t pol = 0;
-#if BN_L2_HINT
-    pol = l2_policy_evict_first();
-#endif
-    const unsigned nvec = (unsigned)p.nvec, bd = blockDim.x, tile = (unsigned)U * bd;
-    const unsigned stride = gridDim.x * tile;  // < 2^31: the grid is one wave
-    unsigned v0 = blockIdx.x * tile + threadIdx.x;
+    const BnWalk wk = bn_walk(p.nvec, U);
+    const unsigned nvec = wk.nvec, bd = wk.bd, stride = wk.stride;
+    const uint64_t pol = wk.pol;
+    unsigned v0 = wk.v0;
     uint4 raw[U];
 #if BN_INFER_EARLY
     bn_load_tile<U>(raw, x, v0, nvec, bd, pol);  // before the constants: see BN_INFER_EARLY
