@@ -295,8 +295,6 @@ _SCHEMAS: dict[str, KernelSchema] = {
             Param("ADAPT_GVEC_U", (0, 4, 8, 16), 8,
                   "NHWC global pooling without indices, enough (image, channel vector) pairs to fill the GPU: "
                   "a thread per pair with this many 16-byte loads in flight (adaptive_pool2d_*_gvec); 0 = off (-D)"),
-            Param("ADAPT_GVEC_VB", (8, 16), 16,
-                  "the gvec kernel: bytes of channels per thread (8: twice the threads, 8-byte loads) (-D)"),
         ),
         (_fits_threads("ADAPT_THREADS"), _fits_smem("ADAPT_SMEM_KB")),
     ),
@@ -392,7 +390,7 @@ _SCHEMAS: dict[str, KernelSchema] = {
 #: parameters that change the generated code (passed as -D); the rest shape the launch only
 _COMPILE_PARAMS = {
     "pool2d": ("POOL_THREADS", "POOL_OCC", "POOL_SPLIT", "POOL_H2", "POOL_H2AVG"),
-    "adaptive_pool2d": ("ADAPT_THREADS", "ADAPT_GSTAGES", "ADAPT_VSPLIT_U", "ADAPT_GVEC_U", "ADAPT_GVEC_VB"),
+    "adaptive_pool2d": ("ADAPT_THREADS", "ADAPT_GSTAGES", "ADAPT_VSPLIT_U", "ADAPT_GVEC_U"),
     "conv2d": ("CONV_THREADS", "CONV_SIMT_CI", "CONV_OCC", "DW_HALF4", "DW_H2", "DW_PREFETCH", "TC_WIDE_STAGES",
                "TC_WIDE_L2PF", "TC_WIDE_K1_BLOCKS"),
     "batch_norm": ("BN_THREADS", "BN_UNROLL", "BN_L2_HINT", "BN_INFER_OCC", "BN_INFER_EARLY"),
@@ -1407,13 +1405,12 @@ class CudaBackend(Backend):
                            (min(outputs, 2**31 - 1), 1, 1), (threads, 1, 1), 0, ("x", "y", "i", *dims)),
                 )
             # NHWC global pooling with a thread per (image, channel vector) where those fill the GPU
-            gvec = int(p["ADAPT_GVEC_VB"]) // es  # channels a thread
-            if spec.layout == "NHWC" and aligned and spec.c % gvec == 0 and p["ADAPT_GVEC_U"] and not with_indices \
+            if spec.layout == "NHWC" and aligned and spec.c % vec == 0 and p["ADAPT_GVEC_U"] and not with_indices \
                     and (spec.out_h, spec.out_w) == (1, 1) and spec.kind in ("avg", "max") \
-                    and outputs // gvec >= self._sms * 256:
+                    and outputs // vec >= self._sms * 256:
                 return (
                     Launch("adaptive_pool2d.cu", defines, f"adaptive_pool2d_{spec.kind}_gvec", "PPiii",
-                           self._grid_1d(outputs // gvec, threads), (threads, 1, 1), 0,
+                           self._grid_1d(outputs // vec, threads), (threads, 1, 1), 0,
                            ("x", "y", spec.n, spec.c, spec.in_h * spec.in_w)),
                 )
             # the kernel keeps pixel indices ih * IW + iw (and a few rows past the bin) in an int

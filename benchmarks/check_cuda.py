@@ -41,8 +41,7 @@ CHECK_BUILDS: dict[str, list[dict[str, int]]] = {
     "pool2d": [{}, {"POOL_THREADS": 128}, {"POOL_THREADS": 512}, {"POOL_SPLIT": 1}],
     "adaptive_pool2d": [{}, {"ADAPT_GSTAGES": 2}, {"ADAPT_GSTAGES": 4, "ADAPT_THREADS": 512},
                         {"ADAPT_GSTAGES": 2, "ADAPT_VSPLIT_U": 1},
-                        {"ADAPT_GSTAGES": 3, "ADAPT_VSPLIT_U": 2, "ADAPT_THREADS": 128}, {"ADAPT_VSPLIT_U": 4},
-                        {"ADAPT_GVEC_VB": 8}, {"ADAPT_GVEC_VB": 8, "ADAPT_GVEC_U": 16}],
+                        {"ADAPT_GSTAGES": 3, "ADAPT_VSPLIT_U": 2, "ADAPT_THREADS": 128}, {"ADAPT_VSPLIT_U": 4}],
     "conv2d": [{}, {"CONV_SIMT_CI": 4}],
     "batch_norm": [{}, {"BN_THREADS": 128, "BN_UNROLL": 2, "BN_L2_HINT": 0}, {"BN_THREADS": 512, "BN_UNROLL": 8},
                    {"BN_UNROLL": 8}, {"BN_UNROLL": 2}, {"BN_INFER_OCC": 2048}, {"BN_INFER_EARLY": 1},
@@ -509,19 +508,11 @@ def adaptive_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
             ggv = (136, 2048)
             for name, shape, params in (("gvec 7x7", (*ggv, 7, 7), {}), ("gvec 5x3 U16", (*ggv, 5, 3),
                                         {"ADAPT_GVEC_U": 16}), ("gvec 3x4 U4 512", (*ggv, 3, 4),
-                                        {"ADAPT_GVEC_U": 4, "ADAPT_THREADS": 512}), ("gvec 1x1", (*ggv, 1, 1), {}),
-                                        # 8-byte channel vectors (ADAPT_GVEC_VB 8): C 2044 is whole 8-byte
-                                        # vectors but not 16-byte ones in float16
-                                        ("gvec 7x7 VB8", (*ggv, 7, 7), {"ADAPT_GVEC_VB": 8}),
-                                        ("gvec 5x3 VB8 U16", (*ggv, 5, 3), {"ADAPT_GVEC_VB": 8, "ADAPT_GVEC_U": 16}),
-                                        ("gvec C2044 VB8", (136, 2044, 7, 7), {"ADAPT_GVEC_VB": 8}),
-                                        ("gvec 1x1 VB8 U4", (*ggv, 1, 1), {"ADAPT_GVEC_VB": 8, "ADAPT_GVEC_U": 4})):
+                                        {"ADAPT_GVEC_U": 4, "ADAPT_THREADS": 512}), ("gvec 1x1", (*ggv, 1, 1), {})):
                 for kind, idx in (("avg", False), ("max", False), ("max", True)):
                     check_adaptive(dev, rng, name, shape, (1, 1), kind, indices=idx, params=params, **c)
             for kind, idx in (("avg", False), ("max", False)):
                 check_adaptive(dev, rng, "gvec nan", (*ggv, 7, 7), (1, 1), kind, indices=idx, nan_frac=0.01, **c)
-                check_adaptive(dev, rng, "gvec nan VB8", (*ggv, 7, 7), (1, 1), kind, indices=idx, nan_frac=0.01,
-                               params={"ADAPT_GVEC_VB": 8}, **c)
             for kind, idx in (("avg", False), ("max", False), ("max", True)):
                 check_adaptive(dev, rng, "g nan", (3, 64, 7, 7), (1, 1), kind, indices=idx, nan_frac=0.01, **c)
                 check_adaptive(dev, rng, "g misaligned", (3, 64, 7, 7), (1, 1), kind, indices=idx,
@@ -989,10 +980,8 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
                            ceil_mode=True, params=reg, **c)
                 check_pool(dev, rng, f"one {reg} k2", (1, 8, 9, 24), kind="avg", kernel=2, stride=2, padding=1,
                            params=reg, **c)
-            for name, shape, out, ap in (("global", (2, 16, 7, 7), (1, 1), {}),
-                                         ("large bins", (1, 2, 60, 70), (1, 1), {}),
-                                         ("global gvec", (136, 2048, 2, 3), (1, 1), {}),
-                                         ("global gvec vb8", (136, 2044, 2, 3), (1, 1), {"ADAPT_GVEC_VB": 8})):
+            for name, shape, out in (("global", (2, 16, 7, 7), (1, 1)), ("large bins", (1, 2, 60, 70), (1, 1)),
+                                     ("global gvec", (136, 2048, 2, 3), (1, 1))):
                 for kind, with_idx in (("max", True), ("max", False), ("avg", False)):
                     sp = S.adaptive_pool2d_spec(kind, geometry(shape, layout, dtype), out, with_idx)
                     x = rand(rng, shape, dtype)
@@ -1000,7 +989,7 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
                     oshape = phys_shape(sp.out_shape, layout)
                     yb = dev.poison(oshape, dtype)
                     ib = dev.poison(oshape, np.int64) if with_idx else None
-                    be.adaptive_pool2d(sp, dev.put(phys(x, layout)), yb, ib, ap)
+                    be.adaptive_pool2d(sp, dev.put(phys(x, layout)), yb, ib, {})
                     got = logical(dev.get(yb, oshape, dtype), layout)
                     record(f"adaptive[one {name} {kind}{' idx' if with_idx else ''} {np.dtype(dtype).name} {layout}]",
                            *compare(got, want, dtype, exact=kind == "max"))

@@ -352,10 +352,6 @@ def build_cases(quick: bool) -> list[Case]:
                                  [{"ADAPT_GVEC_U": 4}, {"ADAPT_GVEC_U": 16},
                                   {"ADAPT_GVEC_U": 8, "ADAPT_THREADS": 128}, {"ADAPT_GVEC_U": 16, "ADAPT_THREADS": 128},
                                   {"ADAPT_GVEC_U": 8, "ADAPT_THREADS": 512},
-                                  # 8-byte channel vectors: twice the threads (session 15)
-                                  {"ADAPT_GVEC_VB": 8}, {"ADAPT_GVEC_VB": 8, "ADAPT_GVEC_U": 16},
-                                  {"ADAPT_GVEC_VB": 8, "ADAPT_GVEC_U": 16, "ADAPT_THREADS": 128},
-                                  {"ADAPT_GVEC_VB": 8, "ADAPT_GVEC_U": 4},
                                   {"ADAPT_GVEC_U": 0}, {"ADAPT_GVEC_U": 0, "ADAPT_VSPLIT_U": 4},
                                   {"ADAPT_GVEC_U": 0, "ADAPT_VSPLIT_U": 8, "ADAPT_THREADS": 128},
                                   {"ADAPT_GVEC_U": 0, "ADAPT_VSPLIT_U": 4, "ADAPT_THREADS": 128}])))

@@ -1,14 +1,13 @@
 // Adaptive (and global) max / average pooling: bin i spans [i*In/Out, ceil((i+1)*In/Out)).
 //
 // Macros: DTYPE_HALF, LAYOUT_NHWC, ADAPT_THREADS [256] (threads per block of every kernel),
-// ADAPT_VSPLIT_U [8], ADAPT_GVEC_U [8] (loads in flight per thread of the vsplit and gvec kernels),
-// ADAPT_GVEC_VB [16] (bytes of channels per gvec thread: 16 or 8).
+// ADAPT_VSPLIT_U [8], ADAPT_GVEC_U [8] (loads in flight per thread of the vsplit and gvec kernels).
 //
 // Entry points:
 //   adaptive_pool2d_max, adaptive_pool2d_avg (contract signature) one thread per output
 //   adaptive_pool2d_{max,maxi,avg}_vec   NHWC, HAL_VEC channels per thread (16-byte loads)
 //   adaptive_pool2d_{max,avg}_gvec(x, y, N, C, HW) NHWC global pooling (1x1 output, no indices):
-//       ADAPT_GVEC_VB bytes of channels per thread, ADAPT_GVEC_U [8] pixel loads in flight
+//       HAL_VEC channels per thread, ADAPT_GVEC_U [8] pixel loads in flight
 //   adaptive_pool2d_{max,maxi,avg}_tile  NCHW shared-memory tiles (hal_window.cuh)
 //   adaptive_pool2d_{max,maxi,avg}_block one block per output: few outputs, large bins
 //   adaptive_pool2d_{max,maxi,avg}_vsplit NHWC, a block per (output pixel, 32 channel vectors):
@@ -167,73 +166,40 @@ ADAPT_VEC_KERNEL(adaptive_pool2d_avg_vec, WIN_AVG, false)
 #ifndef ADAPT_GVEC_U
 #define ADAPT_GVEC_U 8
 #endif
-// ADAPT_GVEC_VB [16]: bytes of channels per thread, 16 or 8 (8: twice the threads, each with
-// half the bytes in flight; NVIDIA's OpenCL ran the same walk with 8-byte float16 vectors at
-// 0.0153 ms where this kernel took 0.0171, session 15)
-#ifndef ADAPT_GVEC_VB
-#define ADAPT_GVEC_VB 16
-#endif
-#if ADAPT_GVEC_VB == 8
-#define GVEC_VE (HAL_VEC / 2)
-typedef uint2 gvec_raw_t;
-__device__ __forceinline__ void gvec_unpack(const uint2& u, float (&f)[GVEC_VE]) {
-#if DTYPE_HALF
-    const __half2* h = reinterpret_cast<const __half2*>(&u);
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-        const float2 t = __half22float2(h[i]);
-        f[2 * i] = t.x;
-        f[2 * i + 1] = t.y;
-    }
-#else
-    f[0] = __uint_as_float(u.x);
-    f[1] = __uint_as_float(u.y);
-#endif
-}
-__device__ __forceinline__ void gvec_store(act_t* p, const float (&f)[GVEC_VE]) {
-#pragma unroll
-    for (int j = 0; j < GVEC_VE; ++j) st_act(p + j, f[j]);  // N x C outputs: a small share of the bytes
-}
-#else
-#define GVEC_VE HAL_VEC
-typedef uint4 gvec_raw_t;
-__device__ __forceinline__ void gvec_unpack(const uint4& u, float (&f)[GVEC_VE]) { unpack_vec(u, f); }
-__device__ __forceinline__ void gvec_store(act_t* p, const float (&f)[GVEC_VE]) { st_vec(p, f); }
-#endif
 template <int OP>
 __device__ __forceinline__ void adaptive_gvec(const act_t* __restrict__ x, act_t* __restrict__ y, int N, int C,
                                               int HW) {
     constexpr int U = ADAPT_GVEC_U > 0 ? ADAPT_GVEC_U : 1;
-    const int ncv = C / GVEC_VE;
+    const int ncv = C / HAL_VEC;
     const long long total = (long long)N * ncv;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += (long long)gridDim.x * blockDim.x) {
         const int n = (int)(i / ncv), cv = (int)(i - (long long)n * ncv);
-        const act_t* xb = x + (long long)n * HW * C + cv * GVEC_VE;
-        float acc[GVEC_VE];
+        const act_t* xb = x + (long long)n * HW * C + cv * HAL_VEC;
+        float acc[HAL_VEC];
 #pragma unroll
-        for (int j = 0; j < GVEC_VE; ++j) acc[j] = OP == WIN_MAX ? HAL_NEG_INF : 0.0f;
+        for (int j = 0; j < HAL_VEC; ++j) acc[j] = OP == WIN_MAX ? HAL_NEG_INF : 0.0f;
         for (int p0 = 0; p0 < HW; p0 += U) {
-            gvec_raw_t raw[U];
+            uint4 raw[U];
 #pragma unroll
             for (int u = 0; u < U; ++u)
-                if (p0 + u < HW) raw[u] = __ldg(reinterpret_cast<const gvec_raw_t*>(xb + (long long)(p0 + u) * C));
+                if (p0 + u < HW) raw[u] = __ldg(reinterpret_cast<const uint4*>(xb + (long long)(p0 + u) * C));
 #pragma unroll
             for (int u = 0; u < U; ++u) {
                 if (p0 + u < HW) {
-                    float v[GVEC_VE];
-                    gvec_unpack(raw[u], v);
+                    float v[HAL_VEC];
+                    unpack_vec(raw[u], v);
 #pragma unroll
-                    for (int j = 0; j < GVEC_VE; ++j) acc[j] = OP == WIN_MAX ? max_nan(acc[j], v[j]) : acc[j] + v[j];
+                    for (int j = 0; j < HAL_VEC; ++j) acc[j] = OP == WIN_MAX ? max_nan(acc[j], v[j]) : acc[j] + v[j];
                 }
             }
         }
         if (OP == WIN_AVG) {
             const float d = (float)HW;
 #pragma unroll
-            for (int j = 0; j < GVEC_VE; ++j) acc[j] /= d;
+            for (int j = 0; j < HAL_VEC; ++j) acc[j] /= d;
         }
-        gvec_store(y + (long long)n * C + cv * GVEC_VE, acc);
+        st_vec(y + (long long)n * C + cv * HAL_VEC, acc);
     }
 }
 #define ADAPT_GVEC_KERNEL(NAME, OP)                                                                       \

@@ -109,21 +109,3 @@ def test_adaptive_gvec_falls_back_where_it_does_not_apply(device, dtype):
                 runs.append(_run(device, kind, x).view(bits))
         np.testing.assert_array_equal(runs[1], runs[0], err_msg=kind)
         np.testing.assert_array_equal(runs[2], runs[0], err_msg=kind)
-
-
-@pytest.mark.parametrize("params", [{"ADAPT_GVEC_VB": 8}, {"ADAPT_GVEC_VB": 8, "ADAPT_GVEC_U": 16}],
-                         ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()))
-@pytest.mark.parametrize("dtype", ["float32", "float16"])
-@pytest.mark.parametrize("kind", ["max", "avg"])
-def test_cuda_adaptive_gvec_8byte_vectors(device, kind, dtype, params):
-    """CUDA's NHWC global walk with 8-byte channel vectors (ADAPT_GVEC_VB 8): enough (image,
-    channel vector) pairs for the gvec kernel on a large GPU (136 x 2044 / 4 > 256 per SM of
-    132), C 2044 (whole 8-byte, not 16-byte, float16 vectors), 49 pixels (no multiple of the
-    loads in flight); smaller GPUs check the same parameters on whichever kernel serves."""
-    if device.kind != "cuda":
-        pytest.skip("ADAPT_GVEC_VB is the CUDA backend's adaptive-pooling parameter")
-    seed = zlib.crc32(repr((kind, dtype, params)).encode())
-    shape = (136, 2044, 7, 7)
-    x = max_input(seed, shape, dtype) if kind == "max" else random_input(seed, shape, dtype)
-    with forced(device, "adaptive_pool2d", params):
-        _check(device, kind, x)
