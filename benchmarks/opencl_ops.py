@@ -37,7 +37,9 @@ Method
 * --sweep times a few parameter sets per case (each validated against the schema and
   the device) and writes the fastest, when it beats the served set by 5 %, as suggested
   tuning-table entries with a "measured on ..." provenance to OUT/opencl_tuning.json;
-  every candidate's time is in OUT/opencl_ops.json (each row's "sweep").
+  every candidate's time is in OUT/opencl_ops.json (each row's "sweep"; a candidate the
+  schema rejects for this device, or one the launcher would have to shrink, is listed with
+  "ms": null and why it was "skipped").
 
     python benchmarks/opencl_ops.py [--device opencl:0] [--quick] [--sweep] [--repeats 20]
                                     [--only SUBSTR] [--out DIR]
@@ -411,12 +413,17 @@ def main(argv: list[str] | None = None) -> int:
                         row["sweep"] = tried = []  # every candidate timed, for the record
                         for cand in json.loads(args.candidates) if args.candidates else SWEEP[case.family]:
                             full = {**schema.defaults(), **cand}
-                            if schema.validate(full, info) or full == params:
+                            if full == params:
+                                continue
+                            why = schema.validate(full, info)
+                            if why:
+                                tried.append({"ms": None, "params": cand, "skipped": str(why)})
                                 continue
                             dev.backend.exact_params = True  # a set the launcher would shrink is skipped
                             try:
                                 t = median_ms(dev.backend, runner.call(full), max(5, args.repeats // 2))
-                            except hal.HalError:
+                            except hal.HalError as exc:
+                                tried.append({"ms": None, "params": cand, "skipped": f"{type(exc).__name__}: {exc}"})
                                 continue
                             finally:
                                 dev.backend.exact_params = False
