@@ -429,6 +429,11 @@ def ptx_maxnan_ok(info: DeviceInfo) -> bool:
     return arch.startswith("sm_") and arch[3:].isdigit() and int(arch[3:]) >= 80
 
 
+#: the GVEC_U walk replaces MODE 0's work-group-per-output kernel for planes of 64 taps or
+#: more only with this many (image, channel vector) work-items per compute unit
+GVEC_MIN_ITEMS_PER_CU = 256
+
+
 def ptx_u16x2_ok(info: DeviceInfo) -> bool:
     """Whether qpool2d.cl's 16-channel int8 max may reduce with inline PTX ``max.u16x2``
     (HAL_PTX_U16X2): as :func:`ptx_maxnan_ok`, on sm_90 or later (the instruction's first
@@ -565,8 +570,9 @@ SCHEMAS: dict[str, KernelSchema] = {
             # global pooling 9 % and float32 3 % faster than 4
             Param("PIPE_GROUPS", (2, 4, 8, 16), 8, "the pipe kernels (MODE 0 or 4): work-groups per compute unit"),
             Param("GVEC_U", (0, 4, 8, 16), 0,
-                  "NHWC global pooling (no indices, C % VEC == 0) on the per-item kernel (MODE 1, or 0 where it "
-                  "picks one work-item per output): this many pixel loads in flight per work-item; 0 = off"),
+                  "NHWC global pooling (no indices, C % VEC == 0) on the per-item kernel (MODE 1; MODE 0, 3 and 4 "
+                  "take it too where the work-items fill the device): this many pixel loads in flight per work-item; "
+                  "0 = off"),
         ),
         (
             _wg_limit("WG"),
@@ -1154,7 +1160,11 @@ class OpenCLBackend(Backend):
         if p["MODE"] in (0, 3, 4):
             # a work-group per output pays off once a bin holds a few rows of taps
             taps = -(-spec.in_h // spec.out_h) * -(-spec.in_w // spec.out_w)
-            group = taps >= 64
+            # with GVEC_U, NHWC global pooling walks the image per (image, channel vector)
+            # whatever the plane size, where those work-items fill the device
+            walk = self._adaptive_gvec(spec, p) and \
+                spec.n * (spec.c // p["VEC"]) >= GVEC_MIN_ITEMS_PER_CU * max(self.info.compute_units, 1)
+            group = taps >= 64 and not walk
         else:
             group = p["MODE"] == 2
         defines = {
@@ -1193,8 +1203,10 @@ class OpenCLBackend(Backend):
     @staticmethod
     def _adaptive_gvec(spec: AdaptivePool2dSpec, p: Mapping[str, int]) -> bool:
         """Whether a per-item adaptive call runs the global-pooling walk (``GVEC_U``): NHWC,
-        1x1 output, no indices, whole channel vectors (C % VEC == 0). H200 (CUDA's
-        adaptive_gvec, session 13): fp16 NHWC 7x7 global pooling 0.0200 -> 0.0171 ms."""
+        1x1 output, no indices, whole channel vectors (C % VEC == 0). H200, NVIDIA's OpenCL
+        (session 15): fp16 NHWC 7x7 global pooling 0.0279 -> 0.0153 ms, fp32 0.0330 -> 0.0297.
+        MODE 0, 3 and 4 also take it instead of the work-group-per-output kernel for planes of
+        64 taps or more when there are ``GVEC_MIN_ITEMS_PER_CU`` work-items per compute unit."""
         return bool(p["GVEC_U"] and spec.layout == "NHWC" and spec.out_h == spec.out_w == 1
                     and not spec.return_indices and spec.c % p["VEC"] == 0)
 

@@ -11,7 +11,7 @@ import zlib
 
 import numpy as np
 import pytest
-from test_adaptive_flat import built, max_input
+from test_adaptive_flat import built, max_input, one_compute_unit  # noqa: F401 (a fixture)
 from test_forced_params import forced
 
 import hal
@@ -109,3 +109,21 @@ def test_adaptive_gvec_falls_back_where_it_does_not_apply(device, dtype):
                 runs.append(_run(device, kind, x).view(bits))
         np.testing.assert_array_equal(runs[1], runs[0], err_msg=kind)
         np.testing.assert_array_equal(runs[2], runs[0], err_msg=kind)
+
+
+@pytest.mark.usefixtures("one_compute_unit")
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_adaptive_gvec_replaces_the_group_kernel_where_items_fill_the_device(device, dtype):
+    """MODE 0 with GVEC_U: an 8x8 plane (64 taps, the work-group-per-output kernel's threshold)
+    walks per (image, channel vector) once there are GVEC_MIN_ITEMS_PER_CU of them per compute
+    unit (one here: 8 x 256 / 8 = 256), and keeps the group kernel with fewer; both right."""
+    from hal.backends.opencl import GVEC_MIN_ITEMS_PER_CU
+
+    for shape, walk in (((8, 256, 8, 8), True), ((2, 64, 8, 8), False)):
+        assert (shape[0] * shape[1] // 8 >= GVEC_MIN_ITEMS_PER_CU) == walk
+        x = random_input(31, shape, dtype)
+        with forced(device, "adaptive_pool2d", {"MODE": 0, "GVEC_U": 8, "VEC": 8, "WG": 64}), \
+                built(device) as defines:
+            _check(device, "avg", x)
+        assert defines and all((d.get("GVEC_U") == 8) == walk for d in defines), (shape, defines)
+        assert all(d["ADAPTIVE_GROUP"] == int(not walk) for d in defines), (shape, defines)
