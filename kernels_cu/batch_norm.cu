@@ -610,6 +610,38 @@ __device__ __forceinline__ void bn_load_tile(uint4 (&raw)[U], const act_t* __res
         if (v < nvec) raw[u] = ld_raw(x + (size_t)v * HAL_VEC, pol);
     }
 }
+// the two flat kernels' loop: setup() builds the channel constants (BN_INFER_EARLY: after the
+// first tile's loads are issued), then every vector v below nvec goes through apply(v, f) on
+// its HAL_VEC floats and is stored; with BN_INFER_EARLY each next tile loads after the stores
+template <int U, class Setup, class Apply>
+__device__ __forceinline__ void bn_flat_walk(const act_t* __restrict__ x, act_t* __restrict__ y, int nvec_total,
+                                             Setup setup, Apply apply) {
+    const BnWalk wk = bn_walk(nvec_total, U);
+    const unsigned nvec = wk.nvec, bd = wk.bd, stride = wk.stride;
+    uint4 raw[U];
+#if BN_INFER_EARLY
+    bn_load_tile<U>(raw, x, wk.v0, nvec, bd, wk.pol);
+#endif
+    setup();
+    for (unsigned v0 = wk.v0; v0 < nvec; v0 += stride) {
+#if !BN_INFER_EARLY
+        bn_load_tile<U>(raw, x, v0, nvec, bd, wk.pol);
+#endif
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const unsigned v = v0 + u * bd;
+            if (v < nvec) {
+                float f[HAL_VEC];
+                unpack_vec(raw[u], f);
+                apply(v, f);
+                store_raw(y + (size_t)v * HAL_VEC, pack_vec(f));
+            }
+        }
+#if BN_INFER_EARLY
+        bn_load_tile<U>(raw, x, v0 + stride, nvec, bd, wk.pol);  // the next tile (none past the end)
+#endif
+    }
+}
 // 0 = by the unroll: 8 vectors (32 registers of data) per thread fit without spills at 64
 // registers (1024 threads), 4 at 40 (1536); the launcher sizes its grid by the same rule
 #define BN_INFER_OCC_ASKED (BN_INFER_OCC ? BN_INFER_OCC : (BN_UNROLL >= 8 ? 1024 : 1536))
@@ -640,59 +672,38 @@ extern "C" __global__ void __launch_bounds__(BN_THREADS, BN_INFER_MINB)
     float* s_m = s_tab;
     float* s_s = s_tab + p.C;
     float* s_b = s_tab + 2 * p.C;
-    constexpr int U = BN_UNROLL;
-    const BnWalk wk = bn_walk(p.nvec, U);
-    const unsigned nvec = wk.nvec, bd = wk.bd, stride = wk.stride;
-    const uint64_t pol = wk.pol;
-    unsigned v0 = wk.v0;
-    uint4 raw[U];
-#if BN_INFER_EARLY
-    bn_load_tile<U>(raw, x, v0, nvec, bd, pol);  // before the table: see BN_INFER_EARLY
-#endif
-    for (int c = threadIdx.x; c < p.C; c += blockDim.x) {
-        s_m[c] = running_mean[c];
-        const float inv = 1.0f / sqrtf(running_var[c] + p.eps);
-        s_s[c] = weight ? weight[c] * inv : inv;
-        s_b[c] = bias ? bias[c] : 0.0f;
-    }
-    __syncthreads();
-    for (; v0 < nvec; v0 += stride) {
-#if !BN_INFER_EARLY
-        bn_load_tile<U>(raw, x, v0, nvec, bd, pol);
-#endif
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-            const unsigned v = v0 + u * bd;
-            if (v < nvec) {
-                float f[HAL_VEC];
-                unpack_vec(raw[u], f);
-                const unsigned q = fdiv(v, p.fa);
-#if LAYOUT_NHWC
-                const int c0 = (int)(v - q * p.fa.d) * HAL_VEC;  // first of HAL_VEC channels
-                const float4* m4 = reinterpret_cast<const float4*>(s_m + c0);
-                const float4* s4 = reinterpret_cast<const float4*>(s_s + c0);
-                const float4* b4 = reinterpret_cast<const float4*>(s_b + c0);
-#pragma unroll
-                for (int k = 0; k < HAL_VEC / 4; ++k) {
-                    const float4 m = m4[k], s = s4[k], b = b4[k];
-                    f[4 * k + 0] = fmaf(f[4 * k + 0] - m.x, s.x, b.x);
-                    f[4 * k + 1] = fmaf(f[4 * k + 1] - m.y, s.y, b.y);
-                    f[4 * k + 2] = fmaf(f[4 * k + 2] - m.z, s.z, b.z);
-                    f[4 * k + 3] = fmaf(f[4 * k + 3] - m.w, s.w, b.w);
-                }
-#else
-                const int c = (int)(q - fdiv(q, p.fc) * p.fc.d);  // plane q -> channel q mod C
-                const float m = s_m[c], s = s_s[c], b = s_b[c];
-#pragma unroll
-                for (int j = 0; j < HAL_VEC; ++j) f[j] = fmaf(f[j] - m, s, b);
-#endif
-                store_raw(y + (size_t)v * HAL_VEC, pack_vec(f));
-            }
+    auto setup = [&]() {
+        for (int c = threadIdx.x; c < p.C; c += blockDim.x) {
+            s_m[c] = running_mean[c];
+            const float inv = 1.0f / sqrtf(running_var[c] + p.eps);
+            s_s[c] = weight ? weight[c] * inv : inv;
+            s_b[c] = bias ? bias[c] : 0.0f;
         }
-#if BN_INFER_EARLY
-        bn_load_tile<U>(raw, x, v0 + stride, nvec, bd, pol);  // the next tile (none past the end)
+        __syncthreads();
+    };
+    auto apply = [&](unsigned v, float (&f)[HAL_VEC]) {
+        const unsigned q = fdiv(v, p.fa);
+#if LAYOUT_NHWC
+        const int c0 = (int)(v - q * p.fa.d) * HAL_VEC;  // first of HAL_VEC channels
+        const float4* m4 = reinterpret_cast<const float4*>(s_m + c0);
+        const float4* s4 = reinterpret_cast<const float4*>(s_s + c0);
+        const float4* b4 = reinterpret_cast<const float4*>(s_b + c0);
+#pragma unroll
+        for (int k = 0; k < HAL_VEC / 4; ++k) {
+            const float4 m = m4[k], s = s4[k], b = b4[k];
+            f[4 * k + 0] = fmaf(f[4 * k + 0] - m.x, s.x, b.x);
+            f[4 * k + 1] = fmaf(f[4 * k + 1] - m.y, s.y, b.y);
+            f[4 * k + 2] = fmaf(f[4 * k + 2] - m.z, s.z, b.z);
+            f[4 * k + 3] = fmaf(f[4 * k + 3] - m.w, s.w, b.w);
+        }
+#else
+        const int c = (int)(q - fdiv(q, p.fc) * p.fc.d);  // plane q -> channel q mod C
+        const float m = s_m[c], s = s_s[c], b = s_b[c];
+#pragma unroll
+        for (int j = 0; j < HAL_VEC; ++j) f[j] = fmaf(f[j] - m, s, b);
 #endif
-    }
+    };
+    bn_flat_walk<BN_UNROLL>(x, y, p.nvec, setup, apply);
 }
 
 // NHWC inference with the channel constants in registers: when C / HAL_VEC (vectors per
@@ -717,44 +728,23 @@ extern "C" __global__ void __launch_bounds__(BN_THREADS, BN_REG_MINB)
     batch_norm_infer_flat_reg(const act_t* __restrict__ x, act_t* __restrict__ y,
                               const float* __restrict__ running_mean, const float* __restrict__ running_var,
                               const float* __restrict__ weight, const float* __restrict__ bias, BnFlat p) {
-    constexpr int U = BN_UNROLL;
-    const BnWalk wk = bn_walk(p.nvec, U);
-    const unsigned nvec = wk.nvec, bd = wk.bd, stride = wk.stride;
-    const uint64_t pol = wk.pol;
-    unsigned v0 = wk.v0;
-    uint4 raw[U];
-#if BN_INFER_EARLY
-    bn_load_tile<U>(raw, x, v0, nvec, bd, pol);  // before the constants: see BN_INFER_EARLY
-#endif
     const int c0 = (int)(threadIdx.x % p.fa.d) * HAL_VEC;  // fa.d = C / HAL_VEC divides blockDim.x
     float m[HAL_VEC], s[HAL_VEC], b[HAL_VEC];
+    auto setup = [&]() {
 #pragma unroll
-    for (int j = 0; j < HAL_VEC; ++j) {
-        const int c = c0 + j;
-        m[j] = running_mean[c];
-        const float inv = 1.0f / sqrtf(running_var[c] + p.eps);
-        s[j] = weight ? weight[c] * inv : inv;
-        b[j] = bias ? bias[c] : 0.0f;
-    }
-    for (; v0 < nvec; v0 += stride) {
-#if !BN_INFER_EARLY
-        bn_load_tile<U>(raw, x, v0, nvec, bd, pol);
-#endif
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-            const unsigned v = v0 + u * bd;
-            if (v < nvec) {
-                float f[HAL_VEC];
-                unpack_vec(raw[u], f);
-#pragma unroll
-                for (int j = 0; j < HAL_VEC; ++j) f[j] = fmaf(f[j] - m[j], s[j], b[j]);
-                store_raw(y + (size_t)v * HAL_VEC, pack_vec(f));
-            }
+        for (int j = 0; j < HAL_VEC; ++j) {
+            const int c = c0 + j;
+            m[j] = running_mean[c];
+            const float inv = 1.0f / sqrtf(running_var[c] + p.eps);
+            s[j] = weight ? weight[c] * inv : inv;
+            b[j] = bias ? bias[c] : 0.0f;
         }
-#if BN_INFER_EARLY
-        bn_load_tile<U>(raw, x, v0 + stride, nvec, bd, pol);
-#endif
-    }
+    };
+    auto apply = [&](unsigned, float (&f)[HAL_VEC]) {
+#pragma unroll
+        for (int j = 0; j < HAL_VEC; ++j) f[j] = fmaf(f[j] - m[j], s[j], b[j]);
+    };
+    bn_flat_walk<BN_UNROLL>(x, y, p.nvec, setup, apply);
 }
 
 // contract entry point: y = x * scale[c] + shift[c], one thread per element
