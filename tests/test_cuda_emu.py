@@ -2,8 +2,8 @@
 
 One float16 conv through ``conv2d_k3_tc_pipe`` (NCHW: staged rows, the transposition, the
 staged output) and one uint8 x int8 QLinearConv through ``qconv2d_k3_tc`` (NHWC: the
-zero-point algebra and the mma of ones), each with the plan the launcher makes for an H200,
-against the oracle. tools/cuda_emu.py runs the rest (every type pair, both kernels, more
+zero-point algebra and the mma of ones), and BatchNorm's flat inference with its first loads
+early, each with the plan the launcher makes for an H200, against the oracle. tools/cuda_emu.py runs the rest (every type pair, both kernels, more
 shapes) before device time is spent.
 """
 
@@ -75,4 +75,16 @@ def test_pipelined_depthwise_conv_matches_the_oracle_on_the_emulator(emu):
     kernel, ok, detail = cuda_emu.check_dwconv(be, np.random.default_rng(8), work, (3, 72, 13, 17), np.float16, 1,
                                                {"DW_PIPE": 4}, sms=1, same_as={"DW_COLS": 4, "DW_CROWS": 8})
     assert kernel == "conv2d_dw_pipe4_k3s1"
+    assert ok, detail
+
+
+def test_batch_norm_flat_inference_matches_the_oracle_on_the_emulator(emu):
+    """batch_norm_infer_flat_reg with the first tile's loads early (BN_INFER_EARLY), one
+    multiprocessor's persistent blocks walking several tiles, NaN inputs: against the oracle
+    and bit for bit against the plain walk."""
+    cuda_emu, be, work = emu
+    walk = {"BN_THREADS": 128, "BN_UNROLL": 2, "BN_BLOCKS_PER_SM": 2}
+    kernel, ok, detail = cuda_emu.check_bn_infer(be, np.random.default_rng(7), work, (4, 64, 8, 12), np.float16,
+                                                 "NHWC", {**walk, "BN_INFER_EARLY": 1}, sms=1, same_as=walk)
+    assert kernel == "batch_norm_infer_flat_reg"
     assert ok, detail

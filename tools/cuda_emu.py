@@ -2,8 +2,9 @@
 
 The device time on the H200 is scarce (30 minutes a session); this checks the indexing of
 `conv2d_k3_tc`, `conv2d_k3_tc_pipe`, the depthwise `conv2d_dw_pipe*_k3s1` and register walks
-(kernels_cu/conv2d.cu) and the int8 convs of `quant_conv2d.cu` (`qconv2d_k3_tc`,
-`qconv2d_co4`, `qconv2d`) before any of it: the kernels'
+(kernels_cu/conv2d.cu), the int8 convs of `quant_conv2d.cu` (`qconv2d_k3_tc`,
+`qconv2d_co4`, `qconv2d`) and BatchNorm's flat inference kernels (`batch_norm_infer_flat`,
+`batch_norm_infer_flat_reg`) before any of it: the kernels'
 own source, compiled by g++ (C++20) against `tools/cuda_emu/` (a host `hal_prelude.cuh`, CUDA
 keywords, float16, and the warp collectives: ldmatrix.x4, mma.sync m16n8k16 f16 and m16n8k32
 s8/u8, shfl.xor), launched with the plan the real launcher makes for an H200 (grid, block,
@@ -92,6 +93,16 @@ def kernel_source(file: str) -> str:
         text = "#ifndef DW_PREFETCH\n#define DW_PREFETCH 1\n#endif\n" + text[start:end] + text[rest:]
         text = _replace_body(text, "ldsm_x4", "emu_ldsm_x4(addr, r0, r1, r2, r3);")
         text = _replace_body(text, "mma16816", "emu_mma_f16(c, a, b0, b1);")
+    elif file == "batch_norm.cu":
+        # the macros, load and store helpers, and the flat inference kernels (the statistics
+        # kernels need warp reductions and atomics the emulator does not model)
+        head = text[:text.index("// merge a batch of values")]
+        start = text.index("// inference, flat")
+        start = text.rindex("// ----", 0, start)
+        text = head + text[start:text.index("// contract entry point")]
+        # the emulator's dynamic shared memory is its one smem_raw array
+        text = text.replace("extern __shared__ __align__(16) float s_tab[];",
+                            "float* s_tab = reinterpret_cast<float*>(smem_raw);")
     elif file == "quant_conv2d.cu":
         text = _replace_body(text, "qtc_ldsm_x4", "emu_ldsm_x4(addr, r0, r1, r2, r3);")
         text = _replace_body(text, "qtc_mma", "emu_mma_i8<!DTYPE_UINT8, !W_UINT8>(c, a, b0, b1);")
@@ -321,6 +332,42 @@ def check_dwconv(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int
     return outs[0].kernel, not detail, detail
 
 
+def check_bn_infer(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], dtype: Any,
+                   layout: str, params: dict[str, int], sms: int | None = None,
+                   same_as: dict[str, int] | None = None) -> tuple[str, bool, str]:
+    """BatchNorm inference through the launcher's plan (the flat kernels of batch_norm.cu; on
+    `sms` multiprocessors if given, so that persistent blocks walk several tiles), against the
+    float64 oracle (NaN inputs included); with `same_as`, also bit for bit against that plan."""
+    from hal import conformance
+    from hal import reference as ref
+    from hal import spec as S
+
+    sp = S.batch_norm_spec(S.TensorGeometry(*shape, layout, np.dtype(dtype)), False, 0.1, 1e-5, True)
+    c = shape[1]
+    x = (rng.standard_normal(shape) * 2.0 + 0.5).astype(dtype)
+    x.flat[rng.choice(x.size, max(1, x.size // 500), replace=False)] = np.nan
+    rm = rng.standard_normal(c).astype(np.float32)
+    rv = (rng.random(c) + 0.5).astype(np.float32)
+    w = rng.standard_normal(c).astype(np.float32)
+    b = rng.standard_normal(c).astype(np.float32)
+    want = ref.batch_norm_from_spec(sp, x, rm, rv, w, b)
+    dummy = _aligned_buffer()
+    be = _planner(be, sms)
+    outs = []
+    for ps in (params, same_as) if same_as is not None else (params,):
+        y = np.full(_phys(x, layout).shape, np.nan, dtype)
+        outs.append(run_plan(be, lambda ps=ps: be.batch_norm(sp, dummy, dummy, dummy, dummy, dummy, dummy, ps),
+                             {"x": _phys(x, layout), "y": y, "w": w, "b": b, "rm": rm, "rv": rv}, {"y"}, work))
+    got = _logical(outs[0].outputs["y"], layout)
+    cmp = conformance.compare("batch_norm", dtype, got, want)
+    detail = "" if cmp.ok else f"{cmp.detail} (max err {cmp.max_error:.3g})"
+    if not detail and same_as is not None:
+        other = outs[1].outputs["y"]
+        if not np.array_equal(outs[0].outputs["y"].view(np.uint8), other.view(np.uint8)):
+            detail = f"differs bitwise from {outs[1].kernel}"
+    return outs[0].kernel, not detail, detail
+
+
 def check_qconv(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], cout: int,
                 layout: str, padding: Any, xd: Any, wd: Any, out: Any, bias: bool = True,
                 stride: int = 1, groups: int = 1) -> tuple[str, bool, str]:
@@ -445,6 +492,24 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
         out.append(("dwconv pipe8x2 f16 1SM persistent 3x72x21x70", "dwconv",
                     dict(shape=(3, 72, 21, 70), dtype=np.float16, padding=1, params={"DW_PIPE": 8, "DW_PIPE_COLS": 2},
                          sms=1, same_as=regs)))
+    # BatchNorm inference, the flat kernels (shared-memory table; NHWC constants in registers),
+    # BN_INFER_EARLY against the plain walk bit for bit, on one multiprocessor so that the
+    # persistent blocks walk several tiles
+    walk = {"BN_THREADS": 128, "BN_UNROLL": 2, "BN_BLOCKS_PER_SM": 2}
+    for dt, dname in ((np.float16, "f16"), (np.float32, "f32")) if not quick else ((np.float16, "f16"),):
+        for layout, c in (("NCHW", 24), ("NHWC", 64), ("NHWC", 24)):
+            kind = "reg" if layout == "NHWC" and c == 64 else "flat"
+            out.append((f"bn infer {kind} early {dname} {layout} 4x{c}x8x12 1SM", "bn",
+                        dict(shape=(4, c, 8, 12), dtype=dt, layout=layout, params={**walk, "BN_INFER_EARLY": 1},
+                             sms=1, same_as=walk)))
+    if not quick:
+        out.append(("bn infer tiles early f32 NCHW 3x24x4x10", "bn",
+                    dict(shape=(3, 24, 4, 10), dtype=np.float32, layout="NCHW",
+                         params={"BN_INFER_EARLY": 1, "BN_INFER_TILES": 1, "BN_UNROLL": 4},
+                         same_as={"BN_INFER_TILES": 1, "BN_UNROLL": 4})))
+        out.append(("bn infer early f16 NHWC FLAT_REG 0 4x64x8x12 1SM", "bn",
+                    dict(shape=(4, 64, 8, 12), dtype=np.float16, layout="NHWC",
+                         params={**walk, "BN_INFER_EARLY": 1, "BN_FLAT_REG": 0}, sms=1, same_as=walk)))
     types = [(np.int8, np.int8), (np.uint8, np.int8), (np.uint8, np.uint8), (np.int8, np.uint8)]
     for layout in ("NHWC", "NCHW"):
         for xd, wd in types if not quick else types[1:2]:
@@ -508,7 +573,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, kind, kw in fuzz_cases(rng, args.fuzz) if args.fuzz else cases(args.quick):
             if args.only and args.only not in name:
                 continue
-            fn = {"conv": check_conv, "dwconv": check_dwconv, "qconv": check_qconv}[kind]
+            fn = {"conv": check_conv, "dwconv": check_dwconv, "qconv": check_qconv, "bn": check_bn_infer}[kind]
             kernel, ok, detail = fn(be, rng, work, **kw)
             failed += not ok
             print(f"{'ok  ' if ok else 'FAIL'} {name:44s} {kernel:18s} {detail}", flush=True)

@@ -77,3 +77,16 @@ template <int N>
 inline void cp_async_wait() {
     emu_async_wait(N);
 }
+// L2 cache hints (batch_norm.cu's flat inference): no cache here, plain loads and stores
+inline uint64_t l2_policy_evict_first() { return 0; }
+inline uint4 ld16_hint(const void* g, uint64_t) { return *reinterpret_cast<const uint4*>(g); }
+template <typename T>
+inline void __stcs(T* p, T v) {
+    *p = v;
+}
+inline __half __ushort_as_half(unsigned short h) { return __half{h}; }
+inline float __uint_as_float(unsigned u) {
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    return f;
+}
