@@ -3,8 +3,9 @@
 One float16 conv through ``conv2d_k3_tc_pipe`` (NCHW: staged rows, the transposition, the
 staged output) and one uint8 x int8 QLinearConv through ``qconv2d_k3_tc`` (NHWC: the
 zero-point algebra and the mma of ones), and BatchNorm's flat inference with its first loads
-early, each with the plan the launcher makes for an H200, against the oracle. tools/cuda_emu.py runs the rest (every type pair, both kernels, more
-shapes) before device time is spent.
+early, each with the plan the launcher makes for an H200, against the oracle.
+tools/cuda_emu.py runs the rest (every type pair, both kernels, more shapes) before device
+time is spent.
 """
 
 from __future__ import annotations
