@@ -624,6 +624,24 @@ inline void q16_store_any(__global qtype_t* y, int o, int nvalid, uint4 w)
         }                                                                                  \
     }
 #define Q16_ALIGNED_LOAD (*(__global const uint4*)(x + p))
+/* both kernels' window: aligned = whole 16-byte channel groups (one uint4 a tap), tap[] */
+#define Q16_WINDOW_TAPS                                                                    \
+    const int aligned = C % 16 == 0;                                                       \
+    uint4 tap[Q16_TAPS];                                                                   \
+    if (aligned) {                                                                         \
+        Q16_LOAD_WINDOW(Q16_ALIGNED_LOAD)                                                  \
+    } else {                                                                               \
+        Q16_LOAD_WINDOW(q16_load_any(x, p, nvalid))                                        \
+    }
+
+/* the work-item's 16 output bytes: one uint4 store when aligned */
+inline void q16_store(__global qtype_t* y, int o, int nvalid, int aligned, uint4 w)
+{
+    if (aligned)
+        *(__global uint4*)(y + o) = w;
+    else
+        q16_store_any(y, o, nvalid, w);
+}
 
 /* HAL_PTX_U16X2=1 (NVIDIA's OpenCL, sm_90+; the launcher's ptx_u16x2_ok): one PTX
  * max.u16x2 per word. NVIDIA's compiler turns the ushort8 max into 8 scalar max.u16 and the
@@ -656,13 +674,7 @@ void pool2d_max(__global const qtype_t* restrict x, __global qtype_t* restrict y
                 int PT, int PB, int PL, int PR, int DH, int DW, int DIVISOR, int COUNT_INCLUDE_PAD, int ZP)
 {
     Q16_PROLOGUE
-    const int aligned = C % 16 == 0;
-    uint4 tap[Q16_TAPS];
-    if (aligned) {
-        Q16_LOAD_WINDOW(Q16_ALIGNED_LOAD)
-    } else {
-        Q16_LOAD_WINDOW(q16_load_any(x, p, nvalid))
-    }
+    Q16_WINDOW_TAPS
     uint4 ev = (uint4)0, od = (uint4)0; /* 0: below every unsigned byte */
     _Pragma("unroll") for (int u = 0; u < Q16_TAPS; ++u) {
         const uint4 w = tap[u] ^ Q16_FLIP;
@@ -670,10 +682,7 @@ void pool2d_max(__global const qtype_t* restrict x, __global qtype_t* restrict y
         od = q16_max_lanes(od, (w >> 8) & Q16_LO);
     }
     const uint4 out = (ev | (od << 8)) ^ Q16_FLIP;
-    if (aligned)
-        *(__global uint4*)(y + obase) = out;
-    else
-        q16_store_any(y, obase, nvalid, out);
+    q16_store(y, obase, nvalid, aligned, out);
 }
 
 /* round_half_even(s / d) on 8 lanes for |s| < 2^20, inv = 1 / d: QDIV_ROUND_EVEN's fast path */
@@ -690,13 +699,7 @@ void pool2d_avg(__global const qtype_t* restrict x, __global qtype_t* restrict y
                 int PT, int PB, int PL, int PR, int DH, int DW, int DIVISOR, int COUNT_INCLUDE_PAD, int ZP)
 {
     Q16_PROLOGUE
-    const int aligned = C % 16 == 0;
-    uint4 tap[Q16_TAPS];
-    if (aligned) {
-        Q16_LOAD_WINDOW(Q16_ALIGNED_LOAD)
-    } else {
-        Q16_LOAD_WINDOW(q16_load_any(x, p, nvalid))
-    }
+    Q16_WINDOW_TAPS
     int rows_in = 0, rows_pad = 0, cols_in = 0, cols_pad = 0;
     _Pragma("unroll") for (int kw = 0; kw < POOL_KW; ++kw) {
         const int iw = w0 + kw;
@@ -729,10 +732,7 @@ void pool2d_avg(__global const qtype_t* restrict x, __global qtype_t* restrict y
     v.even = HAL_CAT(HAL_CAT(convert_, QTYPE_(8)), _sat)(qe);
     v.odd = HAL_CAT(HAL_CAT(convert_, QTYPE_(8)), _sat)(qo);
     const uint4 out = as_uint4(v);
-    if (aligned)
-        *(__global uint4*)(y + obase) = out;
-    else
-        q16_store_any(y, obase, nvalid, out);
+    q16_store(y, obase, nvalid, aligned, out);
 }
 
 #else
