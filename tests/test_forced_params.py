@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
 import pytest
@@ -149,22 +149,29 @@ def test_opencl_pool_paths_write_only_their_outputs(device, path, window):
 
 
 @contextlib.contextmanager
-def built_paths(device: hal.Device) -> Iterator[list[int]]:
-    """The LOCAL_TILE of every pool2d.cl / qpool2d.cl kernel the OpenCL launcher asks for, in order."""
+def _kernels_built(device: hal.Device, files: tuple[str, ...], pick: Callable[[Mapping[str, int]], int]
+                   ) -> Iterator[list[int]]:
+    """pick(defines) of every kernel from `files` the OpenCL launcher asks for, in order (a launch
+    planned before, with the same spec and parameters, asks for none)."""
     backend = device.backend
     original = backend._kernel
-    paths: list[int] = []
+    seen: list[int] = []
 
     def spy(file: str, name: str, defines: Mapping[str, int], local: int) -> object:
-        if file in ("pool2d.cl", "qpool2d.cl"):
-            paths.append(defines["LOCAL_TILE"])
+        if file in files:
+            seen.append(pick(defines))
         return original(file, name, defines, local)
 
     backend._kernel = spy
     try:
-        yield paths
+        yield seen
     finally:
         del backend._kernel
+
+
+def built_paths(device: hal.Device) -> contextlib.AbstractContextManager[list[int]]:
+    """The LOCAL_TILE of every pool2d.cl / qpool2d.cl kernel the OpenCL launcher asks for, in order."""
+    return _kernels_built(device, ("pool2d.cl", "qpool2d.cl"), lambda d: d["LOCAL_TILE"])
 
 
 def _pool_case(kind: str, extra: Mapping[str, object], x: np.ndarray, x_avg: np.ndarray,
@@ -440,24 +447,9 @@ def test_opencl_quantized_nhwc_paths(device, dtype, vec, fixed):
                 np.testing.assert_array_equal(y.numpy(), want, err_msg=label)
 
 
-@contextlib.contextmanager
-def built_q16(device: hal.Device) -> Iterator[list[int]]:
-    """QPOOL_VEC16 (0 when absent) of every qpool2d.cl kernel the OpenCL launcher asks for, in order
-    (a launch planned before, with the same spec and parameters, asks for none)."""
-    backend = device.backend
-    original = backend._kernel
-    built: list[int] = []
-
-    def spy(file: str, name: str, defines: Mapping[str, int], local: int) -> object:
-        if file == "qpool2d.cl":
-            built.append(defines.get("QPOOL_VEC16", 0))
-        return original(file, name, defines, local)
-
-    backend._kernel = spy
-    try:
-        yield built
-    finally:
-        del backend._kernel
+def built_q16(device: hal.Device) -> contextlib.AbstractContextManager[list[int]]:
+    """QPOOL_VEC16 (0 when absent) of every qpool2d.cl kernel the OpenCL launcher asks for, in order."""
+    return _kernels_built(device, ("qpool2d.cl",), lambda d: d.get("QPOOL_VEC16", 0))
 
 
 @pytest.mark.parametrize("dtype", ["int8", "uint8"])
