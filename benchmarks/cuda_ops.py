@@ -9,6 +9,9 @@ and FLOP counts: each input read once, each output written once; conv counts 2*M
   (GPU time per call, launch overhead hidden when the GPU is the bottleneck), and
   ``call`` = one call between two events after a synchronize, median of 50 (as the
   baseline file does: includes the host's launch overhead when it exceeds nothing),
+* ``queued`` (a second table): the same calls enqueued behind a sleeping kernel, so the GPU
+  runs them back to back whatever the host's launch cost (where one call's host time
+  exceeds its GPU time, b2b measures the host), with the host's enqueue time per call,
 * warm-up first; inputs rotate among several sets so that together they exceed 3x the
   L2 (no call finds its input in L2 from the previous call),
 * hal's output checked against PyTorch's on the same input before timing,
@@ -248,6 +251,42 @@ def time_b2b(torch: Any, fn: Callable[[int], Any], reps: int = 15, inner: int = 
     return float(np.median(out))
 
 
+_SLEEP_CYCLES = [1 << 21]  # grown until the host queues 20 calls inside the sleep
+
+
+def time_queued(torch: Any, fn: Callable[[int], Any], reps: int = 15, inner: int = 20) -> tuple[float, float]:
+    """(median GPU ms per call, median host µs per call) of ``inner`` calls queued behind a
+    sleeping kernel: the host enqueues all of them while the GPU sleeps, so the GPU runs
+    them back to back without waiting for the host (``b2b`` does wait where one call's host
+    time exceeds its GPU time), and the host's enqueue time is the launch path's own cost.
+    hal's stream is a blocking stream, ordered with PyTorch's legacy default stream."""
+    for i in range(5):
+        fn(i)
+    torch.cuda.synchronize()
+    gpu, host = [], []
+    for r in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s0, s1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s0.record()
+        torch.cuda._sleep(_SLEEP_CYCLES[0])
+        s1.record()
+        a.record()
+        t0 = time.perf_counter()
+        for i in range(inner):
+            fn(r * inner + i)
+        t1 = time.perf_counter()
+        b.record()
+        b.synchronize()
+        if (t1 - t0) * 1e3 > 0.8 * s0.elapsed_time(s1):  # the GPU may have waited: sleep longer, repeat
+            _SLEEP_CYCLES[0] *= 2
+            continue
+        gpu.append(a.elapsed_time(b) / inner)
+        host.append((t1 - t0) * 1e6 / inner)
+    if not gpu:
+        return float("nan"), float("nan")
+    return float(np.median(gpu)), float(np.median(host))
+
+
 def time_call(torch: Any, fn: Callable[[int], Any], iters: int = 50) -> float:
     """Median ms of one call between two events after a synchronize (the baseline file's method)."""
     for i in range(10):
@@ -276,19 +315,21 @@ def copy_bandwidth(torch: Any, dtype: str) -> tuple[float, float]:
     return ms, nbytes / ms / 1e6
 
 
-def same_size_copy_ms(torch: Any, nbytes: float) -> float:
+def same_size_copy_ms(torch: Any, nbytes: float) -> tuple[float, float]:
     """b2b ms of a PyTorch device-to-device copy moving ``nbytes`` (half read, half written),
     inputs rotated past the L2 as the cases' are: the ceiling a kernel of that size meets,
-    launch gaps and ramp-up included (informative; the targets use the 2**28 copy)."""
+    launch gaps and ramp-up included (informative; the targets use the 2**28 copy); with
+    its ``time_queued`` GPU time beside: (b2b ms, queued ms)."""
     n = max(1, int(nbytes / 2) // 4)
     sets = nsets_for(nbytes)
     src = [torch.randn(n, device="cuda") for _ in range(sets)]
     dst = [torch.empty_like(t) for t in src]
     ms = time_b2b(torch, lambda i: dst[i % sets].copy_(src[i % sets]))
+    queued, _ = time_queued(torch, lambda i: dst[i % sets].copy_(src[i % sets]))
     src.clear()
     dst.clear()
     torch.cuda.empty_cache()
-    return ms
+    return ms, queued
 
 
 # ----------------------------------------------------------------------------------
@@ -524,7 +565,7 @@ def main(argv: list[str] | None = None) -> int:
     copy = {dt: copy_bandwidth(torch, dt) for dt in ("float32", "float16")}
     print(f"copy bandwidth: float32 {copy['float32'][1]:.0f} GB/s, float16 {copy['float16'][1]:.0f} GB/s", flush=True)
     rows: list[dict[str, Any]] = []
-    size_copy: dict[float, float] = {}
+    size_copy: dict[float, tuple[float, float]] = {}
     for case in cases:
         try:
             hal, ref, check, spec = SETUPS[case.family](torch, F, be, case)
@@ -550,18 +591,22 @@ def main(argv: list[str] | None = None) -> int:
         best = (min(good, key=lambda t: t["b2b_ms"]) if args.sweep else
                 (timings[0] if timings[0] in good else None)) if good else None
         torch_b2b = time_b2b(torch, ref)
+        torch_q, torch_host = time_queued(torch, ref)
         if case.nbytes not in size_copy:
             size_copy[case.nbytes] = same_size_copy_ms(torch, case.nbytes)
         row: dict[str, Any] = {
             "case": case.name, "dtype": case.dtype, "family": case.family, "layout": case.layout,
             "bytes": case.nbytes, "flops": case.flops, "candidates": timings, "torch_b2b_ms": torch_b2b,
+            "torch_queued_ms": torch_q, "torch_host_us": torch_host,
             "copy_GBps": copy[case.dtype][1], "key": table_key(case), "level": resolved.level,
-            "same_size_copy_ms": size_copy[case.nbytes],
+            "same_size_copy_ms": size_copy[case.nbytes][0],
+            "same_size_copy_queued_ms": size_copy[case.nbytes][1],
             "default_b2b_ms": timings[1]["b2b_ms"] if served and len(timings) > 1 else timings[0]["b2b_ms"],
         }
         if best is not None:
             row["params"] = best["params"]
             row["hal_b2b_ms"] = best["b2b_ms"]
+            row["hal_queued_ms"], row["hal_host_us"] = time_queued(torch, lambda i, p=best["params"], h=hal: h(i, p))
             if not args.no_torch_call:
                 row["hal_call_ms"] = time_call(torch, lambda i, p=best["params"], h=hal: h(i, p))
         if not args.no_torch_call:
@@ -601,6 +646,17 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['torch_b2b_ms']:8.4f} {r['torch_b2b_ms'] / ms:7.2f} {r.get('hal_call_ms', float('nan')):8.4f} "
               f"{r.get('torch_call_ms', float('nan')):8.4f} {r['default_b2b_ms']:8.4f} "
               f"{100 * r['same_size_copy_ms'] / ms:6.1f} {r['level']}")
+    print()
+    print("queued: the same calls enqueued behind a sleeping kernel (GPU time per call without host waits; "
+          "host µs: the launch path's enqueue time per call)")
+    print(f"{'case':42s} {'dtype':7s} {'hal b2b':>8s} {'hal q':>8s} {'%copy q':>7s} {'host µs':>7s} "
+          f"{'tch b2b':>8s} {'tch q':>8s} {'tch µs':>7s} {'x tch q':>7s} {'%szcp q':>7s}")
+    for r in rows:
+        q = r.get("hal_queued_ms", float("nan"))
+        print(f"{r['case']:42s} {r['dtype']:7s} {r.get('hal_b2b_ms', float('nan')):8.4f} {q:8.4f} "
+              f"{100 * r['bytes'] / q / 1e6 / r['copy_GBps']:7.1f} {r.get('hal_host_us', float('nan')):7.1f} "
+              f"{r['torch_b2b_ms']:8.4f} {r['torch_queued_ms']:8.4f} {r['torch_host_us']:7.1f} "
+              f"{r['torch_queued_ms'] / q:7.2f} {100 * r['same_size_copy_queued_ms'] / q:7.1f}")
     return 0
 
 
