@@ -818,13 +818,16 @@ class OpenCLBackend(Backend):
         """The command queue commands go to now."""
         return self._queue
 
-    def time_launches(self, launch: Callable[[], None], repeats: int, warmup: int = 2) -> list[float]:
+    def time_launches(
+        self, launch: Callable[[], None], repeats: int, warmup: int = 2, *, queued: bool = False
+    ) -> list[float]:
         """Device seconds of each of ``repeats`` calls of ``launch``, from OpenCL profiling events.
 
         Each figure runs from the start of the first command ``launch`` enqueued to the
         end of its last one (gaps between a multi-kernel op's launches included), on a
         profiling-enabled queue; host timing around a finish serves calls that enqueue
-        nothing this backend sees.
+        nothing this backend sees. ``queued`` changes nothing: profiling events already
+        time the commands, not the host.
         """
         times = []
         for commands, host in self._profiled(launch, repeats, warmup):

@@ -8,7 +8,9 @@ they time:
   each launch (one op call: for training three kernels and a workspace lookup), median of
   30;
 * ``b2b``: `cuda_ops.py` records one event pair around 20 calls back to back, median of
-  15 such batches.
+  15 such batches;
+* ``queued`` (session 16, what `hal tune` now uses): per-launch event pairs enqueued behind
+  a spinning kernel (``time_launches(queued=True)``), so the GPU never waits for the host.
 
 Both rotate among copies of the input so that together they exceed the L2. This script
 times the same parameter sets both ways, interleaved, on the tuner's own problems
@@ -40,6 +42,10 @@ CASES: list[tuple[str, str, str, list[dict[str, int]]]] = [
     ("bn train", "float32", "NCHW", [{}, {"BN_THREADS": 256, "BN_UNROLL": 8, "BN_L2_HINT": 1},
                                       {"BN_THREADS": 128, "BN_BLOCKS_PER_SM": 8}]),
     ("maxpool3x3s2p1", "float32", "NCHW", [{}]),
+    # kernels of 10-20 µs, whose host time per call exceeds their GPU time (session 16)
+    ("maxpool2x2s2", "float16", "NCHW", [{}, {"POOL_ROWS": 0}]),
+    ("globalavgpool", "float16", "NHWC", [{}]),
+    ("bn infer", "float16", "NCHW", [{}]),
 ]
 
 
@@ -90,15 +96,17 @@ def main() -> None:
             def call(launches: Any = cycle) -> None:
                 next(launches)()
 
-            per_launch, b2b = [], []
+            per_launch, queued, b2b = [], [], []
             for _ in range(3):  # interleaved rounds
                 per_launch.append(statistics.median(backend.time_launches(call, 30)) * 1e3)
+                queued.append(statistics.median(backend.time_launches(call, 30, queued=True)) * 1e3)
                 b2b.append(statistics.median(batch(call) for _ in range(15)))
             row = {"case": f"{name} {dtype} {layout}", "params": params or "served", "per_launch_ms": min(per_launch),
-                   "b2b_ms": min(b2b), "copies": copies}
+                   "queued_ms": min(queued), "b2b_ms": min(b2b), "copies": copies}
             rows.append(row)
             print(f"{row['case']:32s} {row['params']!s:70s} per-launch {row['per_launch_ms']:.4f} ms  "
-                  f"b2b {row['b2b_ms']:.4f} ms  ratio {row['per_launch_ms'] / row['b2b_ms']:.2f}", flush=True)
+                  f"queued {row['queued_ms']:.4f} ms  b2b {row['b2b_ms']:.4f} ms  "
+                  f"ratio {row['per_launch_ms'] / row['b2b_ms']:.2f}", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -4,6 +4,10 @@
 //
 // eltwise_relu(x, y, COUNT): y = x < 0 ? 0 : x (NaN stays NaN, as torch.relu); x and y
 // may be the same buffer. 16-byte vectors when both are 16-byte aligned, grid-stride.
+//
+// hal_spin(NS): one thread busy-waits NS nanoseconds of the GPU's global timer. Not an op:
+// CudaBackend.time_launches queues it ahead of the launches it times, so that the host has
+// enqueued them all before the GPU reaches them (no idle gaps inside the event pairs).
 #include "hal_prelude.cuh"
 
 #ifndef ELT_THREADS
@@ -28,4 +32,12 @@ extern "C" __global__ void __launch_bounds__(ELT_THREADS) eltwise_relu(const act
     } else {
         for (long long i = t0; i < COUNT; i += stride) st_act(y + i, relu_f(ld_act(x + i)));
     }
+}
+
+extern "C" __global__ void hal_spin(long long NS) {
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while ((long long)(t - t0) < NS);
 }

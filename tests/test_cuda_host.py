@@ -548,3 +548,47 @@ def test_cuda_pipelined_depthwise_plans_without_a_gpu():
     finally:
         be.force_generic = False
     assert _SCHEMAS["conv2d"].defaults()["DW_PIPE"] == 0
+
+
+def test_cuda_time_launches_queues_the_calls_behind_a_spin():
+    """Without a GPU: ``queued=True`` enqueues ``hal_spin`` before the first event pair, for at
+    least the host time the enqueues take (from the fastest warm-up call), and still one
+    event pair around each call; without it nothing is enqueued ahead."""
+    import contextlib
+    import time
+
+    from hal.backends.cuda import CudaBackend
+
+    log: list[object] = []
+
+    class Event:
+        def record(self, stream: object) -> None:
+            log.append("event")
+
+        def synchronize(self) -> None:
+            pass
+
+        def time_since(self, other: object) -> float:
+            return 0.02
+
+    backend = CudaBackend.__new__(CudaBackend)
+    backend._drv, backend._stream = type("Drv", (), {"Event": Event})(), object()
+    backend._active = contextlib.nullcontext  # type: ignore[method-assign]
+    backend.synchronize = lambda: log.append("sync")  # type: ignore[method-assign]
+    backend._run = lambda plan, buffers: log.append(plan)  # type: ignore[method-assign]
+
+    def launch() -> None:
+        time.sleep(0.002)  # 2 ms of host time a call
+        log.append("launch")
+
+    times = backend.time_launches(launch, repeats=5, warmup=2, queued=True)
+    assert times == [2e-5] * 5
+    spin_at = next(i for i, e in enumerate(log) if isinstance(e, tuple))
+    (spin,) = log[spin_at]
+    assert spin.kernel == "hal_spin" and spin.file == "eltwise.cu"
+    assert spin.args[0] >= 5 * 2_000_000, spin.args  # ns: covers the five calls' host time
+    assert log[:spin_at] == ["launch", "launch", "sync"]
+    assert log[spin_at + 1:] == ["event", "launch", "event"] * 5
+    log.clear()
+    backend.time_launches(launch, repeats=3, warmup=1)
+    assert log == ["launch"] + ["event", "launch", "event"] * 3
