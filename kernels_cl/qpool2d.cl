@@ -328,9 +328,38 @@ typedef int4 intH;
 #endif
 #define MASK01H(m) select((intH)0, (intH)1, (m))
 
-/* div_round_even on HV lanes */
-QDIV_ROUND_EVEN(div_round_even_h, intH, HAL_CAT(float, HV), HAL_CAT(convert_float, HV), HAL_CAT(convert_int, HV),
-                HAL_CAT(HAL_CAT(convert_int, HV), _sat_rte), any)
+/* The strips' averages, round_half_even(s / d) on HV lanes, with |s| <= 9 * 255 = 2295.
+ * A strip window's divisor is at most SK * SK = 9 taps, so d in 1 .. 9: integer only (the
+ * float path below spends five conversions and a reciprocal a lane, and conversions run at
+ * a quarter of the integer rate on NVIDIA). u = s + 4096 d >= 0 keeps floor(u / d) =
+ * floor(s / d) + 4096; floor(u / d) = mul_hi(u, QMAGIC9[d]), QMAGIC9[d] = ceil(2^32 / d), is
+ * exact for every u < 2^32 / d (u < 2^16 here; checked for u < 60000); d = 1 is u itself.
+ * Then r = u - q d, and 2 r - d picks floor, floor + 1, or on a tie the even one. */
+__constant uint QMAGIC9[10] = {0u,         0u,         2147483648u, 1431655766u, 1073741824u,
+                               858993460u, 715827883u, 613566757u,  536870912u,  477218589u};
+typedef HAL_CAT(float, HV) floatH;
+typedef HAL_CAT(uint, HV) uintH;
+#if HV == 2
+#define QMAGIC9_H(d) ((uintH)(QMAGIC9[(d).s0], QMAGIC9[(d).s1]))
+#else
+#define QMAGIC9_H(d) ((uintH)(QMAGIC9[(d).s0], QMAGIC9[(d).s1], QMAGIC9[(d).s2], QMAGIC9[(d).s3]))
+#endif
+inline intH strip_div_round_even9(intH s, intH d)
+{
+    const intH ub = s + (d << 12);
+    const uintH u = HAL_CAT(as_uint, HV)(ub);
+    const intH q = HAL_CAT(as_int, HV)(select(mul_hi(u, QMAGIC9_H(d)), u, d == 1));
+    const intH r2 = 2 * (ub - q * d) - d;
+    return q - 4096 + select((intH)0, (intH)1, (r2 > 0) | ((r2 == 0) & ((q & 1) != 0)));
+}
+/* the DIVISOR override (any size): QDIV_ROUND_EVEN's fast path, inv = 1 / DIVISOR once a
+ * work-item (within OpenCL's 2.5 ulp, the bound that path needs) */
+inline intH strip_div_round_even(intH s, intH d, floatH inv)
+{
+    const floatH t = HAL_CAT(convert_float, HV)(s) * inv;
+    const intH f = HAL_CAT(convert_int, HV)(floor(t));
+    return select(HAL_CAT(HAL_CAT(convert_int, HV), _rte)(t), f + (f & 1), 2 * s == (2 * f + 1) * d);
+}
 
 #define QSTRIP_PROLOGUE                                                                    \
     const int JV = CEIL_DIV(2 * OW, VEC);                                                  \
@@ -428,6 +457,7 @@ void pool2d_avg(__global const qtype_t* restrict x, __global qtype_t* restrict y
 #else
     QSTRIP_ROWS_LOAD(0, T0 + T1)
 #endif
+    const floatH inv_divisor = (floatH)(DIVISOR > 0 ? 1.0f / (float)DIVISOR : 1.0f);
     intH cols_in = (intH)0, cols_pad = (intH)0;
     for (int kw = 0; kw < SK; ++kw) {
         const intH iw = c0 + 2 * HLANES - POOL_PL + kw;
@@ -446,9 +476,10 @@ void pool2d_avg(__global const qtype_t* restrict x, __global qtype_t* restrict y
             rows_pad += (ih >= -PT && ih < IH + PB);
         }
         const intH taps = rows_in * cols_in;
-        const intH count = DIVISOR > 0 ? (intH)DIVISOR : (COUNT_INCLUDE_PAD ? rows_pad * cols_pad : taps);
-        qstrip_store(y, obase + (oh0 + r) * OW, nv, OW % HV == 0,
-                     div_round_even_h(sum - ZP * taps, max(count, (intH)1)) + ZP);
+        const intH s = sum - ZP * taps;
+        const intH q = DIVISOR > 0 ? strip_div_round_even(s, (intH)DIVISOR, inv_divisor)
+                                   : strip_div_round_even9(s, max(COUNT_INCLUDE_PAD ? rows_pad * cols_pad : taps, (intH)1));
+        qstrip_store(y, obase + (oh0 + r) * OW, nv, OW % HV == 0, q + ZP);
     }
 }
 

@@ -370,8 +370,9 @@ def test_opencl_half_raw(device, path, layout):
 def test_opencl_quantized_strip_path(device, dtype, path):
     """int8/uint8 row strips (qpool2d.cl, LOCAL_TILE=3), checked to be the path that ran,
     exactly against the quantized oracle: both windows, both left pads, ceil_mode, every
-    divisor rule, zero points across the range (saturation), widths that are multiples of
-    VEC with odd heights and output widths."""
+    divisor rule (overrides below and above the 9 taps the strips' reciprocal table holds),
+    zero points across the range (saturation), widths that are multiples of VEC with odd
+    heights and output widths."""
     _opencl(device)
     from dataclasses import replace
 
@@ -385,7 +386,7 @@ def test_opencl_quantized_strip_path(device, dtype, path):
         zp = int(rng.integers(info.min, info.max + 1))
         for k, pad, ceil in ((3, 1, False), (3, 1, True), (3, 0, True), (2, 0, False), (2, 1, True), (2, 0, True)):
             for kind, include_pad, divisor in (("max", True, None), ("avg", True, None), ("avg", False, None),
-                                               ("avg", True, 3)):
+                                               ("avg", True, 3), ("avg", False, 11)):
                 geom = TensorGeometry(*shape, "NCHW", np.dtype(dtype))
                 try:
                     spec = pool2d_spec(kind, geom, k, 2, pad, 1, ceil, include_pad, divisor, False)

@@ -137,3 +137,20 @@ def test_workspace_is_zero_up_to_every_size_asked_for() -> None:
     got = np.empty(whole // 4, np.int32)
     be.download(again, got)
     assert not got.any(), np.flatnonzero(got)
+
+
+def test_qpool2d_strip_division_table_is_exact():
+    """qpool2d.cl's QMAGIC9: floor(u / d) = (u * QMAGIC9[d]) >> 32 for d = 2 .. 9 and every u the
+    strips' averages reach (u = s + 4096 d < 2^16, |s| <= 2295), as its comment claims."""
+    import re
+    from pathlib import Path
+
+    src = (Path(__file__).resolve().parent.parent / "kernels_cl" / "qpool2d.cl").read_text()
+    body = re.search(r"QMAGIC9\[10\]\s*=\s*\{([^}]*)\}", src)
+    assert body, "QMAGIC9 not found in qpool2d.cl"
+    magic = [int(v.strip().rstrip("u")) for v in body.group(1).split(",")]
+    assert len(magic) == 10
+    u = np.arange(1 << 16, dtype=np.uint64)
+    for d in range(2, 10):
+        assert magic[d] < 1 << 32
+        assert np.array_equal((u * np.uint64(magic[d])) >> np.uint64(32), u // np.uint64(d)), d
