@@ -740,9 +740,10 @@ class CudaBackend(Backend):
             events = [(drv.Event(), drv.Event()) for _ in range(repeats)]
         if queued:
             self.synchronize()
-            # twice the host time the enqueues should take, plus 1 ms; at most 0.5 s
-            ns = int(min(0.5, 2.0 * repeats * (host_s + 20e-6) + 1e-3) * 1e9)
-            self._run(self._spin_plan(ns), {})
+            # twice the host time the enqueues should take, plus 1 ms, in whole ms (a few
+            # plans, reused); at most 0.5 s
+            ms = min(500, int(2e3 * repeats * (host_s + 20e-6)) + 2)
+            self._run(self._spin_plan(ms * 1_000_000), {})
         for start, end in events:
             with self._active():
                 start.record(self._stream)
@@ -755,9 +756,13 @@ class CudaBackend(Backend):
             return [end.time_since(start) / 1e3 for start, end in events]
 
     def _spin_plan(self, ns: int) -> tuple[Launch, ...]:
-        """One thread of ``hal_spin`` busy-waiting ``ns`` nanoseconds (see ``time_launches``)."""
-        defines = self.compile_defines("eltwise", np.dtype(np.float32), "NCHW", _SCHEMAS["eltwise"].defaults())
-        return (Launch("eltwise.cu", defines, "hal_spin", "q", (1, 1, 1), (1, 1, 1), 0, (int(ns),)),)
+        """One thread of ``hal_spin`` busy-waiting ``ns`` nanoseconds (see ``time_launches``);
+        kept per duration, so that the per-plan launch cache keeps one entry for each."""
+        def make() -> tuple[Launch, ...]:
+            defines = self.compile_defines("eltwise", np.dtype(np.float32), "NCHW", _SCHEMAS["eltwise"].defaults())
+            return (Launch("eltwise.cu", defines, "hal_spin", "q", (1, 1, 1), (1, 1, 1), 0, (int(ns),)),)
+
+        return self._planned(("hal_spin", int(ns)), make)
 
     def pointer(self, buffer: Buffer) -> int:
         """The device address of ``buffer`` (for ``__cuda_array_interface__``)."""

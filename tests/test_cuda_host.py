@@ -573,6 +573,7 @@ def test_cuda_time_launches_queues_the_calls_behind_a_spin():
 
     backend = CudaBackend.__new__(CudaBackend)
     backend._drv, backend._stream = type("Drv", (), {"Event": Event})(), object()
+    backend._plans = {}
     backend._active = contextlib.nullcontext  # type: ignore[method-assign]
     backend.synchronize = lambda: log.append("sync")  # type: ignore[method-assign]
     backend._run = lambda plan, buffers: log.append(plan)  # type: ignore[method-assign]
@@ -589,6 +590,7 @@ def test_cuda_time_launches_queues_the_calls_behind_a_spin():
     assert spin.args[0] >= 5 * 2_000_000, spin.args  # ns: covers the five calls' host time
     assert log[:spin_at] == ["launch", "launch", "sync"]
     assert log[spin_at + 1:] == ["event", "launch", "event"] * 5
+    assert spin.args[0] % 1_000_000 == 0 and backend._spin_plan(spin.args[0]) is log[spin_at]  # one plan a duration
     log.clear()
     backend.time_launches(launch, repeats=3, warmup=1)
     assert log == ["launch"] + ["event", "launch", "event"] * 3
