@@ -740,7 +740,7 @@ class CudaBackend(Backend):
             events = [(drv.Event(), drv.Event()) for _ in range(repeats)]
         if queued:
             self.synchronize()
-            # twice the host time the enqueues should take, plus 1 ms, in whole ms (a few
+            # twice the host time the enqueues should take, plus 1-2 ms, in whole ms (a few
             # plans, reused); at most 0.5 s
             ms = min(500, int(2e3 * repeats * (host_s + 20e-6)) + 2)
             self._run(self._spin_plan(ms * 1_000_000), {})
