@@ -26,6 +26,7 @@ import os
 import struct
 import threading
 import time
+import types
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -442,6 +443,86 @@ def _libcuda() -> Any:
     return lib
 
 
+#: set to 0 to launch without programmatic dependent launch (see ``CudaBackend.pdl``)
+PDL_ENV = "HAL_CUDA_PDL"
+_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
+_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+
+
+@functools.lru_cache(maxsize=1)
+def pdl_structs() -> types.SimpleNamespace:
+    """The ctypes forms of CUlaunchConfig and of the one CUlaunchAttribute hal passes
+    (programmatic stream serialization allowed), for ``cuLaunchKernelEx``."""
+    import ctypes
+
+    class Attribute(ctypes.Structure):  # CUlaunchAttribute: id, pad to 8, a 64-byte union
+        _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_int * 16)]
+
+    class Config(ctypes.Structure):  # CUlaunchConfig
+        _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared", ctypes.c_uint),
+                    ("stream", ctypes.c_void_p), ("attrs", ctypes.POINTER(Attribute)), ("num_attrs", ctypes.c_uint)]
+
+    attr = Attribute()
+    attr.id = _CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    attr.value[0] = 1  # programmaticStreamSerializationAllowed
+    return types.SimpleNamespace(ctypes=ctypes, Config=Config, attr=attr)
+
+
+@functools.lru_cache(maxsize=1)
+def _pdl_api() -> types.SimpleNamespace | None:
+    """``pdl_structs`` with the driver (``lib``: cuLaunchKernelEx and the module calls,
+    through ctypes, since PyCUDA's launch takes no launch attributes and keeps its function
+    handles to itself), or None where the driver lacks cuLaunchKernelEx (before CUDA 12.0)."""
+    import ctypes
+
+    lib = _libcuda()
+    if lib is None or not hasattr(lib, "cuLaunchKernelEx"):
+        return None
+    lib.cuLaunchKernelEx.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    lib.cuLaunchKernelEx.restype = ctypes.c_int
+    for name in ("cuModuleLoadData", "cuModuleGetFunction", "cuFuncSetAttribute"):
+        getattr(lib, name).restype = ctypes.c_int
+    return types.SimpleNamespace(lib=lib, **vars(pdl_structs()))
+
+
+class PdlLaunch:
+    """One launch of a plan through cuLaunchKernelEx with programmatic stream serialization.
+
+    The configuration is built once; each call packs the arguments into this launch's own
+    buffer (as PyCUDA packs them: ``struct`` with the plan's format) and passes it through
+    ``extra``, under a lock, since the driver reads the buffer during the call only."""
+
+    __slots__ = ("_api", "_buf", "_call", "_cfg", "_extra", "_func", "_lock", "_size", "_struct", "kernel")
+
+    def __init__(self, api: Any, func: int, launch: Launch, stream: int) -> None:
+        ct = api.ctypes
+        self._api = api
+        self.kernel = launch.kernel
+        cfg = api.Config()
+        cfg.grid[:] = launch.grid
+        cfg.block[:] = launch.block
+        cfg.shared = launch.shared
+        cfg.stream = stream
+        cfg.attrs = ct.pointer(api.attr)
+        cfg.num_attrs = 1
+        self._cfg = cfg
+        self._struct = struct.Struct(launch.fmt)
+        self._buf = ct.create_string_buffer(max(1, self._struct.size))
+        self._size = ct.c_size_t(self._struct.size)
+        # CU_LAUNCH_PARAM_BUFFER_POINTER, buf, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END
+        self._extra = (ct.c_void_p * 5)(1, ct.addressof(self._buf), 2, ct.addressof(self._size), None)
+        self._func = ct.c_void_p(func)
+        self._call = api.lib.cuLaunchKernelEx
+        self._lock = threading.Lock()
+
+    def __call__(self, args: Sequence[object]) -> None:
+        with self._lock:
+            self._struct.pack_into(self._buf, 0, *args)
+            status = self._call(self._api.ctypes.byref(self._cfg), self._func, None, self._extra)
+        if status != 0:
+            raise HalError(f"cuLaunchKernelEx of {self.kernel} failed (CUresult {status})")
+
+
 def _load_pack() -> tuple[Callable[..., bytes] | None, bool]:
     try:
         from pycuda._pvt_struct import pack  # what prepared_async_call packs arguments with
@@ -610,6 +691,12 @@ class CudaBackend(Backend):
         self._modules: dict[tuple[str, tuple[tuple[str, int], ...]], Any] = {}
         self._functions: dict[tuple[str, tuple[tuple[str, int], ...], str], Any] = {}
         self._plan_fns: dict[int, tuple[tuple[Launch, ...], tuple[Any, ...], bool]] = {}
+        #: programmatic dependent launch: on sm_90+ where the driver has cuLaunchKernelEx,
+        #: unless HAL_CUDA_PDL=0 (docs/backend-cuda.md, "Programmatic dependent launch")
+        self.pdl = major >= 9 and os.environ.get(PDL_ENV, "1") != "0" and _pdl_api() is not None
+        self._cubins: dict[tuple[str, tuple[tuple[str, int], ...]], bytes] = {}
+        self._pdl_modules: dict[tuple[str, tuple[tuple[str, int], ...]], int] = {}
+        self._pdl_funcs: dict[tuple[str, tuple[tuple[str, int], ...], str], list[int]] = {}
         self._workspace: dict[str, CudaBuffer] = {}
         #: tests only: use the contract entry points (one thread per output) everywhere
         self.force_generic = False
@@ -860,6 +947,8 @@ class CudaBackend(Backend):
             include = str(resources.kernel_dir(self.kernel_folder))
             full = [*self.compile_options(defines), f"-arch={self._arch}", f"-I{include}"]
             raise KernelCompileError("cuda", file, defines, full, log) from exc
+        if self.pdl:
+            self._cubins[(file, tuple(sorted(defines.items())))] = cubin
         with self._active():
             return drv.module_from_buffer(cubin)
 
@@ -878,6 +967,8 @@ class CudaBackend(Backend):
                 module = self._drv.module_from_buffer(cubin)
             with self._lock:
                 self._modules.setdefault(key, module)
+                if self.pdl:
+                    self._cubins.setdefault(key, cubin)
             loaded += 1
         return loaded
 
@@ -960,14 +1051,58 @@ class CudaBackend(Backend):
             fn.hal_max_shared = launch.shared
         return fn
 
+    def _pdl_function(self, launch: Launch) -> int:
+        """The driver's handle (CUfunction) of ``launch``'s kernel, from a module loaded
+        through ctypes from the same cubin as PyCUDA's (whose handle PyCUDA keeps to itself),
+        with the launch's dynamic shared memory allowed."""
+        api = _pdl_api()
+        assert api is not None  # self.pdl is only set where it is not
+        ct = api.ctypes
+        mkey = (launch.file, launch.defines)
+        fkey = (launch.file, launch.defines, launch.kernel)
+        with self._lock:
+            entry = self._pdl_funcs.get(fkey)
+            if entry is None:
+                module = self._pdl_modules.get(mkey)
+                if module is None:
+                    cubin = self._cubins.pop(mkey, None) or build_cubin(launch.file, dict(launch.defines), self._arch)
+                    handle = ct.c_void_p()
+                    with self._active():
+                        status = api.lib.cuModuleLoadData(ct.byref(handle), ct.c_char_p(cubin))
+                    if status != 0:
+                        raise HalError(f"{self.info.id}: cuModuleLoadData of {launch.file} failed (CUresult {status})")
+                    module = self._pdl_modules[mkey] = int(handle.value or 0)
+                func = ct.c_void_p()
+                with self._active():
+                    status = api.lib.cuModuleGetFunction(ct.byref(func), ct.c_void_p(module),
+                                                         launch.kernel.encode())
+                if status != 0:
+                    raise HalError(f"{self.info.id}: cuModuleGetFunction({launch.kernel}) failed (CUresult {status})")
+                entry = self._pdl_funcs[fkey] = [int(func.value or 0), self._smem_default]
+            if launch.shared > entry[1]:
+                with self._active():
+                    status = api.lib.cuFuncSetAttribute(ct.c_void_p(entry[0]),
+                                                        _CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                                        ct.c_int(launch.shared))
+                if status != 0:
+                    raise HalError(f"{self.info.id}: {launch.kernel}: {launch.shared} bytes of shared memory "
+                                   f"refused (CUresult {status})")
+                entry[1] = launch.shared
+            return entry[0]
+
     def _run(self, launches: tuple[Launch, ...], buffers: Mapping[str, Buffer | None]) -> None:
-        # the per-call path: functions cached per plan, one context push, PyCUDA's launch
+        # the per-call path: functions cached per plan, one context push, then either
+        # cuLaunchKernelEx with programmatic dependent launch (self.pdl) or PyCUDA's launch
         # primitive called directly where it has one (prepared_async_call re-checks its
         # arguments in Python on every call)
         hit = self._plan_fns.get(id(launches))
         if hit is None or hit[0] is not launches:
             fns = tuple(self._function(launch) for launch in launches)
             fast = _FAST_LAUNCH and all(hasattr(fn, "_launch_kernel") for fn in fns)
+            if self.pdl:
+                stream = int(self._stream.handle)
+                fns = tuple(PdlLaunch(_pdl_api(), self._pdl_function(launch), launch, stream)
+                            for launch in launches)
             hit = (launches, fns, fast)
             if len(self._plan_fns) > 4096:
                 self._plan_fns.clear()
@@ -977,7 +1112,9 @@ class CudaBackend(Backend):
         try:
             for launch, fn in zip(launches, fns, strict=True):
                 args = [_ptr(buffers.get(a)) if isinstance(a, str) else a for a in launch.args]
-                if fast:
+                if isinstance(fn, PdlLaunch):
+                    fn(args)
+                elif fast:
                     arg_buf = _pack_fn(fn.arg_format, *args)  # type: ignore[misc]
                     fn._launch_kernel(launch.grid, launch.block, arg_buf, launch.shared, self._stream)
                 else:

@@ -86,11 +86,13 @@ __device__ __forceinline__ void adaptive_direct(const act_t* __restrict__ x, act
 extern "C" __global__ void __launch_bounds__(ADAPT_THREADS)
     adaptive_pool2d_max(const act_t* __restrict__ x, act_t* __restrict__ y, long long* __restrict__ indices, int N,
                         int C, int IH, int IW, int OH, int OW) {
+    HAL_PDL_ENTRY();
     adaptive_direct<true>(x, y, indices, N, C, IH, IW, OH, OW);
 }
 extern "C" __global__ void __launch_bounds__(ADAPT_THREADS)
     adaptive_pool2d_avg(const act_t* __restrict__ x, act_t* __restrict__ y, long long* __restrict__ indices, int N,
                         int C, int IH, int IW, int OH, int OW) {
+    HAL_PDL_ENTRY();
     adaptive_direct<false>(x, y, indices, N, C, IH, IW, OH, OW);
 }
 
@@ -152,7 +154,7 @@ __device__ __forceinline__ void adaptive_vec(const act_t* __restrict__ x, act_t*
 #define ADAPT_VEC_KERNEL(NAME, OP, IDX)                                                                         \
     extern "C" __global__ void __launch_bounds__(ADAPT_THREADS)                                                 \
         NAME(const act_t* __restrict__ x, act_t* __restrict__ y, long long* __restrict__ indices, int N, int C, \
-             int IH, int IW, int OH, int OW) {                                                                  \
+             int IH, int IW, int OH, int OW) { HAL_PDL_ENTRY();                                                 \
         adaptive_vec<OP, IDX>(x, y, indices, N, C, IH, IW, OH, OW);                                             \
     }
 ADAPT_VEC_KERNEL(adaptive_pool2d_max_vec, WIN_MAX, false)
@@ -204,7 +206,7 @@ __device__ __forceinline__ void adaptive_gvec(const act_t* __restrict__ x, act_t
 }
 #define ADAPT_GVEC_KERNEL(NAME, OP)                                                                       \
     extern "C" __global__ void __launch_bounds__(ADAPT_THREADS)                                           \
-        NAME(const act_t* __restrict__ x, act_t* __restrict__ y, int N, int C, int HW) {                  \
+        NAME(const act_t* __restrict__ x, act_t* __restrict__ y, int N, int C, int HW) { HAL_PDL_ENTRY(); \
         adaptive_gvec<OP>(x, y, N, C, HW);                                                                \
     }
 ADAPT_GVEC_KERNEL(adaptive_pool2d_max_gvec, WIN_MAX)
@@ -213,7 +215,7 @@ ADAPT_GVEC_KERNEL(adaptive_pool2d_avg_gvec, WIN_AVG)
 // ---- NCHW tiles
 #define ADAPT_TILE_KERNEL(NAME, OP, IDX)                                                                     \
     extern "C" __global__ void __launch_bounds__(ADAPT_THREADS)                                              \
-        NAME(const act_t* __restrict__ x, act_t* __restrict__ y, long long* __restrict__ indices, WinParams p) { \
+        NAME(const act_t* __restrict__ x, act_t* __restrict__ y, long long* __restrict__ indices, WinParams p) { HAL_PDL_ENTRY(); \
         win_nchw<OP, true, IDX, 0, 0, 0, 0>(x, y, indices, nullptr, nullptr, p);                             \
     }
 ADAPT_TILE_KERNEL(adaptive_pool2d_max_tile, WIN_MAX, false)
@@ -303,7 +305,7 @@ __device__ __forceinline__ void adaptive_block(const act_t* __restrict__ x, act_
 #define ADAPT_BLOCK_KERNEL(NAME, OP, IDX)                                                                       \
     extern "C" __global__ void __launch_bounds__(ADAPT_THREADS)                                                 \
         NAME(const act_t* __restrict__ x, act_t* __restrict__ y, long long* __restrict__ indices, int N, int C, \
-             int IH, int IW, int OH, int OW) {                                                                  \
+             int IH, int IW, int OH, int OW) { HAL_PDL_ENTRY();                                                 \
         adaptive_block<OP, IDX>(x, y, indices, N, C, IH, IW, OH, OW);                                           \
     }
 ADAPT_BLOCK_KERNEL(adaptive_pool2d_max_block, WIN_MAX, false)
@@ -430,7 +432,7 @@ __device__ __forceinline__ void adaptive_vsplit(const act_t* __restrict__ x, act
 #define ADAPT_VSPLIT_KERNEL(NAME, OP, IDX)                                                                      \
     extern "C" __global__ void __launch_bounds__(ADAPT_THREADS, (IDX) ? 1 : ADAPT_VSPLIT_MINB)                  \
         NAME(const act_t* __restrict__ x, act_t* __restrict__ y, long long* __restrict__ indices, int N, int C, \
-             int IH, int IW, int OH, int OW) {                                                                  \
+             int IH, int IW, int OH, int OW) { HAL_PDL_ENTRY();                                                 \
         adaptive_vsplit<OP, IDX>(x, y, indices, N, C, IH, IW, OH, OW);                                          \
     }
 ADAPT_VSPLIT_KERNEL(adaptive_pool2d_max_vsplit, WIN_MAX, false)
@@ -575,9 +577,11 @@ __device__ __forceinline__ void adaptive_global_flat(const act_t* __restrict__ x
 
 extern "C" __global__ void __launch_bounds__(ADAPT_THREADS)
     adaptive_pool2d_avg_gflat(const act_t* __restrict__ x, act_t* __restrict__ y, int P, int HW) {
+    HAL_PDL_ENTRY();
     adaptive_global_flat<WIN_AVG>(x, y, P, HW);
 }
 extern "C" __global__ void __launch_bounds__(ADAPT_THREADS)
     adaptive_pool2d_max_gflat(const act_t* __restrict__ x, act_t* __restrict__ y, int P, int HW) {
+    HAL_PDL_ENTRY();
     adaptive_global_flat<WIN_MAX>(x, y, P, HW);
 }

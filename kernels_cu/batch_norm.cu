@@ -336,6 +336,7 @@ __device__ __forceinline__ void bn_stats(const act_t* __restrict__ x, int N, int
 extern "C" __global__ void __launch_bounds__(BN_THREADS, BN_MIN_BLOCKS)
     batch_norm_stats(const act_t* __restrict__ x, float* __restrict__ mean, float* __restrict__ var, int N, int C,
                      int HW, float* __restrict__ part, BnParams p) {
+    HAL_PDL_ENTRY();
     extern __shared__ __align__(16) float s_red[];
     // mean[c] receives the pivot K_c here; batch_norm_finalize reads it, merges the partial
     // statistics (of x - K_c) and writes the apply pass's centre there
@@ -354,6 +355,7 @@ extern "C" __global__ void __launch_bounds__(BN_THREADS)
                         const float* __restrict__ weight, const float* __restrict__ bias, float* running_mean,
                         float* running_var, float* __restrict__ scale, float* __restrict__ beta, int C, int slabs,
                         BnParams p) {
+    HAL_PDL_ENTRY();
     const int c = blockIdx.x;
     if (c >= C) return;
     Stat a{0.0f, 0.0f, 0.0f};
@@ -513,6 +515,7 @@ extern "C" __global__ void __launch_bounds__(BN_THREADS, BN_MIN_BLOCKS)
                         const float* __restrict__ running_mean, const float* __restrict__ running_var,
                         const float* __restrict__ weight, const float* __restrict__ bias, int N, int C, int HW,
                         BnParams p) {
+    HAL_PDL_ENTRY();
     if (p.vec)
         bn_apply<HAL_VEC>(x, y, mean, scale, beta, running_mean, running_var, weight, bias, N, C, HW, p);
     else
@@ -530,6 +533,7 @@ extern "C" __global__ void __launch_bounds__(BN_THREADS, BN_MIN_BLOCKS)
                             float* __restrict__ mean, float* __restrict__ var, const float* __restrict__ weight,
                             const float* __restrict__ bias, float* running_mean, float* running_var,
                             float* __restrict__ scale, float* __restrict__ beta, int N, int C, int HW, BnParams p) {
+    HAL_PDL_ENTRY();
     __shared__ float s_aff[3];
     const NchwRange r = p.vec ? nchw_range<HAL_VEC>(N, C, HW, p) : nchw_range<1>(N, C, HW, p);
     const int c = r.c;
@@ -668,6 +672,7 @@ extern "C" __global__ void __launch_bounds__(BN_THREADS, BN_INFER_MINB)
     batch_norm_infer_flat(const act_t* __restrict__ x, act_t* __restrict__ y, const float* __restrict__ running_mean,
                           const float* __restrict__ running_var, const float* __restrict__ weight,
                           const float* __restrict__ bias, BnFlat p) {
+    HAL_PDL_ENTRY();
     extern __shared__ __align__(16) float s_tab[];  // [3][C]: mean, scale, shift
     float* s_m = s_tab;
     float* s_s = s_tab + p.C;
@@ -728,6 +733,7 @@ extern "C" __global__ void __launch_bounds__(BN_THREADS, BN_REG_MINB)
     batch_norm_infer_flat_reg(const act_t* __restrict__ x, act_t* __restrict__ y,
                               const float* __restrict__ running_mean, const float* __restrict__ running_var,
                               const float* __restrict__ weight, const float* __restrict__ bias, BnFlat p) {
+    HAL_PDL_ENTRY();
     const int c0 = (int)(threadIdx.x % p.fa.d) * HAL_VEC;  // fa.d = C / HAL_VEC divides blockDim.x
     float m[HAL_VEC], s[HAL_VEC], b[HAL_VEC];
     auto setup = [&]() {
@@ -751,6 +757,7 @@ extern "C" __global__ void __launch_bounds__(BN_THREADS, BN_REG_MINB)
 extern "C" __global__ void __launch_bounds__(BN_THREADS)
     batch_norm_apply(const act_t* __restrict__ x, act_t* __restrict__ y, const float* __restrict__ scale,
                      const float* __restrict__ shift, int N, int C, int HW) {
+    HAL_PDL_ENTRY();
     const long long total = (long long)N * C * HW;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += (long long)gridDim.x * blockDim.x) {

@@ -54,6 +54,7 @@ extern "C" __global__ void __launch_bounds__(CONV_THREADS, CONV_MINB)
     conv2d(const act_t* __restrict__ x, const act_t* __restrict__ w, const float* __restrict__ bias,
            act_t* __restrict__ y, int N, int CI, int IH, int IW, int CO, int OH, int OW, int KH, int KW, int SH, int SW,
            int PT, int PL, int DH, int DW, int G) {
+    HAL_PDL_ENTRY();
     const long long total = (long long)N * CO * OH * OW;
     const int cig = CI / G, cog = CO / G;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
@@ -112,11 +113,13 @@ extern "C" __global__ void __launch_bounds__(CONV_THREADS, CONV_MINB)
 extern "C" __global__ void __launch_bounds__(CONV_THREADS, CONV_MINB)
     conv2d_dw_tile_g(const act_t* __restrict__ x, const act_t* __restrict__ w, const float* __restrict__ bias,
                      act_t* __restrict__ y, WinParams p) {
+    HAL_PDL_ENTRY();
     DW_BODY(0, 0, 0, 0);
 }
 extern "C" __global__ void __launch_bounds__(CONV_THREADS, CONV_MINB)
     conv2d_dw_tile_k3s1(const act_t* __restrict__ x, const act_t* __restrict__ w, const float* __restrict__ bias,
                         act_t* __restrict__ y, WinParams p) {
+    HAL_PDL_ENTRY();
     DW_BODY(3, 3, 1, 1);
 }
 
@@ -179,6 +182,7 @@ extern "C" __global__ void __launch_bounds__(256, 2)
     conv2d_k3_simt(const act_t* __restrict__ x, const act_t* __restrict__ w, const float* __restrict__ bias,
                    act_t* __restrict__ y, int N, int CI, int IH, int IW, int CO, int OH, int OW, int PT, int PL,
                    int tiles_h, int tiles_w, int co_tiles) {
+    HAL_PDL_ENTRY();
     using namespace simt;
     extern __shared__ __align__(16) float smem_f[];
     int b = blockIdx.x;
@@ -460,6 +464,7 @@ extern "C" __global__ void __launch_bounds__(256, 2)
     conv2d_k3_tc(const __half* __restrict__ x, const __half* __restrict__ w, const float* __restrict__ bias,
                  __half* __restrict__ y, int N, int CI, int IH, int IW, int CO, int OH, int OW, int KH, int KW, int PT,
                  int PL, int tiles_h, int tiles_w) {
+    HAL_PDL_ENTRY();
     using namespace tc;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __half* s_w = reinterpret_cast<__half*>(smem_raw);
@@ -655,6 +660,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     conv2d_k3_tc_pipe(const __half* __restrict__ x, const __half* __restrict__ w, const float* __restrict__ bias,
                       __half* __restrict__ y, int N, int CI, int IH, int IW, int CO, int OH, int OW, int PT, int PL,
                       int tiles_h, int tiles_w) {
+    HAL_PDL_ENTRY();
     using namespace tcp;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __half* s_w = reinterpret_cast<__half*>(smem_raw);
@@ -902,6 +908,7 @@ __device__ __forceinline__ void tcw_copy16(void* smem, const void* gmem, bool va
 // weights [co][ci][taps] -> wp[co tile][chunk][tap][64 co][32 ci] (zero past C_in / C_out)
 extern "C" __global__ void __launch_bounds__(256) conv2d_tc_wprep(const __half* __restrict__ w, __half* __restrict__ wp,
                                                                   int CI, int CO, int taps, int nchunk, int total) {
+    HAL_PDL_ENTRY();
     using namespace tcw;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
         const int cil = i % KC, rest = i / KC;
@@ -1092,7 +1099,7 @@ __device__ __forceinline__ void tc_wide_body(unsigned char* smem_raw, const __ha
     extern "C" __global__ void __launch_bounds__(256, MINB)                                                           \
         NAME(const __half* __restrict__ x, const __half* __restrict__ wp, const float* __restrict__ bias,            \
              __half* __restrict__ y, int N, int CI, int IH, int IW, int CO, int OH, int OW, int PT, int PL,           \
-             int tiles_h, int tiles_w, int nchunk) {                                                                  \
+             int tiles_h, int tiles_w, int nchunk) { HAL_PDL_ENTRY();                                                 \
         extern __shared__ __align__(16) unsigned char smem_raw[];                                                     \
         tc_wide_body<K>(smem_raw, x, wp, bias, y, N, CI, IH, IW, CO, OH, OW, PT, PL, tiles_h, tiles_w, nchunk);      \
     }
@@ -1211,7 +1218,7 @@ __device__ __forceinline__ void dw_rows(const act_t* __restrict__ x, const act_t
 #define DW_ROWS_KERNEL(NAME, R)                                                                                  \
     extern "C" __global__ void __launch_bounds__(CONV_THREADS)                                                   \
         NAME(const act_t* __restrict__ x, const act_t* __restrict__ w, const float* __restrict__ bias,          \
-             act_t* __restrict__ y, DwRegParams p) {                                                             \
+             act_t* __restrict__ y, DwRegParams p) { HAL_PDL_ENTRY();                                            \
         if (p.PL > 0)                                                                                            \
             dw_rows<R, 1>(x, w, bias, y, p);                                                                     \
         else                                                                                                     \
@@ -1374,7 +1381,7 @@ __device__ __forceinline__ void dw_cols(const act_t* __restrict__ x, const act_t
 #define DW_COLS_KERNEL(NAME, M)                                                                                  \
     extern "C" __global__ void __launch_bounds__(CONV_THREADS)                                                   \
         NAME(const act_t* __restrict__ x, const act_t* __restrict__ w, const float* __restrict__ bias,          \
-             act_t* __restrict__ y, DwRegParams p) {                                                             \
+             act_t* __restrict__ y, DwRegParams p) { HAL_PDL_ENTRY();                                            \
         dw_cols<M>(x, w, bias, y, p);                                                                            \
     }
 DW_COLS_KERNEL(conv2d_dw_cols2_k3s1, 2)
@@ -1463,7 +1470,7 @@ __device__ __forceinline__ void dw_block(const act_t* __restrict__ x, const act_
 #define DW_BLOCK_KERNEL(NAME, M, R)                                                                              \
     extern "C" __global__ void __launch_bounds__(CONV_THREADS)                                                   \
         NAME(const act_t* __restrict__ x, const act_t* __restrict__ w, const float* __restrict__ bias,          \
-             act_t* __restrict__ y, DwRegParams p) {                                                             \
+             act_t* __restrict__ y, DwRegParams p) { HAL_PDL_ENTRY();                                            \
         dw_block<M, R>(x, w, bias, y, p);                                                                        \
     }
 DW_BLOCK_KERNEL(conv2d_dw_cols2r4_k3s1, 2, 4)
@@ -1612,7 +1619,7 @@ __device__ __forceinline__ void dw_pipe(unsigned char* smem, const act_t* __rest
     extern "C" __global__ void __launch_bounds__(dwp::THREADS, MINB)                                             \
         NAME(const act_t* __restrict__ x, const act_t* __restrict__ w, const float* __restrict__ bias,          \
              act_t* __restrict__ y, int N, int C, int IH, int IW, int OH, int OW, int PT, int PL, int tiles_h,   \
-             int tiles_w) {                                                                                      \
+             int tiles_w) { HAL_PDL_ENTRY();                                                                     \
         extern __shared__ __align__(16) unsigned char smem_raw[];                                                \
         dw_pipe<TH, M>(smem_raw, x, w, bias, y, N, C, IH, IW, OH, OW, PT, PL, tiles_h, tiles_w);                 \
     }

@@ -17,6 +17,7 @@
 __device__ __forceinline__ float relu_f(float v) { return v < 0.0f ? 0.0f : v; }
 
 extern "C" __global__ void __launch_bounds__(ELT_THREADS) eltwise_relu(const act_t* x, act_t* y, long long COUNT) {
+    HAL_PDL_ENTRY();
     const long long stride = (long long)gridDim.x * blockDim.x;
     const long long t0 = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (aligned16(x) && aligned16(y)) {
@@ -35,6 +36,7 @@ extern "C" __global__ void __launch_bounds__(ELT_THREADS) eltwise_relu(const act
 }
 
 extern "C" __global__ void hal_spin(long long NS) {
+    HAL_PDL_ENTRY();
     unsigned long long t0, t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
     do {

@@ -43,6 +43,17 @@ typedef float act_t;
 
 #define HAL_NEG_INF (-__int_as_float(0x7f800000))
 
+// Programmatic dependent launch (sm_90+; the launcher adds the launch attribute, see
+// docs/backend-cuda.md): the first statement of every kernel. It waits until the kernel
+// ahead of it in the stream has finished and its writes are visible (so nothing may touch
+// global memory before it), then lets the next kernel launch, whose blocks then take SMs
+// during this kernel's tail instead of after it. Without the attribute both are no-ops.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define HAL_PDL_ENTRY() asm volatile("griddepcontrol.wait;\n\tgriddepcontrol.launch_dependents;" ::: "memory")
+#else
+#define HAL_PDL_ENTRY() ((void)0)
+#endif
+
 __device__ __forceinline__ float to_f(float v) { return v; }
 __device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
 

@@ -120,9 +120,11 @@ __device__ __forceinline__ void pool_direct(const act_t* __restrict__ x, act_t* 
     x, y, indices, N, C, IH, IW, OH, OW, KH, KW, SH, SW, PT, PB, PL, PR, DH, DW, DIVISOR, COUNT_INCLUDE_PAD
 
 extern "C" __global__ void __launch_bounds__(POOL_THREADS, POOL_MINB) pool2d_max(POOL_DIRECT_ARGS) {
+    HAL_PDL_ENTRY();
     pool_direct<true>(POOL_DIRECT_PASS);
 }
 extern "C" __global__ void __launch_bounds__(POOL_THREADS, POOL_MINB) pool2d_avg(POOL_DIRECT_ARGS) {
+    HAL_PDL_ENTRY();
     pool_direct<false>(POOL_DIRECT_PASS);
 }
 
@@ -137,7 +139,7 @@ extern "C" __global__ void __launch_bounds__(POOL_THREADS, POOL_MINB) pool2d_avg
 
 #define POOL_TILE_KERNEL(NAME, OP, IDX, KH_, KW_, SH_, SW_, MINB)                                          \
     extern "C" __global__ void __launch_bounds__(POOL_THREADS, MINB)                                                  \
-        NAME(const act_t* __restrict__ x, act_t* __restrict__ y, long long* __restrict__ indices, WinParams p) { \
+        NAME(const act_t* __restrict__ x, act_t* __restrict__ y, long long* __restrict__ indices, WinParams p) { HAL_PDL_ENTRY(); \
         POOL_TILE_BODY(OP, IDX, KH_, KW_, SH_, SW_);                                                       \
     }
 
@@ -287,7 +289,7 @@ __device__ __forceinline__ void pool_rows(const act_t* __restrict__ x, act_t* __
 
 #define POOL_ROWS_KERNEL(NAME, MAXP, K, R)                                                                      \
     extern "C" __global__ void __launch_bounds__(POOL_THREADS) NAME(const act_t* __restrict__ x,              \
-                                                                   act_t* __restrict__ y, RowParams p) { \
+                                                                   act_t* __restrict__ y, RowParams p) { HAL_PDL_ENTRY(); \
         if (p.PL > 0)                                                                                         \
             pool_rows<MAXP, K, R, 1>(x, y, p);                                                                \
         else                                                                                                  \
@@ -382,7 +384,7 @@ __device__ __forceinline__ void pool_ncols(const act_t* __restrict__ x, act_t* _
 
 #define POOL_NCOLS_KERNEL(NAME, MAXP, K, M)                                                        \
     extern "C" __global__ void __launch_bounds__(POOL_THREADS)                                     \
-        NAME(const act_t* __restrict__ x, act_t* __restrict__ y, NColParams p) {                  \
+        NAME(const act_t* __restrict__ x, act_t* __restrict__ y, NColParams p) { HAL_PDL_ENTRY(); \
         pool_ncols<MAXP, K, M>(x, y, p);                                                           \
     }
 POOL_NCOLS_KERNEL(pool2d_max_ncols2_k3s2, true, 3, 2)

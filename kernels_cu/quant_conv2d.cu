@@ -141,6 +141,7 @@ __device__ __forceinline__ bool qconv_narrow(int CI, int G, int KH, int KW) {
 }
 
 extern "C" __global__ void __launch_bounds__(QCONV_THREADS) qconv2d(QCONV_ARGS) {
+    HAL_PDL_ENTRY();
     if (qconv_narrow(CI, G, KH, KW))
         qconv_body<1, long long, int>(QCONV_PASS);
     else
@@ -148,6 +149,7 @@ extern "C" __global__ void __launch_bounds__(QCONV_THREADS) qconv2d(QCONV_ARGS) 
 }
 
 extern "C" __global__ void __launch_bounds__(QCONV_THREADS) qconv2d_co4(QCONV_ARGS) {
+    HAL_PDL_ENTRY();
     if (qconv_narrow(CI, G, KH, KW))
         qconv_body<4, int, int>(QCONV_PASS);
     else
@@ -231,6 +233,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
                   qy_t* __restrict__ y, const int* __restrict__ w_zp, const float* __restrict__ multiplier, int N,
                   int CI, int IH, int IW, int CO, int OH, int OW, int PT, int PL, int XZP, int YZP, int tiles_h,
                   int tiles_w) {
+    HAL_PDL_ENTRY();
     using namespace qtc;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     unsigned char* s_w = smem_raw;

@@ -190,6 +190,7 @@ __device__ __forceinline__ void qpool_max(QPOOL_ARGS) {
 }
 
 extern "C" __global__ void __launch_bounds__(QPOOL_THREADS) pool2d_max(QPOOL_ARGS) {
+    HAL_PDL_ENTRY();
     if ((long long)N * C * OH * OW < (1LL << 31))
         qpool_max<unsigned int>(QPOOL_PASS);
     else
@@ -218,6 +219,7 @@ __device__ __forceinline__ void qpool_avg(QPOOL_ARGS) {
 }
 
 extern "C" __global__ void __launch_bounds__(QPOOL_THREADS) pool2d_avg(QPOOL_ARGS) {
+    HAL_PDL_ENTRY();
     if ((long long)N * C * OH * OW < (1LL << 31))
         qpool_avg<unsigned int>(QPOOL_PASS);
     else
@@ -443,7 +445,7 @@ __device__ __forceinline__ void qrows(QPOOL_ARGS) {
 }
 
 #define QROWS_KERNEL(KIND, IS_MAX, NAME, WORDS, K, S)                                                \
-    extern "C" __global__ void QPOOL_FAST_BOUNDS pool2d_##KIND##_##NAME##_k##K##s##S(QPOOL_ARGS) {         \
+    extern "C" __global__ void QPOOL_FAST_BOUNDS pool2d_##KIND##_##NAME##_k##K##s##S(QPOOL_ARGS) { HAL_PDL_ENTRY(); \
         if ((long long)N * C * OH * OW < (1LL << 31))                                                    \
             qrows<K, S, WORDS, IS_MAX, unsigned int>(QPOOL_PASS);                                        \
         else                                                                                             \
@@ -551,7 +553,7 @@ __device__ __forceinline__ void qvec(QPOOL_ARGS) {
 }
 
 #define QVEC_KERNEL(KIND, IS_MAX, V, K, NAME)                                                      \
-    extern "C" __global__ void QPOOL_FAST_BOUNDS pool2d_##KIND##_vec##V##NAME(QPOOL_ARGS) {                      \
+    extern "C" __global__ void QPOOL_FAST_BOUNDS pool2d_##KIND##_vec##V##NAME(QPOOL_ARGS) { HAL_PDL_ENTRY();     \
         if ((long long)N * C * OH * OW < (1LL << 31))                                                    \
             qvec<V, K, IS_MAX, unsigned int>(QPOOL_PASS);                                                \
         else                                                                                             \

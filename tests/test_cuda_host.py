@@ -594,3 +594,49 @@ def test_cuda_time_launches_queues_the_calls_behind_a_spin():
     log.clear()
     backend.time_launches(launch, repeats=3, warmup=1)
     assert log == ["launch"] + ["event", "launch", "event"] * 3
+
+
+def test_cuda_pdl_launch_passes_the_plan_and_packed_arguments():
+    """Without a GPU: a launch with programmatic dependent launch hands cuLaunchKernelEx the
+    plan's grid, block, shared memory and stream, one attribute (programmatic stream
+    serialization, id 6, allowed), and the arguments packed as PyCUDA packs them (the
+    plan's struct format), in a buffer passed through ``extra``; a failed launch raises."""
+    import ctypes
+    import struct
+    import types
+
+    import pytest
+
+    from hal.backends.cuda import Launch, PdlLaunch, pdl_structs
+    from hal.errors import HalError
+
+    seen: list[dict[str, object]] = []
+    status = [0]
+
+    def launch_ex(cfg_ref: object, func: ctypes.c_void_p, params: object, extra: object) -> int:
+        cfg = cfg_ref._obj  # type: ignore[attr-defined]
+        ptrs = list(extra)  # type: ignore[call-overload]
+        size = ctypes.c_size_t.from_address(ptrs[3]).value
+        seen.append({"grid": tuple(cfg.grid), "block": tuple(cfg.block), "shared": cfg.shared,
+                     "stream": cfg.stream, "attr": (cfg.attrs[0].id, cfg.attrs[0].value[0]), "n": cfg.num_attrs,
+                     "func": func.value, "params": params, "markers": (ptrs[0], ptrs[2], ptrs[4]),
+                     "packed": ctypes.string_at(ptrs[1], size)})
+        return status[0]
+
+    api = types.SimpleNamespace(lib=types.SimpleNamespace(cuLaunchKernelEx=launch_ex), **vars(pdl_structs()))
+    win = struct.pack("<3i", 7, 8, 9)
+    plan = Launch("pool2d.cu", (("DTYPE_HALF", 1),), "pool2d_max_rows_k2s2", f"PPi{len(win)}sf",
+                  (33, 2, 1), (256, 1, 1), 4096, ("x", "y", 5, win, 0.25))
+    run = PdlLaunch(api, 0xABC0, plan, 0x5150)
+    args = (0x7F0000001000, 0x7F0000002000, 5, win, 0.25)
+    run(args)
+    run((0x10, 0x20, -3, win, 1.5))
+    (first, second) = seen
+    assert first["grid"] == (33, 2, 1) and first["block"] == (256, 1, 1) and first["shared"] == 4096
+    assert first["stream"] == 0x5150 and first["func"] == 0xABC0 and first["params"] is None
+    assert first["attr"] == (6, 1) and first["n"] == 1 and first["markers"] == (1, 2, None)
+    assert first["packed"] == struct.pack(plan.fmt, *args)
+    assert second["packed"] == struct.pack(plan.fmt, 0x10, 0x20, -3, win, 1.5)
+    status[0] = 201  # CUDA_ERROR_INVALID_CONTEXT
+    with pytest.raises(HalError, match=r"pool2d_max_rows_k2s2.*201"):
+        run(args)

@@ -27,6 +27,8 @@ typedef float act_t;
 #define HAL_VEC 4
 #endif
 #define HAL_HAS_CP_ASYNC 1
+// programmatic dependent launch: nothing to wait for on the host
+#define HAL_PDL_ENTRY() ((void)0)
 using std::max;
 using std::min;
 
