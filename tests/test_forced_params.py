@@ -504,6 +504,68 @@ def test_opencl_quantized_nhwc16_path(device, dtype, wg):
                     np.testing.assert_array_equal(idx.numpy(), want_idx, err_msg=label)
 
 
+def _tie_windows(rng: np.random.Generator, shape: tuple[int, int, int, int], lo: int, hi: int,
+                 targets: list[int]) -> np.ndarray:
+    """NCHW integers in [lo, hi] whose 2x2 stride-2 windows (no padding) have centred sums
+    drawn from ``targets`` (those within reach of four taps, else random)."""
+    n, c, h, w = shape
+    t = rng.choice(targets, (n, c, h // 2, w // 2))
+    t = np.where((t >= 4 * lo) & (t <= 4 * hi), t, rng.integers(4 * lo, 4 * hi + 1, t.shape))
+    base, rem = t // 4, t % 4
+    q = np.empty(shape, np.int64)
+    for i, (dh, dw) in enumerate(((0, 0), (0, 1), (1, 0), (1, 1))):
+        q[:, :, dh::2, dw::2] = base + (rem > i)
+    return q
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8"])
+def test_opencl_quantized_nhwc16_divisors(device, dtype):
+    """The QVEC16 average's integer division (qpool2d.cl's q16_div_round_even) through the
+    forced path: divisor overrides 1 (the sum itself, saturating), 2, 6, 11, 300, 1000 and
+    2^31 - 1 beside both padding rules, zero points at, next to and inside the range ends,
+    C a multiple of 16 and not, shapes no tile divides, pads and ceil_mode; and windows whose
+    sums are built to be exact ties (k + 1/2, both signs) of the even divisors, so rounding
+    half to even decides them. Exactly against the quantized oracle, outputs poisoned."""
+    _opencl(device)
+    from dataclasses import replace
+
+    from hal.spec import TensorGeometry, pool2d_spec
+
+    rng = np.random.default_rng(1600)
+    info = np.iinfo(dtype)
+    lo, hi = int(info.min), int(info.max)
+    device.backend._plans.clear()  # every spec below planned here, so built_q16 sees its build
+    divisors = (None, 1, 2, 6, 11, 300, 1000, 2**31 - 1)
+    zps = (lo, lo + 1, hi - 1, hi, (lo + hi) // 2)
+    cases = []  # (shape, q, zp, windows, divisors)
+    for i, shape in enumerate([(2, 16, 9, 11), (1, 21, 7, 13), (1, 48, 5, 6), (2, 5, 11, 7)]):
+        zp = zps[i % len(zps)]
+        cases.append((shape, rng.integers(lo, hi + 1, shape), zp,
+                      ((3, 2, 1, False), (3, 2, 1, True), (2, 2, 1, True), (3, 1, 0, False)), divisors))
+    for shape in [(1, 32, 10, 14), (2, 19, 6, 10)]:
+        for zp in zps:  # the centred taps lie in [lo - zp, hi - zp]
+            for d in (2, 6, 300, 1000):
+                ties = [(2 * k + 1) * d // 2 for k in range(-8, 8)]
+                q = _tie_windows(rng, shape, lo - zp, hi - zp, ties) + zp
+                cases.append((shape, q, zp, ((2, 2, 0, False),), (d, None) if d == 2 else (d,)))  # specs once
+    for shape, q, zp, windows, divs in cases:
+        q = q.astype(dtype)
+        qt = hal.asarray(q, device=device, layout="NHWC", scale=0.5, zero_point=zp)
+        geom = TensorGeometry(*shape, "NCHW", np.dtype(dtype))
+        for k, s, pad, ceil in windows:
+            for divisor in divs:
+                for include_pad in (True, False):
+                    spec = replace(pool2d_spec("avg", geom, k, s, pad, 1, ceil, include_pad, divisor, False),
+                                   zero_point=zp)
+                    want, _ = reference.quantized_pool2d_from_spec(spec, q)
+                    label = str((shape, k, s, pad, ceil, include_pad, divisor, zp))
+                    with forced(device, "pool2d", {"QVEC16": 1}), poison_outputs(), built_q16(device) as built:
+                        y = hal.avg_pool2d(qt, k, s, pad, ceil_mode=ceil, count_include_pad=include_pad,
+                                           divisor_override=divisor)
+                    assert built == [1], label
+                    np.testing.assert_array_equal(y.numpy(), want, err_msg=label)
+
+
 def _limit_work_groups(be: object, monkeypatch: pytest.MonkeyPatch, limit: int = 64) -> None:
     """Make every kernel the OpenCL backend builds refuse work-groups above ``limit``."""
     from hal.backends import opencl as ocl

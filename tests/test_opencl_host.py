@@ -154,3 +154,65 @@ def test_qpool2d_strip_division_table_is_exact():
     for d in range(2, 10):
         assert magic[d] < 1 << 32
         assert np.array_equal((u * np.uint64(magic[d])) >> np.uint64(32), u // np.uint64(d)), d
+
+
+def _round_half_even_div(s: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """round_half_even(s / d) in exact int64 arithmetic (d > 0)."""
+    q = s // d
+    r2 = 2 * (s - q * d)  # 2 r, 0 <= r < d
+    return q + ((r2 > d) | ((r2 == d) & (q % 2 == 1)))
+
+
+def test_qpool2d_q16_division_is_exact():
+    """qpool2d.cl's QVEC16 average division (q16_magic, q16_div_round_even), the functions
+    as they stand in the file, run on the device in a kernel of their own, against exact
+    rational round-half-to-even: every sum and divisor the launcher's windows (up to 3x3,
+    |s| <= 9 * 255) reach, the divisor override of any size included (from 2 * 2295 + 1 on
+    every quotient is 0: those checked too, at a sample up to 2^31 - 1); and every |s| <= 257
+    * 255, the bound the file's #error and comment claim for, at d <= 600, powers of two and
+    their neighbours, and a random sample."""
+    import re
+    from pathlib import Path
+
+    import pyopencl as cl
+
+    import hal
+
+    try:
+        dev = hal.device("opencl:0")
+    except hal.HalError as exc:
+        pytest.skip(f"no OpenCL device: {exc}")
+    src = (Path(__file__).resolve().parent.parent / "kernels_cl" / "qpool2d.cl").read_text()
+    funcs = re.search(r"^inline uint q16_magic\(.*?^}\n.*?^inline int8 q16_div_round_even\(.*?^}\n", src, re.S | re.M)
+    assert funcs, "q16_magic / q16_div_round_even not found in qpool2d.cl"
+    rt = dev.backend._rt
+    prg = cl.Program(rt.context, funcs.group(0) + """
+__kernel void q16_div(__global const int* s, __global const uint* d, __global int* out, int groups)
+{
+    const uint dj = d[get_global_id(0) / groups];
+    vstore8(q16_div_round_even(vload8(get_global_id(0) % groups, s), dj, q16_magic(dj)), get_global_id(0), out);
+}
+""").build()
+    kernel = cl.Kernel(prg, "q16_div")
+    mf = cl.mem_flags
+
+    def check(smax: int, divisors: np.ndarray) -> None:
+        s = np.minimum(np.arange(-(-(2 * smax + 1) // 8) * 8, dtype=np.int32) - smax, smax)  # 8k values
+        sbuf = cl.Buffer(rt.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=s)
+        block = max(1, (1 << 23) // s.size)
+        for i in range(0, divisors.size, block):
+            d = np.ascontiguousarray(divisors[i:i + block], dtype=np.uint32)
+            dbuf = cl.Buffer(rt.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=d)
+            out = np.empty((d.size, s.size), np.int32)
+            obuf = cl.Buffer(rt.context, mf.WRITE_ONLY, out.nbytes)
+            kernel(rt.queue, (out.size // 8,), None, sbuf, dbuf, obuf, np.int32(s.size // 8))
+            cl.enqueue_copy(rt.queue, out, obuf, is_blocking=True)
+            want = _round_half_even_div(s.astype(np.int64)[None, :], d.astype(np.int64)[:, None])
+            bad = np.argwhere(out != want)
+            assert bad.size == 0, [(int(s[j]), int(d[k]), int(out[k, j]), int(want[k, j])) for k, j in bad[:5]]
+
+    rng = np.random.default_rng(16)
+    edges = np.array([(1 << k) + e for k in range(1, 32) for e in (-1, 0, 1) if (1 << k) + e < 1 << 31])
+    large = np.unique(np.concatenate([edges, rng.integers(4592, 1 << 31, 64)]))
+    check(9 * 255, np.concatenate([np.arange(1, 4593), large]))  # every reachable (s, d) up to d = 4592
+    check(257 * 255, np.unique(np.concatenate([np.arange(1, 601), large, rng.integers(601, 1 << 17, 64)])))
