@@ -287,6 +287,9 @@ def avg_pool2d(
 ) -> Tensor:
     """2-D average pooling (``dilation`` is ONNX's extension; PyTorch has none).
 
+    ``divisor_override``, as PyTorch's, replaces the divisor; it must be below 2**31 (the
+    GPU kernels take it as a 32-bit int).
+
     A quantized int8/uint8 input gives ``saturate(round_half_even(sum(q - zp) / divisor) + zp)``
     with the input's scale and zero point (ONNX QLinearAveragePool with equal scales).
     """

@@ -304,8 +304,9 @@ def pool2d_spec(
     strides = kernel if no_stride else pair(stride, "stride")
     dil = pair(dilation, "dilation")
     pads = resolve_padding(padding, (x.h, x.w), kernel, strides, dil)
-    if divisor_override is not None and (not _is_int(divisor_override) or int(divisor_override) <= 0):
-        raise bad_arg("divisor_override", "a positive int or None", divisor_override)
+    # the GPU kernels take the divisor as a 32-bit int; torch's int64 range adds nothing real
+    if divisor_override is not None and (not _is_int(divisor_override) or not 0 < int(divisor_override) < 2**31):
+        raise bad_arg("divisor_override", "a positive int below 2**31 or None", divisor_override)
     out_hw = []
     for axis, size, k, s, pb, pe, d in (
         ("height", x.h, kernel[0], strides[0], pads[0], pads[1], dil[0]),

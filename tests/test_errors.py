@@ -25,6 +25,7 @@ W = np.random.default_rng(1).standard_normal((6, 4, 3, 3)).astype(np.float32)
         (lambda d: hal.max_pool2d(hal.asarray(X, device=d), 3, dilation=0), "dilation"),
         (lambda d: hal.max_pool2d(hal.asarray(X[0, 0], device=d), 2), "input"),
         (lambda d: hal.avg_pool2d(hal.asarray(X, device=d), 2, divisor_override=0), "divisor_override"),
+        (lambda d: hal.avg_pool2d(hal.asarray(X, device=d), 2, divisor_override=2**31), "divisor_override"),
         (lambda d: hal.adaptive_avg_pool2d(hal.asarray(X, device=d), 0), "output_size"),
         (lambda d: hal.adaptive_max_pool2d(hal.asarray(X, device=d), (2, 2, 2)), "output_size"),
         (lambda d: hal.conv2d(hal.asarray(X, device=d), W[:, :3]), "weight"),
