@@ -205,7 +205,8 @@ class Launch:
     """One kernel launch: what to build, the geometry, and the arguments.
 
     ``args`` holds ints/floats/bytes and, for buffers, the name of the launcher
-    argument (a str) whose device address goes there at launch time.
+    argument (a str) whose device address goes there at launch time. ``pdl``: may this
+    launch use programmatic dependent launch (``CudaBackend.pdl``), where the backend does.
     """
 
     file: str
@@ -216,6 +217,7 @@ class Launch:
     block: tuple[int, int, int]
     shared: int
     args: tuple[object, ...]
+    pdl: bool = True
 
 
 # ----------------------------------------------------------------------------------
@@ -690,7 +692,10 @@ class CudaBackend(Backend):
         self._lock = threading.RLock()
         self._modules: dict[tuple[str, tuple[tuple[str, int], ...]], Any] = {}
         self._functions: dict[tuple[str, tuple[tuple[str, int], ...], str], Any] = {}
-        self._plan_fns: dict[int, tuple[tuple[Launch, ...], tuple[Any, ...], bool]] = {}
+        self._plan_fns: dict[int, tuple[tuple[Launch, ...], tuple[Any, ...], bool, tuple[Any, ...]]] = {}
+        #: inside ``capture``: plain launches (a graph has no launch gaps to hide, and its
+        #: BatchNorm training ran 5-13 % slower with programmatic edges, session 17 call2)
+        self._capturing = False
         #: programmatic dependent launch: on sm_90+ where the driver has cuLaunchKernelEx,
         #: unless HAL_CUDA_PDL=0 (docs/backend-cuda.md, "Programmatic dependent launch")
         self.pdl = major >= 9 and os.environ.get(PDL_ENV, "1") != "0" and _pdl_api() is not None
@@ -886,9 +891,11 @@ class CudaBackend(Backend):
         try:
             if lib.cuStreamBeginCapture_v2(stream, 1) != 0:  # CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
                 return None
+            self._capturing = True
             try:
                 launch()
             finally:
+                self._capturing = False
                 ended = lib.cuStreamEndCapture(stream, ctypes.byref(graph))
             if ended != 0 or not graph.value:
                 return None
@@ -1099,15 +1106,18 @@ class CudaBackend(Backend):
         if hit is None or hit[0] is not launches:
             fns = tuple(self._function(launch) for launch in launches)
             fast = _FAST_LAUNCH and all(hasattr(fn, "_launch_kernel") for fn in fns)
+            pdl_fns = fns
             if self.pdl:
                 stream = int(self._stream.handle)
-                fns = tuple(PdlLaunch(_pdl_api(), self._pdl_function(launch), launch, stream)
-                            for launch in launches)
-            hit = (launches, fns, fast)
+                pdl_fns = tuple(PdlLaunch(_pdl_api(), self._pdl_function(launch), launch, stream)
+                                if launch.pdl else fn for launch, fn in zip(launches, fns, strict=True))
+            hit = (launches, fns, fast, pdl_fns)
             if len(self._plan_fns) > 4096:
                 self._plan_fns.clear()
             self._plan_fns[id(launches)] = hit
-        _, fns, fast = hit
+        _, fns, fast, pdl_fns = hit
+        if not self._capturing:
+            fns = pdl_fns
         self._ctx.push()
         try:
             for launch, fn in zip(launches, fns, strict=True):
@@ -1575,9 +1585,12 @@ class CudaBackend(Backend):
                     and (spec.out_h, spec.out_w) == (1, 1) and spec.kind in ("avg", "max") \
                     and outputs // vec >= self._sms * 256:
                 return (
+                    # float16: a part of one wave (256 blocks on 132 SMs for 256x2048x7x7), which
+                    # programmatic dependent launch placed worse: 0.0168 -> 0.0184 ms (session 17
+                    # call2; float32, 512 blocks: 0.0288 -> 0.0268 ms)
                     Launch("adaptive_pool2d.cu", defines, f"adaptive_pool2d_{spec.kind}_gvec", "PPiii",
                            self._grid_1d(outputs // vec, threads), (threads, 1, 1), 0,
-                           ("x", "y", spec.n, spec.c, spec.in_h * spec.in_w)),
+                           ("x", "y", spec.n, spec.c, spec.in_h * spec.in_w), pdl=spec.dtype.itemsize != 2),
                 )
             # the kernel keeps pixel indices ih * IW + iw (and a few rows past the bin) in an int
             if spec.layout == "NHWC" and aligned and spec.c % vec == 0 and p["ADAPT_VSPLIT"] and bin_area >= 8 \

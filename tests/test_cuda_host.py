@@ -640,3 +640,24 @@ def test_cuda_pdl_launch_passes_the_plan_and_packed_arguments():
     status[0] = 201  # CUDA_ERROR_INVALID_CONTEXT
     with pytest.raises(HalError, match=r"pool2d_max_rows_k2s2.*201"):
         run(args)
+
+
+def test_cuda_pdl_is_off_for_the_float16_nhwc_global_pooling_wave():
+    """Without a GPU: the float16 NHWC global pooling kernel (``gvec``, a part of one wave)
+    is planned without programmatic dependent launch, float32's and other kernels with it."""
+    import numpy as np
+
+    from hal import spec as S
+    from hal.backends.cuda import CudaBuffer
+
+    be, _ = _h200_without_gpu()
+    plans: list[object] = []
+    be._run = lambda plan, buffers: plans.append(plan)
+    buf = CudaBuffer(0x10000, 1 << 30, None)
+    for dtype, pdl in ((np.float16, False), (np.float32, True)):
+        g = S.plane_geometry(S.TensorGeometry(256, 2048, 7, 7, "NHWC", np.dtype(dtype)))
+        be.adaptive_pool2d(S.adaptive_pool2d_spec("avg", g, 1, False), buf, buf, None, {"ADAPT_GVEC_U": 2})
+        (launch,) = plans[-1]
+        assert launch.kernel == "adaptive_pool2d_avg_gvec" and launch.pdl is pdl, (dtype, launch)
+        be.pool2d(S.pool2d_spec("max", g, 3, 2, 1, 1, False, True, None, False), buf, buf, None, {})
+        assert all(launch.pdl for launch in plans[-1])
