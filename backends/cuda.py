@@ -692,12 +692,12 @@ class CudaBackend(Backend):
         self._lock = threading.RLock()
         self._modules: dict[tuple[str, tuple[tuple[str, int], ...]], Any] = {}
         self._functions: dict[tuple[str, tuple[tuple[str, int], ...], str], Any] = {}
-        self._plan_fns: dict[int, tuple[tuple[Launch, ...], tuple[Any, ...], bool, tuple[Any, ...]]] = {}
+        self._plan_fns: dict[int, tuple[tuple[Launch, ...], tuple[Any, ...], bool, tuple[Any, ...] | None]] = {}
         #: inside ``capture``: plain launches (a graph has no launch gaps to hide, and its
         #: BatchNorm training ran 5-13 % slower with programmatic edges, session 17 call2)
         self._capturing = False
         #: programmatic dependent launch: on sm_90+ where the driver has cuLaunchKernelEx,
-        #: unless HAL_CUDA_PDL=0 (docs/backend-cuda.md, "Programmatic dependent launch")
+        #: unless HAL_CUDA_PDL=0 (docs/backend-cuda.md, "Launching"); read at each launch
         self.pdl = major >= 9 and os.environ.get(PDL_ENV, "1") != "0" and _pdl_api() is not None
         self._cubins: dict[tuple[str, tuple[tuple[str, int], ...]], bytes] = {}
         self._pdl_modules: dict[tuple[str, tuple[tuple[str, int], ...]], int] = {}
@@ -1106,17 +1106,17 @@ class CudaBackend(Backend):
         if hit is None or hit[0] is not launches:
             fns = tuple(self._function(launch) for launch in launches)
             fast = _FAST_LAUNCH and all(hasattr(fn, "_launch_kernel") for fn in fns)
-            pdl_fns = fns
-            if self.pdl:
-                stream = int(self._stream.handle)
-                pdl_fns = tuple(PdlLaunch(_pdl_api(), self._pdl_function(launch), launch, stream)
-                                if launch.pdl else fn for launch, fn in zip(launches, fns, strict=True))
-            hit = (launches, fns, fast, pdl_fns)
+            hit = (launches, fns, fast, None)
             if len(self._plan_fns) > 4096:
                 self._plan_fns.clear()
             self._plan_fns[id(launches)] = hit
         _, fns, fast, pdl_fns = hit
-        if not self._capturing:
+        if self.pdl and not self._capturing:  # read per call: benchmarks switch it (A/B in one process)
+            if pdl_fns is None:
+                stream = int(self._stream.handle)
+                pdl_fns = tuple(PdlLaunch(_pdl_api(), self._pdl_function(launch), launch, stream)
+                                if launch.pdl else fn for launch, fn in zip(launches, fns, strict=True))
+                self._plan_fns[id(launches)] = (launches, fns, fast, pdl_fns)
             fns = pdl_fns
         self._ctx.push()
         try:

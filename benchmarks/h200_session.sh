@@ -36,9 +36,9 @@ for s in "$@"; do
     check) step check 300 python3 benchmarks/check_cuda.py --out "$R" ${CHECK_ARGS:-}; tail -3 "$R/check.txt" ;;
     sanitize) step sanitize 240 bash -c 'for t in memcheck racecheck; do compute-sanitizer --tool $t --print-limit 20 python3 benchmarks/check_cuda.py --only one --out /tmp 2>&1 | tail -6; done'
       cat "$R/sanitize.txt" ;;
-    overhead) step overhead 60 python3 benchmarks/host_overhead.py --device cuda:0 --json "$R/overhead.json" --profile --micro
+    overhead) step overhead 90 python3 benchmarks/host_overhead.py --device cuda:0 --json "$R/overhead.json" --profile --micro --pdl-ab
       step overhead-ocl 60 python3 benchmarks/host_overhead.py --device opencl:nvidia --calls 500
-      grep -E "^micro|^cuda" "$R/overhead.txt"; tail -4 "$R/overhead-ocl.txt" ;;
+      grep -E "^micro|^cuda|^pdl" "$R/overhead.txt"; tail -4 "$R/overhead-ocl.txt" ;;
     bench-cuda) step cuda-ops ${T_BENCH:-240} python3 benchmarks/cuda_ops.py --out "$R" ${BENCH_ARGS:-}; tail -40 "$R/cuda-ops.txt" ;;
     bench-nopdl) mkdir -p "$R/nopdl"; step cuda-ops-nopdl ${T_BENCH:-240} env HAL_CUDA_PDL=0 python3 benchmarks/cuda_ops.py --out "$R/nopdl" ${BENCH_ARGS:-}
       tail -40 "$R/cuda-ops-nopdl.txt" ;;

@@ -222,6 +222,32 @@ def micro(device: str, calls: int) -> list[tuple[str, float]]:
     return rows
 
 
+def pdl_ab(device: str, calls: int, rounds: int = 8) -> list[tuple[str, float, float]]:
+    """(case, µs with programmatic dependent launch, µs without) per call on a CUDA device
+    that has it: the same calls, the backend's ``pdl`` switched between alternating rounds
+    in one process, so that a host whose speed drifts between runs cannot decide it."""
+    dev = hal.device(device)
+    backend = dev.backend
+    if backend.name != "cuda" or not getattr(backend, "pdl", False):
+        return []
+    x = hal.asarray(np.random.default_rng(3).standard_normal((8, 16, 16, 16)).astype(np.float32), device=dev)
+    spec = pool2d_spec("max", x.geometry(), 3, 2, 1, 1, False, True, None, False)
+    params = dev.tuner.resolve_spec(spec).params
+    y = hal.max_pool2d(x, 3, 2, 1)
+    cases = {"max_pool2d 3x3/2 op": lambda: hal.max_pool2d(x, 3, 2, 1),
+             "max_pool2d launcher": lambda: backend.pool2d(spec, x.buffer, y.buffer, None, params)}
+    out = []
+    for name, call in cases.items():
+        times: dict[bool, list[float]] = {True: [], False: []}
+        for r in range(2 * rounds):
+            on = r % 2 == 0
+            backend.pdl = on
+            times[on].append(per_call_us(call, backend.synchronize, calls // 4))
+        backend.pdl = True
+        out.append((name, statistics.median(times[True]), statistics.median(times[False])))
+    return out
+
+
 def _profile(device: str | None, calls: int) -> None:
     import cProfile
     import pstats
@@ -248,6 +274,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None, help="write the rows here")
     ap.add_argument("--profile", action="store_true", help="also print cProfile's top entries for the op call")
     ap.add_argument("--micro", action="store_true", help="also time the pieces of one call alone (CUDA)")
+    ap.add_argument("--pdl-ab", action="store_true",
+                    help="also time the op and its launcher with and without programmatic dependent launch, "
+                         "alternating rounds (CUDA sm_90+)")
     ap.add_argument("--no-enqueue", action="store_true",
                     help="replace the backend's enqueue with a no-op (hal's Python alone; no torch column)")
     args = ap.parse_args(argv)
@@ -266,6 +295,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.micro:
         for name, us in micro(args.device, args.calls):
             print(f"micro {name:<36} {us:8.2f} µs")
+    if args.pdl_ab:
+        for name, on, off in pdl_ab(args.device, args.calls):
+            print(f"pdl-ab {name:<28} with {on:7.2f} µs  without {off:7.2f} µs")
     print(f"{'device':<12} {'case':<24} {'op µs':>8} {'launcher µs':>12} {'replay µs':>10} {'torch µs':>9}")
     for r in rows:
         launcher = f"{r['launcher_us']:.2f}" if "launcher_us" in r else "-"
