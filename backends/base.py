@@ -216,8 +216,9 @@ class Backend(ABC):
         The default times on the host around a synchronize; GPU backends override it
         with device events so host overhead stays out of kernel figures. ``queued`` asks
         for the kernels' own time even where one call's host time exceeds its device time
-        (CUDA: the calls enqueued behind a spinning kernel); backends whose figures are
-        already that (OpenCL's profiling events, the host clock here) ignore it.
+        (CUDA: the calls enqueued behind a spinning kernel; OpenCL: behind a marker that
+        waits for a user event, so a multi-kernel op's figure loses the gaps in which the
+        device waited for the host); the host clock here ignores it.
         """
         for _ in range(warmup):
             launch()

@@ -818,19 +818,76 @@ class OpenCLBackend(Backend):
         """The command queue commands go to now."""
         return self._queue
 
+    class _Gate:
+        """A ``pyopencl.UserEvent`` holding an in-order queue shut behind a marker (see
+        ``time_launches(queued=True)``), and a watchdog thread that opens it after ``hold``
+        seconds: a launch that waits for the gated queue itself (a blocking copy, a download,
+        a finish) would otherwise wait forever. ``forced`` says the watchdog opened it."""
+
+        def __init__(self, context: Any, queue: Any, hold: float) -> None:
+            """Enqueue the gating marker; raises what PyOpenCL raises where user events fail."""
+            import pyopencl as cl
+
+            self.event = cl.UserEvent(context)
+            self._lock = threading.Lock()
+            self._open = False
+            self.forced = False
+            try:
+                #: never recorded by ``_record``: not among the commands ``_profiled`` times
+                self.marker = cl.enqueue_marker(queue, wait_for=[self.event])
+            except BaseException:
+                self.open()  # a user event nothing waits on, completed all the same
+                raise
+            self._timer = threading.Timer(hold, self.open, kwargs={"forced": True})
+            self._timer.daemon = True
+            self._timer.start()
+
+        def open(self, forced: bool = False) -> None:
+            """Let the queue run (once; later calls do nothing); ``forced``: by the watchdog."""
+            import pyopencl as cl
+
+            with self._lock:
+                if self._open:
+                    return
+                self._open, self.forced = True, forced
+                timer = getattr(self, "_timer", None)
+                if timer is not None and not forced:
+                    timer.cancel()
+                self.event.set_status(cl.command_execution_status.COMPLETE)
+
+    #: the least time the gated calls' enqueues may take before the watchdog opens the gate
+    #: (``time_launches(queued=True)``; the limit is also at least 10x their expected host
+    #: time: ``repeats`` times the fastest warm-up call's)
+    gate_hold_s: ClassVar[float] = 0.5
+
     def time_launches(
         self, launch: Callable[[], None], repeats: int, warmup: int = 2, *, queued: bool = False
     ) -> list[float]:
         """Device seconds of each of ``repeats`` calls of ``launch``, from OpenCL profiling events.
 
         Each figure runs from the start of the first command ``launch`` enqueued to the
-        end of its last one (gaps between a multi-kernel op's launches included), on a
-        profiling-enabled queue; host timing around a finish serves calls that enqueue
-        nothing this backend sees. ``queued`` changes nothing: profiling events already
-        time the commands, not the host.
+        end of its last one, on a profiling-enabled queue; host timing around a finish
+        serves calls that enqueue nothing this backend sees. Without ``queued`` the calls
+        are enqueued one after another, and a multi-kernel op's figure includes the gaps in
+        which the device waited for the host to enqueue its next kernel: what a user's loop
+        of such calls gets. ``queued`` (the tuner, ``hal bench``'s kernel time): the timed
+        calls are enqueued behind a marker that waits for a ``pyopencl.UserEvent``, set
+        complete once the last call has returned, so the device runs every call's kernels
+        back to back and the host's enqueue time is in no figure, as CUDA's queued timing
+        runs its calls behind a spinning kernel (the marker is not one of the timed
+        commands; each figure is still its own call's first start to last end). One gate for
+        all the calls, not one per call: on the H200 (NVIDIA's OpenCL) a call gated and
+        waited for alone started on an idle GPU and measured up to 20 % above the ungated
+        figure even for one kernel. The ``warmup`` calls are never gated. An exception in
+        ``launch`` opens the gate, lets the queue drain and restores it before it
+        propagates. Where the gate cannot be honoured (no user events; a call that enqueues
+        nothing this backend records; or the gate held past ``gate_hold_s``, and 10x the
+        enqueues' expected host time, because ``launch`` waits for the queue it has gated,
+        say with a download: a watchdog thread then opens it) a warning says why and every
+        call is timed again without the gate.
         """
         times = []
-        for commands, host in self._profiled(launch, repeats, warmup):
+        for commands, host in self._profiled(launch, repeats, warmup, gated=queued):
             if commands:
                 times.append(max(end for _, _, end in commands) - min(start for _, start, _ in commands))
             else:
@@ -838,21 +895,25 @@ class OpenCLBackend(Backend):
         return times
 
     def launch_profile(
-        self, launch: Callable[[], None], repeats: int, warmup: int = 2
+        self, launch: Callable[[], None], repeats: int, warmup: int = 2, *, queued: bool = False
     ) -> list[list[tuple[str, float, float]]]:
         """Per call of ``launch``: each command it enqueued as (kernel name or "copy", start, end)
         in device seconds from the call's first start, from OpenCL profiling events: where
-        the time of a multi-kernel op goes, gaps between its launches included."""
+        the time of a multi-kernel op goes, gaps between its launches included. ``queued``:
+        the calls gated as in ``time_launches(queued=True)`` (the gaps the host made go)."""
         calls = []
-        for commands, _ in self._profiled(launch, repeats, warmup):
+        for commands, _ in self._profiled(launch, repeats, warmup, gated=queued):
             t0 = min((start for _, start, _ in commands), default=0.0)
             calls.append([(name, start - t0, end - t0) for name, start, end in commands])
         return calls
 
-    def _profiled(self, launch: Callable[[], None], repeats: int,
-                  warmup: int) -> list[tuple[list[tuple[str, float, float]], float]]:
+    def _profiled(self, launch: Callable[[], None], repeats: int, warmup: int,
+                  gated: bool = False) -> list[tuple[list[tuple[str, float, float]], float]]:
         """(commands as (name, start s, end s), host seconds) of each of ``repeats`` calls,
-        on a profiling-enabled queue; the host time only where no command was recorded."""
+        on a profiling-enabled queue; the host time only where no command was recorded.
+        ``gated``: all the timed calls enqueued behind one ``_Gate``, opened after the last;
+        where the gate fails, the watchdog opens it or a call records no command, a warning
+        and every call again ungated."""
         import time
 
         import pyopencl as cl
@@ -862,20 +923,54 @@ class OpenCLBackend(Backend):
         previous = self._queue
         self._queue = queue
         try:
-            for _ in range(warmup):
-                launch()
-            queue.finish()
-            spans: list[list[tuple[str, Any]]] = []
-            host: list[float] = []
-            for _ in range(repeats):
-                self._events = []
+            fastest = 0.0  # the fastest warm-up call's host time (the first may compile)
+            for i in range(warmup):
                 start = time.perf_counter()
                 launch()
-                events, self._events = self._events, None
-                if not events:
-                    queue.finish()
-                host.append(time.perf_counter() - start if not events else 0.0)
-                spans.append(events)
+                took = time.perf_counter() - start
+                fastest = took if i == 0 else min(fastest, took)
+            queue.finish()
+            # the gate's watchdog allows 10x the enqueues' expected host time
+            hold = max(self.gate_hold_s, 10 * repeats * fastest)
+            while True:
+                spans: list[list[tuple[str, Any]]] = []
+                host: list[float] = []
+                why = ""
+                gate = None
+                if gated:
+                    try:
+                        gate = self._Gate(self._rt.context, queue, hold)
+                    except Exception as exc:  # cl.Error, or a PyOpenCL/driver without user events
+                        why = f"no user event on this device ({type(exc).__name__}: {str(exc).strip()})"
+                try:
+                    for _ in range(0 if why else repeats):
+                        self._events = []
+                        start = time.perf_counter()
+                        try:
+                            launch()
+                        finally:
+                            events, self._events = self._events, None
+                        if not events and gate is None:
+                            queue.finish()
+                        host.append(time.perf_counter() - start if not events else 0.0)
+                        spans.append(events)
+                        if gate is not None and not events:
+                            why = "launch() enqueued no command this backend records: nothing to gate"
+                            break
+                        if gate is not None and gate.forced:
+                            break
+                finally:
+                    if gate is not None:
+                        gate.open()  # also when launch raised: a shut queue would never drain
+                        queue.finish()
+                if gate is not None and gate.forced and not why:
+                    why = (f"the gate held {hold:.3g} s while launch() enqueued (does it wait for the "
+                           "queue: a download, a blocking copy, a finish?); the watchdog opened it")
+                if not why:
+                    break
+                warnings.warn(f"hal opencl: time_launches(queued=True) on {self.info.id} timed without "
+                              f"the gate: {why}", stacklevel=3)
+                gated = False
             queue.finish()
         finally:
             self._queue = previous

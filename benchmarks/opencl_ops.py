@@ -15,7 +15,21 @@ Method
 * Timing: ``OpenCLBackend.time_launches`` — OpenCL profiling events on a queue with
   PROFILING_ENABLE, from the first command's start to the last one's end (BatchNorm's
   three kernels together), 3 warm-ups, median of --repeats. The same events on PoCL
-  (its timestamps are host clock readings around each command).
+  (its timestamps are host clock readings around each command). "ms" is one call as a
+  user's loop runs it: the calls are enqueued one after another, and a multi-kernel op's
+  figure includes any gap in which the device waited for the host (Python) to enqueue its
+  next kernel (fp16 NHWC BatchNorm training measured 0.053-0.073 ms on the H200 across runs
+  under NVIDIA's OpenCL, from those gaps).
+* "queued": the same calls timed with ``time_launches(queued=True)`` (what ``hal tune``
+  and ``hal bench`` use): the timed calls are enqueued behind a marker that waits on an
+  OpenCL user event, set complete once the last call has enqueued its kernels, so the
+  device runs the op's kernels (and the calls) back to back and the host's enqueue time
+  is in no figure; each figure is still one call's first kernel start to its last end (the
+  gate's marker is not timed). Median of --repeats, 3 warm-ups, "q copy%" against the
+  same copy figure. "b2b q": per call, batches of --b2b calls timed as one (1 warm-up,
+  ``median_ms_b2b(queued=True)``, max(5, repeats / 2) batches): the gaps between the calls'
+  kernels counted too. Where the backend cannot gate (no user events, say) it warns and
+  times without the gate; the row's "queued_note" (a "*" after the figure) says why.
 * Copy roofline: ``enqueue_copy`` of a 256 MiB buffer (64 MiB on a CPU) timed the same
   way in the same run; GB/s counts reads + writes. "copy%" = achieved GB/s / copy GB/s.
 * "cuda x": hal's CUDA backend on the same GPU (only for NVIDIA OpenCL devices when the
@@ -33,7 +47,9 @@ Method
   column times the CUDA backend's ``quant_pool2d.cu`` (one thread per output, not tuned);
   PyTorch's quantized pooling runs on the CPU only, so its column is empty for them.
 * --launches times each launch of the served set alone (profiling events, median start
-  and duration from the call's first start): where a multi-kernel op's time goes.
+  and duration from the call's first start): where a multi-kernel op's time goes; then
+  again with the calls gated ("queued launches", the row's "launches_queued"): the gaps
+  the host made are gone from those, what is left between kernels is the device's own.
 * --sweep times a few parameter sets per case (each validated against the schema and
   the device) and writes the fastest, when it beats the served set by 5 %, as suggested
   tuning-table entries with a "measured on ..." provenance to OUT/opencl_tuning.json;
@@ -42,7 +58,7 @@ Method
   "ms": null and why it was "skipped").
 
     python benchmarks/opencl_ops.py [--device opencl:0] [--quick] [--sweep] [--repeats 20]
-                                    [--only SUBSTR] [--out DIR]
+                                    [--only SUBSTR] [--b2b 20] [--out DIR]
 """
 
 from __future__ import annotations
@@ -52,6 +68,7 @@ import datetime
 import json
 import statistics
 import sys
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -218,26 +235,45 @@ class Runner:
         return ref, max(1.0, float(np.abs(ref).max()))
 
 
-def median_ms(backend: Any, fn: Callable[[], None], repeats: int) -> float:
-    """Median device milliseconds of ``fn``."""
-    return statistics.median(backend.time_launches(fn, repeats, warmup=3)) * 1e3
+def median_ms(backend: Any, fn: Callable[[], None], repeats: int, queued: bool = False) -> float:
+    """Median device milliseconds of ``fn`` (``queued``: ``time_launches(queued=True)``)."""
+    return statistics.median(backend.time_launches(fn, repeats, warmup=3, queued=queued)) * 1e3
 
 
-def median_ms_b2b(backend: Any, fn: Callable[[], None], repeats: int, inner: int = 20) -> float:
+def median_ms_b2b(backend: Any, fn: Callable[[], None], repeats: int, inner: int = 20, queued: bool = False) -> float:
     """Median device milliseconds per call of ``fn`` over batches of ``inner`` back-to-back
-    calls: the events bracket a batch, so a launch gap counts once per batch, not per call."""
+    calls: the events bracket a batch, so a launch gap counts once per batch, not per call
+    (``queued``: the batches gated as ``time_launches(queued=True)`` gates calls, so not
+    even once)."""
     def batch() -> None:
         for _ in range(inner):
             fn()
 
-    return statistics.median(backend.time_launches(batch, repeats, warmup=1)) * 1e3 / inner
+    return statistics.median(backend.time_launches(batch, repeats, warmup=1, queued=queued)) * 1e3 / inner
 
 
-def launch_breakdown(backend: Any, fn: Callable[[], None], repeats: int) -> list[dict[str, Any]]:
+def queued_ms(backend: Any, fn: Callable[[], None], repeats: int, inner: int = 1) -> tuple[float, str]:
+    """(median device ms per call with ``queued=True``: single calls, or with ``inner`` > 1
+    batches of that many as :func:`median_ms_b2b`; '' or the backend's warning that it
+    could not gate the calls and timed them without the gate)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ms = median_ms_b2b(backend, fn, repeats, inner, queued=True) if inner > 1 else median_ms(
+            backend, fn, repeats, queued=True)
+    notes = []
+    for w in caught:
+        if "time_launches(queued=True)" in str(w.message):
+            notes.append(str(w.message))
+        else:  # not ours: as it would have been shown
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return ms, "; ".join(dict.fromkeys(notes))
+
+
+def launch_breakdown(backend: Any, fn: Callable[[], None], repeats: int, queued: bool = False) -> list[dict[str, Any]]:
     """Per command of one call of ``fn``: its kernel, median start, end and duration in ms
     from the call's first start (the gaps between an op's launches show as start minus the
-    previous end)."""
-    calls = backend.launch_profile(fn, repeats, warmup=3)
+    previous end; ``queued``: each call gated as ``time_launches(queued=True)`` gates it)."""
+    calls = backend.launch_profile(fn, repeats, warmup=3, queued=queued)
     rows = []
     for i, (name, _, _) in enumerate(calls[0]):
         start = statistics.median(c[i][1] for c in calls) * 1e3
@@ -335,6 +371,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--launches", action="store_true",
                     help="also time each launch of the served set on its own (kernel, start, end)")
     ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--b2b", type=int, default=20,
+                    help="calls per gated batch of the 'b2b q' column (0: no such column)")
     ap.add_argument("--only", default="", help="only cases whose name contains one of these comma-separated texts")
     ap.add_argument("--dtypes", default="float32,float16")
     ap.add_argument("--candidates", default="",
@@ -385,16 +423,27 @@ def main(argv: list[str] | None = None) -> int:
                     del small
                     runner = Runner(dev, spec, rng)
                     ms = median_ms(dev.backend, runner.call(params), args.repeats)
+                    q_ms, q_note = queued_ms(dev.backend, runner.call(params), args.repeats)
                     nbytes, flops = traffic(spec, case)
                     gbps = nbytes / ms / 1e6
                     row: dict[str, Any] = {
                         "device": dev.id, "device_name": info.name, "case": case.name, "dtype": dtype,
                         "layout": layout, "shape": "x".join(map(str, shape)), "ms": ms, "gbps": gbps,
-                        "copy_share": gbps / gbps_copy, "gflops": flops / ms / 1e6 if flops else None,
+                        "copy_share": gbps / gbps_copy, "queued_ms": q_ms, "queued_gbps": nbytes / q_ms / 1e6,
+                        "queued_copy_share": nbytes / q_ms / 1e6 / gbps_copy, "b2b_queued_ms": None,
+                        "b2b_queued_copy_share": None, "queued_note": q_note,
+                        "gflops": flops / ms / 1e6 if flops else None,
                         "params": params, "level": resolved.level, "check": bad or "ok",
                     }
+                    if args.b2b > 0:
+                        b_ms, b_note = queued_ms(dev.backend, runner.call(params), max(5, args.repeats // 2), args.b2b)
+                        row["b2b_queued_ms"] = b_ms
+                        row["b2b_queued_copy_share"] = nbytes / b_ms / 1e6 / gbps_copy
+                        row["queued_note"] = "; ".join(n for n in dict.fromkeys((q_note, b_note)) if n)
                     if args.launches:
                         row["launches"] = launch_breakdown(dev.backend, runner.call(params), args.repeats)
+                        row["launches_queued"] = launch_breakdown(dev.backend, runner.call(params), args.repeats,
+                                                                  queued=True)
                     if cuda_dev is not None and on_nvidia:
                         crun = Runner(cuda_dev, spec, rng)
                         cparams = dict(cuda_dev.tuner.resolve_spec(spec).params)
@@ -461,6 +510,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _header() -> str:
     return (f"{'case':22s} {'dtype':7s} {'layout':6s} {'shape':17s} {'ms':>9s} {'GB/s':>8s} {'copy%':>6s} "
+            f"{'queued':>10s} {'q copy%':>7s} {'b2b q':>9s} "
             f"{'GFLOP/s':>8s} {'cuda x':>7s} {'torch x':>7s} level  check")
 
 
@@ -468,14 +518,20 @@ def _line(r: dict[str, Any]) -> str:
     cuda = f"{r['ms'] / r['cuda_ms']:7.2f}" if r.get("cuda_ms") else f"{'-':>7s}"
     torch = f"{r['ms'] / r['torch_ms']:7.2f}" if r.get("torch_ms") else f"{'-':>7s}"
     gf = f"{r['gflops']:8.1f}" if r.get("gflops") else f"{'':8s}"
+    star = "*" if r.get("queued_note") else " "  # timed without the gate: see queued_note
+    queued = (f"{r['queued_ms']:9.4f}{star} {100 * r['queued_copy_share']:6.1f}%" if r.get("queued_ms")
+              else f"{'-':>10s} {'-':>7s}")
+    b2b = f"{r['b2b_queued_ms']:9.4f}" if r.get("b2b_queued_ms") else f"{'-':>9s}"
     sweep = ""
-    if r.get("launches"):
-        sweep += "  launches " + ", ".join(f"{c['kernel']} {c['start_ms']:.4f}+{c['ms']:.4f}" for c in r["launches"])
+    for key, label in (("launches", "launches"), ("launches_queued", "queued launches")):
+        if r.get(key):
+            sweep += f"  {label} " + ", ".join(f"{c['kernel']} {c['start_ms']:.4f}+{c['ms']:.4f}" for c in r[key])
     if "sweep_best" in r:
         sweep += f"  sweep best {r['sweep_best']['ms']:.4g} ms {r['sweep_best']['params']}"
     note = f" ({r['torch_note']})" if r.get("torch_note") and not r.get("torch_ms") else ""
     return (f"{r['case']:22s} {r['dtype']:7s} {r['layout']:6s} {r['shape']:17s} {r['ms']:9.4f} {r['gbps']:8.1f} "
-            f"{100 * r['copy_share']:5.1f}% {gf} {cuda} {torch} {r['level']:6s} {r['check']}{note}{sweep}")
+            f"{100 * r['copy_share']:5.1f}% {queued} {b2b} {gf} {cuda} {torch} {r['level']:6s} "
+            f"{r['check']}{note}{sweep}")
 
 
 if __name__ == "__main__":

@@ -3,9 +3,9 @@
 Method: every case runs once through the public op with its backend launches
 recorded (``hal.ops.record_launches``). ``ms`` times those launches replayed on the
 same buffers: the kernels' own time, since a GPU outruns Python's per-call overhead
-on small ops and would otherwise idle between calls (on CUDA also queued behind a
-spinning kernel, ``time_launches(queued=True)``, so that not even the replay's own
-launch cost shows). ``op ms`` times the public call
+on small ops and would otherwise idle between calls (on GPUs also queued:
+``time_launches(queued=True)``, behind a spinning kernel on CUDA and a user event on
+OpenCL, so that not even the replay's own launch cost shows). ``op ms`` times the public call
 as a user makes it (validation, tuning lookup, output allocation, launch). Both use
 the backend's ``time_launches`` (device events on GPUs, host clock around a
 synchronize elsewhere): warm-up, then the median of repeats.
