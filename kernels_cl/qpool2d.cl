@@ -591,8 +591,8 @@ void pool2d_avg(__global const qtype_t* restrict x, __global qtype_t* restrict y
  * taps as they are (a tap of the same window: no select, as QNHWC_TAP_OK); sums as 32-bit
  * adds (at most 257 taps of 255 fit a 16-bit lane: no carry), a tap outside the input
  * replaced by 0. The average is then the other NHWC path's: s = sum - ZP * taps_in
- * (centred), the divisor rule, saturate(round_half_even(s / divisor) + ZP), the division
- * in integers (q16_div_round_even).
+ * (centred), the divisor rule, saturate(round_half_even(s / divisor) + ZP), where
+ * |s| < 2^20 always, so QDIV_ROUND_EVEN's fast path alone is exact.
  * ---------------------------------------------------------------------------------- */
 #if !POOL_FIXED || POOL_DH != 1 || POOL_DW != 1 || POOL_KH * POOL_KW > 257
 #error "qpool2d.cl: QPOOL_VEC16=1 is built with a fixed window without dilation (at most 257 taps)"
@@ -716,26 +716,12 @@ void pool2d_max(__global const qtype_t* restrict x, __global qtype_t* restrict y
     q16_store(y, obase, nvalid, aligned, out);
 }
 
-/* round_half_even(s / d) on 8 lanes in integers: the float path's conversions run at a
- * quarter of the integer rate on NVIDIA (as in the strips). |s| <= 255 * Q16_TAPS <= 65535
- * (ZP in range, the #error above), d any int >= 1 (DIVISOR too). Rounding half to even is
- * odd: it is taken of u = |s| and the sign put back. q = mul_hi(u, m), m = ceil(2^32 / d) =
- * (2^32 + e) / d with 0 <= e < d, is floor(u / d) for every u < 2^16: for d <= 2^16 the
- * excess u e / (d 2^32) is < 1 / d; for d > 2^16, u m < 2^32 and q = 0. d = 1: m = 2^32 - 1
- * gives q = u - 1, r = 1 (u > 0), rounded up to u. With r = u - q d, q + 1 where
- * 2 r - d + (q & 1) > 0: past the half, or a tie at odd q. */
-inline uint q16_magic(uint d)
+/* round_half_even(s / d) on 8 lanes for |s| < 2^20, inv = 1 / d: QDIV_ROUND_EVEN's fast path */
+inline int8 q16_div_round_even(int8 s, int d, float inv)
 {
-    return 0xffffffffu / d + (d > 1); /* once a work-item */
-}
-inline int8 q16_div_round_even(int8 s, uint d, uint m)
-{
-    const uint8 u = abs(s);
-    const uint8 q = mul_hi(u, (uint8)m);
-    /* 2 r - d + (q & 1) lies in [-d, d]: exact in int after the uint arithmetic mod 2^32 */
-    const int8 t = as_int8(2 * u + (q & 1) - d - q * (2 * d));
-    const int8 a = as_int8(q) - (t > 0); /* a true vector comparison is -1 */
-    return select(a, -a, s);             /* -a where s's sign bit is set */
+    const float8 t = convert_float8(s) * inv;
+    const int8 f = convert_int8(floor(t));
+    return select(convert_int8_sat_rte(t), f + (f & 1), 2 * s == (2 * f + 1) * d);
 }
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
@@ -768,11 +754,11 @@ void pool2d_avg(__global const qtype_t* restrict x, __global qtype_t* restrict y
     }
     const int taps_in = rows_in * cols_in;
     const int count = DIVISOR > 0 ? DIVISOR : (COUNT_INCLUDE_PAD ? rows_pad * cols_pad : taps_in);
-    const uint d = max(count, 1);
-    const uint m = q16_magic(d);
+    const int d = max(count, 1);
+    const float inv = 1.0f / (float)d;
     const int bias = taps_in * (ZP + Q16_BIAS); /* the flip's +128 per tap, then the zero point */
-    const int8 qe = q16_div_round_even(convert_int8(as_ushort8(ev)) - bias, d, m) + ZP;
-    const int8 qo = q16_div_round_even(convert_int8(as_ushort8(od)) - bias, d, m) + ZP;
+    const int8 qe = q16_div_round_even(convert_int8(as_ushort8(ev)) - bias, d, inv) + ZP;
+    const int8 qo = q16_div_round_even(convert_int8(as_ushort8(od)) - bias, d, inv) + ZP;
     q16_t v;
     v.even = HAL_CAT(HAL_CAT(convert_, QTYPE_(8)), _sat)(qe);
     v.odd = HAL_CAT(HAL_CAT(convert_, QTYPE_(8)), _sat)(qo);
