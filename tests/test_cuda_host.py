@@ -661,3 +661,60 @@ def test_cuda_pdl_is_off_for_the_float16_nhwc_global_pooling_wave():
         assert launch.kernel == "adaptive_pool2d_avg_gvec" and launch.pdl is pdl, (dtype, launch)
         be.pool2d(S.pool2d_spec("max", g, 3, 2, 1, 1, False, True, None, False), buf, buf, None, {})
         assert all(launch.pdl for launch in plans[-1])
+
+
+def test_cuda_run_dispatches_pdl_plain_and_capture_launches(monkeypatch):
+    """Without a GPU: ``_run`` sends a plan's launches through ``cuLaunchKernelEx`` while
+    ``pdl`` is on, except a launch planned with ``pdl=False`` and every launch made while a
+    graph is being captured, which go through PyCUDA's launch; switching ``pdl`` off between
+    calls is honoured at the next call."""
+    import types
+
+    import hal.backends.cuda as cuda_mod
+    from hal.backends.cuda import CudaBackend, CudaBuffer, Launch, pdl_structs
+
+    log: list[tuple[str, str]] = []
+
+    def launch_ex(cfg_ref: object, func: object, params: object, extra: object) -> int:
+        log.append(("pdl", names[func.value]))  # type: ignore[attr-defined]
+        return 0
+
+    api = types.SimpleNamespace(lib=types.SimpleNamespace(cuLaunchKernelEx=launch_ex), **vars(pdl_structs()))
+    monkeypatch.setattr(cuda_mod, "_pdl_api", lambda: api)
+    monkeypatch.setattr(cuda_mod, "_FAST_LAUNCH", True)
+    monkeypatch.setattr(cuda_mod, "_pack_fn", lambda fmt, *args: b"")
+
+    class Fn:
+        arg_format = "P"
+
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def _launch_kernel(self, *args: object) -> None:
+            log.append(("plain", self.name))
+
+    plan = (Launch("pool2d.cu", (), "a", "P", (1, 1, 1), (32, 1, 1), 0, ("x",)),
+            Launch("pool2d.cu", (), "b", "P", (1, 1, 1), (32, 1, 1), 0, ("x",), pdl=False))
+    names = {0x10: "a", 0x20: "b"}
+    be = CudaBackend.__new__(CudaBackend)
+    be._plan_fns, be.pdl, be._capturing = {}, True, False
+    be._stream = types.SimpleNamespace(handle=0x77)
+    be._ctx = types.SimpleNamespace(push=lambda: None)
+    be._drv = types.SimpleNamespace(Context=types.SimpleNamespace(pop=lambda: None))
+    be._function = lambda launch: Fn(launch.kernel)  # type: ignore[method-assign]
+    be._pdl_function = lambda launch: {"a": 0x10, "b": 0x20}[launch.kernel]  # type: ignore[method-assign]
+    buffers = {"x": CudaBuffer(0x1000, 64, None)}
+    be._run(plan, buffers)
+    assert log == [("pdl", "a"), ("plain", "b")]
+    log.clear()
+    be._capturing = True
+    be._run(plan, buffers)
+    assert log == [("plain", "a"), ("plain", "b")]
+    log.clear()
+    be._capturing, be.pdl = False, False
+    be._run(plan, buffers)
+    assert log == [("plain", "a"), ("plain", "b")]
+    log.clear()
+    be.pdl = True
+    be._run(plan, buffers)
+    assert log == [("pdl", "a"), ("plain", "b")]
