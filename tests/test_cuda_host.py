@@ -704,17 +704,11 @@ def test_cuda_run_dispatches_pdl_plain_and_capture_launches(monkeypatch):
     be._function = lambda launch: Fn(launch.kernel)  # type: ignore[method-assign]
     be._pdl_function = lambda launch: {"a": 0x10, "b": 0x20}[launch.kernel]  # type: ignore[method-assign]
     buffers = {"x": CudaBuffer(0x1000, 64, None)}
-    be._run(plan, buffers)
-    assert log == [("pdl", "a"), ("plain", "b")]
-    log.clear()
-    be._capturing = True
-    be._run(plan, buffers)
-    assert log == [("plain", "a"), ("plain", "b")]
-    log.clear()
-    be._capturing, be.pdl = False, False
-    be._run(plan, buffers)
-    assert log == [("plain", "a"), ("plain", "b")]
-    log.clear()
-    be.pdl = True
-    be._run(plan, buffers)
-    assert log == [("pdl", "a"), ("plain", "b")]
+    mixed, plain = [("pdl", "a"), ("plain", "b")], [("plain", "a"), ("plain", "b")]
+    # (pdl, capturing) in turn on one backend: its plan cache must follow each switch
+    for pdl, capturing, want in ((True, False, mixed), (True, True, plain), (False, False, plain),
+                                 (True, False, mixed)):
+        be.pdl, be._capturing = pdl, capturing
+        log.clear()
+        be._run(plan, buffers)
+        assert log == want, (pdl, capturing, log)
