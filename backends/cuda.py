@@ -699,6 +699,8 @@ class CudaBackend(Backend):
         #: programmatic dependent launch: on sm_90+ where the driver has cuLaunchKernelEx,
         #: unless HAL_CUDA_PDL=0 (docs/backend-cuda.md, "Launching"); read at each launch
         self.pdl = major >= 9 and os.environ.get(PDL_ENV, "1") != "0" and _pdl_api() is not None
+        #: cubins of builds compiled here, until their first PDL launch loads them again
+        #: (``build_all``'s, often never launched, are read back from hal's cache instead)
         self._cubins: dict[tuple[str, tuple[tuple[str, int], ...]], bytes] = {}
         self._pdl_modules: dict[tuple[str, tuple[tuple[str, int], ...]], int] = {}
         self._pdl_funcs: dict[tuple[str, tuple[tuple[str, int], ...], str], list[int]] = {}
@@ -973,9 +975,7 @@ class CudaBackend(Backend):
             with self._active():
                 module = self._drv.module_from_buffer(cubin)
             with self._lock:
-                self._modules.setdefault(key, module)
-                if self.pdl:
-                    self._cubins.setdefault(key, cubin)
+                self._modules.setdefault(key, module)  # PDL reloads from hal's cache when launched
             loaded += 1
         return loaded
 
