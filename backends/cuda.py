@@ -379,6 +379,9 @@ _SCHEMAS: dict[str, KernelSchema] = {
             Param("BN_APPLY_MERGE", (0, 1), 0,
                   "NCHW training: 1 = each apply block merges its channel's partial statistics itself "
                   "(batch_norm_apply_merged), no batch_norm_finalize launch"),
+            Param("BN_STATS_SUMS", (0, 16, 32, 64, 128), 0,
+                  "training statistics: 0 = a Chan merge per batch of loads; N = shifted sums over chunks of "
+                  "about N values per channel and thread, a merge per chunk (-D)"),
         ),
         (_fits_threads("BN_THREADS"),),
     ),
@@ -397,7 +400,7 @@ _COMPILE_PARAMS = {
     "adaptive_pool2d": ("ADAPT_THREADS", "ADAPT_GSTAGES", "ADAPT_VSPLIT_U", "ADAPT_GVEC_U"),
     "conv2d": ("CONV_THREADS", "CONV_SIMT_CI", "CONV_OCC", "DW_HALF4", "DW_H2", "DW_PREFETCH", "TC_WIDE_STAGES",
                "TC_WIDE_L2PF", "TC_WIDE_K1_BLOCKS"),
-    "batch_norm": ("BN_THREADS", "BN_UNROLL", "BN_L2_HINT", "BN_INFER_OCC", "BN_INFER_EARLY"),
+    "batch_norm": ("BN_THREADS", "BN_UNROLL", "BN_L2_HINT", "BN_INFER_OCC", "BN_INFER_EARLY", "BN_STATS_SUMS"),
     "eltwise": ("ELT_THREADS",),
     "qconv2d": (),
 }

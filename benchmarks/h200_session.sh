@@ -7,7 +7,7 @@
 # Steps: tests, nn, conformance, check, sanitize, overhead, overhead-nopdl, bench-cuda, bench-nopdl
 # (HAL_CUDA_PDL=0: without programmatic dependent launch), sweep, tune-cuda-rapid,
 # tune-cuda-normal, tune-ocl-rapid, tune-ocl-normal, tvd-cuda, tvd-ocl, demo, hal-bench, ocl-bench, ocl-tests,
-# ocl-ptx, timing, ncu, quant-bench, ncu-quant
+# ocl-ptx, timing, ncu, quant-bench, ncu-quant, bn-breakdown
 set -u -o pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT="${OUT:-/tmp/hal-out}"; R=/tmp/hal-results; mkdir -p "$OUT" "$R"
@@ -65,6 +65,9 @@ for s in "$@"; do
         python3 -m pytest -q -p no:cacheprovider ${OCL_TESTS:-tests/test_forced_params.py tests/test_pooling.py}
       grep -E "^FAILED|passed|failed" "$R/pytest-ocl.txt" | tail -12 ;;
     ocl-ptx) step ocl-ptx 90 python3 benchmarks/opencl_ptx.py --out "$R/ptx"; grep -v Warning "$R/ocl-ptx.txt" | tail -16 ;;
+    bn-breakdown) # BNB_ARGS: e.g. --vary {"BN_STATS_SUMS":32} (no spaces inside the JSON)
+      step bn-breakdown ${T_BNB:-180} python3 benchmarks/experiments/bn_breakdown.py --out "$R" ${BNB_ARGS:-}
+      grep -v Warning "$R/bn-breakdown.txt" | tail -24 ;;
     timing) step timing ${T_TIMING:-150} python3 benchmarks/timing_methods.py --json "$R/timing.json"; cat "$R/timing.txt" ;;
     ncu) # NCU_CASES: "case substring|dtype|JSON params|kernel regex;..." (one kernel launch each)
       step ncu ${T_NCU:-240} bash -c 'IFS=";"; for c in $NCU_CASES; do IFS="|" read -r only dt params kre <<<"$c";

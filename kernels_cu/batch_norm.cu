@@ -51,6 +51,12 @@
 #ifndef BN_L2_HINT
 #define BN_L2_HINT 1
 #endif
+// BN_STATS_SUMS [0]: 0 = the statistics pass merges each batch of loads (two-pass in the
+// batch, then Chan); N = per thread, shifted sums over chunks of about N values per
+// channel, one Chan merge per chunk (bn_sums_flush)
+#ifndef BN_STATS_SUMS
+#define BN_STATS_SUMS 0
+#endif
 // resident threads per multiprocessor the register budget must allow (enough loads in
 // flight); float16 NHWC keeps 3 x 8 per-channel constants per thread, so a little less
 #if DTYPE_HALF && LAYOUT_NHWC
@@ -124,6 +130,24 @@ __device__ __forceinline__ void stat_add_batch(Stat& st, const float (&v)[K], in
     b.mean = m;
     b.m2 = m2;
     st = stat_merge(st, b);
+}
+
+// BN_STATS_SUMS: merge kc values d_i = x_i - p, given as s1 = sum d_i and s2 = sum d_i^2
+// about a pivot p that is one of them (the chunk's first value), into st, whose values
+// are taken about K_c; cp_k = p - K_c. M2 = s2 - s1^2 / kc cancels at most a factor
+// s2 / M2 = 1 + kc (p - mean)^2 / M2 <= 1 + kc, since p's own term puts (p - mean)^2 in
+// M2: so the chunk length bounds the error whatever the data (a pivot far from the
+// mean, or an outlier first value)
+__device__ __forceinline__ void bn_sums_flush(Stat& st, float& s1, float& s2, float cp_k, int kc) {
+    const float n = (float)kc;
+    const float mb = s1 / n;
+    Stat b;
+    b.n = n;
+    b.mean = cp_k + mb;
+    b.m2 = fmaxf(fmaf(-s1, mb, s2), 0.0f);
+    st = stat_merge(st, b);
+    s1 = 0.0f;
+    s2 = 0.0f;
 }
 
 __device__ __forceinline__ Stat warp_merge(Stat s) {
@@ -216,6 +240,77 @@ __device__ __forceinline__ void bn_stats(const act_t* __restrict__ x, int N, int
 #endif
 #if LAYOUT_NHWC
     const NhwcRange r = nhwc_range<VE>(N, C, HW, p);
+    float* mine = s_red + 3 * ((size_t)threadIdx.x * VE);  // this thread's VE states (n, mean, M2)
+#if BN_STATS_SUMS
+    // shifted sums about the chunk's first value: a subtract, an add and an FMA per value,
+    // one Chan merge per BN_STATS_SUMS values (bn_sums_flush). The merged states stay in
+    // this thread's s_red slots, which the block reduction reads, so that the registers
+    // go to the sums (float16: 8 channels x 3)
+    float s1[VE], s2[VE], cp[VE];
+    int kc = 0;
+#pragma unroll
+    for (int j = 0; j < VE; ++j) {
+        s1[j] = s2[j] = cp[j] = 0.0f;
+        mine[3 * j] = mine[3 * j + 1] = mine[3 * j + 2] = 0.0f;
+    }
+    auto flush = [&]() {
+#pragma unroll
+        for (int j = 0; j < VE; ++j) {
+            // statistics of x - K_c, K_c = the channel's first element (pixel 0), as below
+            const float kj = ld_act(x + (long long)r.cv * VE + j);
+            Stat a{mine[3 * j], mine[3 * j + 1], mine[3 * j + 2]};
+            bn_sums_flush(a, s1[j], s2[j], cp[j] - kj, kc);
+            mine[3 * j] = a.n;
+            mine[3 * j + 1] = a.mean;
+            mine[3 * j + 2] = a.m2;
+        }
+        kc = 0;
+    };
+    if (r.active) {
+        const act_t* xc = x + (long long)r.cv * VE;
+        for (long long q = r.r0 + r.g; q < r.r1; q += (long long)U * r.rg) {
+            int k = 0;
+            uint4 raw[U];  // VE == HAL_VEC: kept packed
+            float col[U];  // VE == 1
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                const long long qq = q + (long long)u * r.rg;
+                raw[u] = make_uint4(0u, 0u, 0u, 0u);
+                col[u] = 0.0f;
+                if (qq < r.r1) {
+                    if constexpr (VE == HAL_VEC)
+                        raw[u] = ld_raw(xc + qq * C, pol);
+                    else
+                        col[u] = ld_act(xc + qq * C);
+                    ++k;
+                }
+            }
+            // loads past the end are the last ones, so the first k are valid
+            auto val = [&](int u, int j) -> float {
+                if constexpr (VE == HAL_VEC)
+                    return raw_get(raw[u], j);
+                else
+                    return col[u];
+            };
+            if (kc == 0) {
+#pragma unroll
+                for (int j = 0; j < VE; ++j) cp[j] = val(0, j);
+            }
+#pragma unroll
+            for (int j = 0; j < VE; ++j) {
+#pragma unroll
+                for (int u = 0; u < U; ++u) {
+                    const float d = u < k ? val(u, j) - cp[j] : 0.0f;
+                    s1[j] += d;
+                    s2[j] = fmaf(d, d, s2[j]);
+                }
+            }
+            kc += k;
+            if (kc >= BN_STATS_SUMS) flush();
+        }
+        if (kc > 0) flush();
+    }
+#else
     Stat st[VE];
 #pragma unroll
     for (int j = 0; j < VE; ++j) st[j] = Stat{0.0f, 0.0f, 0.0f};
@@ -261,15 +356,15 @@ __device__ __forceinline__ void bn_stats(const act_t* __restrict__ x, int N, int
             }
         }
     }
-    // block reduction over the pixel phases g of each channel
-    const int cvb = r.cvb;
 #pragma unroll
     for (int j = 0; j < VE; ++j) {
-        float* d = s_red + 3 * ((size_t)threadIdx.x * VE + j);
-        d[0] = st[j].n;
-        d[1] = st[j].mean;
-        d[2] = st[j].m2;
+        mine[3 * j] = st[j].n;
+        mine[3 * j + 1] = st[j].mean;
+        mine[3 * j + 2] = st[j].m2;
     }
+#endif
+    // block reduction over the pixel phases g of each channel
+    const int cvb = r.cvb;
     __syncthreads();
     const int nch = cvb * VE;
     const int cc = blockIdx.x % p.cchunks, s = blockIdx.x / p.cchunks;
@@ -294,6 +389,10 @@ __device__ __forceinline__ void bn_stats(const act_t* __restrict__ x, int N, int
     // statistics of x - K_c, K_c = the channel's first element (n = 0, position 0), as in NHWC
     const float piv = ld_act(x + (long long)r.c * HW);
     constexpr int UB = (U * VE > 32) ? (32 / VE > 0 ? 32 / VE : 1) : U;  // at most 32 values per batch
+#if BN_STATS_SUMS
+    float s1 = 0.0f, s2 = 0.0f, cp = 0.0f;  // shifted sums about cp (v[] already holds x - K_c)
+    int kc = 0;
+#endif
     for (long long v0 = r.v0 + threadIdx.x; v0 < r.v1; v0 += (long long)UB * blockDim.x) {
         float v[UB * VE];
         int k = 0;
@@ -309,8 +408,26 @@ __device__ __forceinline__ void bn_stats(const act_t* __restrict__ x, int N, int
             }
         }
         // loads past the end are the last ones, so the first k*VE values are valid
+#if BN_STATS_SUMS
+        if (kc == 0) cp = v[0];
+#pragma unroll
+        for (int i = 0; i < UB * VE; ++i) {
+            const float d = i < k * VE ? v[i] - cp : 0.0f;
+            s1 += d;
+            s2 = fmaf(d, d, s2);
+        }
+        kc += k * VE;
+        if (kc >= BN_STATS_SUMS) {
+            bn_sums_flush(st, s1, s2, cp, kc);
+            kc = 0;
+        }
+#else
         stat_add_batch<UB * VE>(st, v, k * VE);
+#endif
     }
+#if BN_STATS_SUMS
+    if (kc > 0) bn_sums_flush(st, s1, s2, cp, kc);
+#endif
     st = warp_merge(st);
     __shared__ float s_w[3 * 32];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;

@@ -94,15 +94,14 @@ def kernel_source(file: str) -> str:
         text = _replace_body(text, "ldsm_x4", "emu_ldsm_x4(addr, r0, r1, r2, r3);")
         text = _replace_body(text, "mma16816", "emu_mma_f16(c, a, b0, b1);")
     elif file == "batch_norm.cu":
-        # the macros, load and store helpers, and the flat inference kernels (the statistics
-        # kernels need warp reductions and atomics the emulator does not model)
-        head = text[:text.index("// merge a batch of values")]
-        start = text.index("// inference, flat")
-        start = text.rindex("// ----", 0, start)
-        text = head + text[start:text.index("// contract entry point")]
-        # the emulator's dynamic shared memory is its one smem_raw array
-        text = text.replace("extern __shared__ __align__(16) float s_tab[];",
-                            "float* s_tab = reinterpret_cast<float*>(smem_raw);")
+        # every kernel but the contract entry point; the emulator's dynamic shared memory is
+        # its one smem_raw array
+        text = text[:text.index("// contract entry point")]
+        for name in ("s_tab", "s_red"):
+            text = text.replace(f"extern __shared__ __align__(16) float {name}[];",
+                                f"float* {name} = reinterpret_cast<float*>(smem_raw);")
+        # a static array is shared by the block's threads (the emulator runs one block at a time)
+        text = text.replace("__shared__ float ", "static float ")
     elif file == "quant_conv2d.cu":
         text = _replace_body(text, "qtc_ldsm_x4", "emu_ldsm_x4(addr, r0, r1, r2, r3);")
         text = _replace_body(text, "qtc_mma", "emu_mma_i8<!DTYPE_UINT8, !W_UINT8>(c, a, b0, b1);")
@@ -366,6 +365,63 @@ def check_bn_infer(be: Any, rng: np.random.Generator, work: Path, shape: tuple[i
         if not np.array_equal(outs[0].outputs["y"].view(np.uint8), other.view(np.uint8)):
             detail = f"differs bitwise from {outs[1].kernel}"
     return outs[0].kernel, not detail, detail
+
+
+def check_bn_train(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], dtype: Any,
+                   layout: str, params: dict[str, int], sms: int | None = None, data: str = "normal"
+                   ) -> tuple[str, bool, str]:
+    """BatchNorm training through the launcher's plan (statistics, finalize or the merged
+    apply, apply; on `sms` multiprocessors if given), y and the running statistics against the
+    float64 oracle. `data`: "normal" (N(0.5, 2)), "big_mean" (1e4 + N(0, 1), where cancellation
+    shows), or "outlier" (N(0, 1) with every channel's first element at 1e3: the pivots of
+    the shifted sums as far from the mean as data gets)."""
+    from hal import conformance
+    from hal import reference as ref
+    from hal import spec as S
+
+    sp = S.batch_norm_spec(S.TensorGeometry(*shape, layout, np.dtype(dtype)), True, 0.1, 1e-5, True)
+    c = shape[1]
+    if data == "big_mean":
+        x64 = 1e4 + rng.standard_normal(shape)
+    else:
+        x64 = rng.standard_normal(shape) * 2.0 + 0.5
+        if data == "outlier":
+            x64[0, :, 0, 0] = 1e3
+    x = x64.astype(dtype)
+    rm = rng.standard_normal(c).astype(np.float32)
+    rv = (rng.random(c) + 0.5).astype(np.float32)
+    wt = rng.standard_normal(c).astype(np.float32)
+    b = rng.standard_normal(c).astype(np.float32)
+    rm_want, rv_want = rm.astype(np.float64), rv.astype(np.float64)
+    want = ref.batch_norm_from_spec(sp, x, rm_want, rv_want, wt, b)
+    dummy = _aligned_buffer()
+    planner = _planner(be, sms)
+    plans: list[Any] = []
+    run = planner._run
+    planner._run = lambda plan, bufs: plans.append(plan)
+    planner.batch_norm(sp, dummy, dummy, dummy, dummy, dummy, dummy, params)
+    planner._run = run
+    slabs = int(np.frombuffer(bytes(plans[-1][0].args[-1])[:4], np.int32)[0])  # BnParams.slabs
+    nan = np.full(c, np.nan, np.float32)
+    bufs = {"x": _phys(x, layout), "y": np.full(_phys(x, layout).shape, np.nan, dtype), "w": wt, "b": b,
+            "rm": rm.copy(), "rv": rv.copy(), "part": np.full(3 * c * slabs, np.nan, np.float32),
+            "mean": nan.copy(), "var": nan.copy(), "scale": nan.copy(), "beta": nan.copy()}
+    got = run_plan(planner, lambda: planner.batch_norm(sp, dummy, dummy, dummy, dummy, dummy, dummy, params),
+                   bufs, {"y", "rm", "rv"}, work)
+    detail = ""
+    cmp = conformance.compare("batch_norm", dtype, _logical(got.outputs["y"], layout), want,
+                              scale=conformance.bn_scale(x, wt, 1e-5, True))
+    if not cmp.ok:
+        detail = f"y: {cmp.detail} (max err {cmp.max_error:.3g})"
+    # the running statistics take 0.1 of the batch's: a float32 mean is good to a few ulps of
+    # the channel's largest |x|, a variance to a few ulps of itself
+    span = np.abs(x.astype(np.float64)).max(axis=(0, 2, 3))
+    for name, arr, exp, scale in (("running_mean", got.outputs["rm"], rm_want, np.abs(rm_want) + 0.1 * span),
+                                  ("running_var", got.outputs["rv"], rv_want, np.abs(rv_want))):
+        err = np.abs(arr.astype(np.float64) - exp) / scale
+        if not np.all(err < 2e-5):
+            detail += f" {name}: error {float(np.nanmax(err)):.3g} of its scale"
+    return got.kernel, not detail, detail.strip()
 
 
 def check_qconv(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], cout: int,

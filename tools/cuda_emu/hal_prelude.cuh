@@ -81,6 +81,7 @@ inline void cp_async_wait() {
 }
 // L2 cache hints (batch_norm.cu's flat inference): no cache here, plain loads and stores
 inline uint64_t l2_policy_evict_first() { return 0; }
+inline uint64_t l2_policy_evict_last() { return 0; }
 inline uint4 ld16_hint(const void* g, uint64_t) { return *reinterpret_cast<const uint4*>(g); }
 template <typename T>
 inline void __stcs(T* p, T v) {
@@ -91,4 +92,27 @@ inline float __uint_as_float(unsigned u) {
     float f;
     std::memcpy(&f, &u, sizeof f);
     return f;
+}
+
+// Welford/Chan running statistics, as kernels_cu/hal_prelude.cuh (batch_norm.cu's statistics)
+struct Stat {
+    float n, mean, m2;
+};
+inline Stat stat_merge(const Stat& a, const Stat& b) {
+    float n = a.n + b.n;
+    if (n == 0.0f) return a;
+    float d = b.mean - a.mean;
+    float fb = b.n / n;
+    Stat r;
+    r.n = n;
+    r.mean = a.mean + d * fb;
+    r.m2 = a.m2 + b.m2 + d * d * a.n * fb;
+    return r;
+}
+inline Stat stat_shfl_xor(const Stat& s, int off) {
+    Stat r;
+    r.n = __shfl_xor_sync(0xffffffffu, s.n, off);
+    r.mean = __shfl_xor_sync(0xffffffffu, s.mean, off);
+    r.m2 = __shfl_xor_sync(0xffffffffu, s.m2, off);
+    return r;
 }
