@@ -379,9 +379,9 @@ _SCHEMAS: dict[str, KernelSchema] = {
             Param("BN_APPLY_MERGE", (0, 1), 0,
                   "NCHW training: 1 = each apply block merges its channel's partial statistics itself "
                   "(batch_norm_apply_merged), no batch_norm_finalize launch"),
-            Param("BN_STATS_SUMS", (0, 16, 32, 64, 128), 0,
+            Param("BN_STATS_SUMS", (0, 16, 32, 64, 128), 64,
                   "training statistics: 0 = a Chan merge per batch of loads; N = shifted sums over chunks of "
-                  "about N values per channel and thread, a merge per chunk (-D)"),
+                  "about N values per channel and thread, a merge per chunk (-D; session 18)"),
         ),
         (_fits_threads("BN_THREADS"),),
     ),

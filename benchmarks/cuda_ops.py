@@ -500,6 +500,11 @@ def build_cases(quick: bool) -> list[Case]:
         # kernel's 48 registers fit 10 blocks of 128 per SM, so 16 per SM ran 1.6 waves)
         bn_train = [{"BN_THREADS": t, "BN_BLOCKS_PER_SM": b, "BN_UNROLL": u, "BN_L2_HINT": h}
                     for t, b in ((128, 8), (128, 32), (256, 4), (256, 32)) for u in (2, 4) for h in (0, 1)]
+        # the statistics' shifted-sum chunks (BN_STATS_SUMS, session 18; 0 = a merge per batch), and
+        # more resident blocks now that the statistics pass issues fewer instructions
+        bn_train += [{"BN_STATS_SUMS": s} for s in (0, 32, 128)]
+        bn_train += [{"BN_THREADS": t, "BN_BLOCKS_PER_SM": b, "BN_UNROLL": u}
+                     for t, b in ((256, 8), (512, 2), (512, 4)) for u in (2, 4)]
         # NCHW training without the finalize launch (session 7)
         bn_merge = [{"BN_APPLY_MERGE": 1, **q} for q in (
             {}, {"BN_THREADS": 128, "BN_BLOCKS_PER_SM": 8, "BN_UNROLL": 2}, {"BN_THREADS": 256, "BN_BLOCKS_PER_SM": 4,

@@ -2,8 +2,9 @@
 
 One float16 conv through ``conv2d_k3_tc_pipe`` (NCHW: staged rows, the transposition, the
 staged output) and one uint8 x int8 QLinearConv through ``qconv2d_k3_tc`` (NHWC: the
-zero-point algebra and the mma of ones), and BatchNorm's flat inference with its first loads
-early, each with the plan the launcher makes for an H200, against the oracle.
+zero-point algebra and the mma of ones), BatchNorm's flat inference with its first loads
+early, and BatchNorm training (its statistics' shifted-sum chunks), each with the plan the
+launcher makes for an H200, against the oracle.
 tools/cuda_emu.py runs the rest (every type pair, both kernels, more shapes) before device
 time is spent.
 """
@@ -88,4 +89,30 @@ def test_batch_norm_flat_inference_matches_the_oracle_on_the_emulator(emu):
     kernel, ok, detail = cuda_emu.check_bn_infer(be, np.random.default_rng(7), work, (4, 64, 8, 12), np.float16,
                                                  "NHWC", {**walk, "BN_INFER_EARLY": 1}, sms=1, same_as=walk)
     assert kernel == "batch_norm_infer_flat_reg"
+    assert ok, detail
+
+
+_BN_WALK = {"BN_THREADS": 128, "BN_UNROLL": 2, "BN_BLOCKS_PER_SM": 2}
+
+
+@pytest.mark.parametrize(
+    "shape,dtype,layout,data,params",
+    [
+        ((4, 24, 16, 20), np.float16, "NHWC", "outlier", {"BN_STATS_SUMS": 16}),
+        ((4, 24, 16, 20), np.float32, "NHWC", "big_mean", {}),
+        ((3, 13, 10, 11), np.float32, "NHWC", "outlier", {"BN_STATS_SUMS": 16}),  # C % 4: scalar loads
+        ((4, 6, 23, 29), np.float32, "NCHW", "outlier", {"BN_STATS_SUMS": 16}),  # HW % 4: scalar loads
+        ((3, 5, 24, 36), np.float16, "NCHW", "big_mean", {"BN_STATS_SUMS": 16, "BN_APPLY_MERGE": 1}),
+        ((3, 5, 24, 36), np.float32, "NCHW", "normal", {"BN_STATS_SUMS": 0}),
+    ],
+)
+def test_batch_norm_training_matches_the_oracle_on_the_emulator(emu, shape, dtype, layout, data, params):
+    """The training plan (statistics, finalize or the merged apply, apply) on one
+    multiprocessor, so that each thread's walk spans several shifted-sum chunks
+    (BN_STATS_SUMS): y and the running statistics against the float64 oracle, on data whose
+    pivots sit far from the mean (every channel's first element 1e3) or with a mean of 1e4."""
+    cuda_emu, be, work = emu
+    kernel, ok, detail = cuda_emu.check_bn_train(be, np.random.default_rng(11), work, shape, dtype, layout,
+                                                 {**_BN_WALK, **params}, sms=1, data=data)
+    assert kernel in ("batch_norm_apply_ex", "batch_norm_apply_merged")
     assert ok, detail

@@ -3,8 +3,8 @@
 The device time on the H200 is scarce (30 minutes a session); this checks the indexing of
 `conv2d_k3_tc`, `conv2d_k3_tc_pipe`, the depthwise `conv2d_dw_pipe*_k3s1` and register walks
 (kernels_cu/conv2d.cu), the int8 convs of `quant_conv2d.cu` (`qconv2d_k3_tc`,
-`qconv2d_co4`, `qconv2d`) and BatchNorm's flat inference kernels (`batch_norm_infer_flat`,
-`batch_norm_infer_flat_reg`) before any of it: the kernels'
+`qconv2d_co4`, `qconv2d`), BatchNorm's flat inference kernels (`batch_norm_infer_flat`,
+`batch_norm_infer_flat_reg`) and its training kernels (statistics, finalize, apply) before any of it: the kernels'
 own source, compiled by g++ (C++20) against `tools/cuda_emu/` (a host `hal_prelude.cuh`, CUDA
 keywords, float16, and the warp collectives: ldmatrix.x4, mma.sync m16n8k16 f16 and m16n8k32
 s8/u8, shfl.xor), launched with the plan the real launcher makes for an H200 (grid, block,
@@ -566,6 +566,17 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
         out.append(("bn infer early f16 NHWC FLAT_REG 0 4x64x8x12 1SM", "bn",
                     dict(shape=(4, 64, 8, 12), dtype=np.float16, layout="NHWC",
                          params={**walk, "BN_INFER_EARLY": 1, "BN_FLAT_REG": 0}, sms=1, same_as=walk)))
+    # BatchNorm training on one multiprocessor (each thread's walk spans several shifted-sum
+    # chunks), pivots far from the mean or a mean of 1e4
+    if not quick:
+        for dt, dname in ((np.float16, "f16"), (np.float32, "f32")):
+            for layout, shape in (("NHWC", (4, 24, 16, 20)), ("NHWC", (3, 13, 10, 11)), ("NCHW", (4, 6, 23, 29)),
+                                  ("NCHW", (3, 5, 24, 36))):
+                for sums in (0, 16, 64):
+                    for data in ("outlier", "big_mean"):
+                        out.append((f"bn train {dname} {layout} {'x'.join(map(str, shape))} sums {sums} {data}",
+                                    "bn-train", dict(shape=shape, dtype=dt, layout=layout, data=data, sms=1,
+                                                     params={**walk, "BN_STATS_SUMS": sums})))
     types = [(np.int8, np.int8), (np.uint8, np.int8), (np.uint8, np.uint8), (np.int8, np.uint8)]
     for layout in ("NHWC", "NCHW"):
         for xd, wd in types if not quick else types[1:2]:
@@ -629,7 +640,8 @@ def main(argv: list[str] | None = None) -> int:
         for name, kind, kw in fuzz_cases(rng, args.fuzz) if args.fuzz else cases(args.quick):
             if args.only and args.only not in name:
                 continue
-            fn = {"conv": check_conv, "dwconv": check_dwconv, "qconv": check_qconv, "bn": check_bn_infer}[kind]
+            fn = {"conv": check_conv, "dwconv": check_dwconv, "qconv": check_qconv, "bn": check_bn_infer,
+                  "bn-train": check_bn_train}[kind]
             kernel, ok, detail = fn(be, rng, work, **kw)
             failed += not ok
             print(f"{'ok  ' if ok else 'FAIL'} {name:44s} {kernel:18s} {detail}", flush=True)
