@@ -94,9 +94,12 @@ def kernel_source(file: str) -> str:
         text = _replace_body(text, "ldsm_x4", "emu_ldsm_x4(addr, r0, r1, r2, r3);")
         text = _replace_body(text, "mma16816", "emu_mma_f16(c, a, b0, b1);")
     elif file == "batch_norm.cu":
-        # every kernel but the contract entry point; the emulator's dynamic shared memory is
-        # its one smem_raw array
-        text = text[:text.index("// contract entry point")]
+        # every kernel but the contract entry point, after the real prelude's Welford/Chan
+        # section; the emulator's dynamic shared memory is its one smem_raw array
+        prelude = (KERNELS / "hal_prelude.cuh").read_text()
+        start = prelude.index("struct Stat {")
+        stats = prelude[start:prelude.index("\n}\n", prelude.index("Stat stat_shfl_xor(", start)) + 3]
+        text = stats + text[:text.index("// contract entry point")]
         for name in ("s_tab", "s_red"):
             text = text.replace(f"extern __shared__ __align__(16) float {name}[];",
                                 f"float* {name} = reinterpret_cast<float*>(smem_raw);")

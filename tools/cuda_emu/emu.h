@@ -184,6 +184,15 @@ inline float __shfl_xor_sync(unsigned, float v, int mask) {
     w.bar.arrive_and_wait();
     return r;
 }
+// __shfl_down_sync on floats: lanes past the warp's end keep their own value, as on the GPU
+inline float __shfl_down_sync(unsigned, float v, int delta) {
+    EmuWarp& w = (*emu_block.warps)[emu_warp];
+    w.sf[emu_lane] = v;
+    w.bar.arrive_and_wait();
+    const float r = emu_lane + delta < 32 ? w.sf[emu_lane + delta] : v;
+    w.bar.arrive_and_wait();
+    return r;
+}
 
 // ---- cp.async groups of the calling thread: deferred 16-byte copies (src null: zero fill)
 struct EmuCopy {

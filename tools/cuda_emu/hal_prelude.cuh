@@ -94,25 +94,3 @@ inline float __uint_as_float(unsigned u) {
     return f;
 }
 
-// Welford/Chan running statistics, as kernels_cu/hal_prelude.cuh (batch_norm.cu's statistics)
-struct Stat {
-    float n, mean, m2;
-};
-inline Stat stat_merge(const Stat& a, const Stat& b) {
-    float n = a.n + b.n;
-    if (n == 0.0f) return a;
-    float d = b.mean - a.mean;
-    float fb = b.n / n;
-    Stat r;
-    r.n = n;
-    r.mean = a.mean + d * fb;
-    r.m2 = a.m2 + b.m2 + d * d * a.n * fb;
-    return r;
-}
-inline Stat stat_shfl_xor(const Stat& s, int off) {
-    Stat r;
-    r.n = __shfl_xor_sync(0xffffffffu, s.n, off);
-    r.mean = __shfl_xor_sync(0xffffffffu, s.mean, off);
-    r.m2 = __shfl_xor_sync(0xffffffffu, s.m2, off);
-    return r;
-}
