@@ -93,4 +93,3 @@ inline float __uint_as_float(unsigned u) {
     std::memcpy(&f, &u, sizeof f);
     return f;
 }
-
