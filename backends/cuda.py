@@ -353,6 +353,17 @@ _SCHEMAS: dict[str, KernelSchema] = {
             Param("DW_PIPE_COLS", (1, 2), 1,
                   "with DW_PIPE: output columns per thread (2: conv2d_dw_pipe{rows}x2_k3s1, tiles twice as wide, "
                   "each input pixel converted once for two columns' taps; not yet run on a GPU)"),
+            Param("GRP_TILED", (0, 1), 1,
+                  "specs no other kernel takes (grouped but not depthwise, channel multipliers, strides, "
+                  "dilations, other kernel sizes): 1 = the register-tiled direct kernel (conv2d_grp_k3s1, "
+                  "conv2d_grp_g) where its shared memory fits, 0 = one thread per output (conv2d)"),
+            Param("GRP_COT", (1, 2, 4, 8), 8, "tiled direct kernel: output channels per thread (-D)"),
+            Param("GRP_PIX", (1, 2, 4), 4, "tiled direct kernel: consecutive output columns per thread (-D)"),
+            Param("GRP_TILE_W", (4, 8, 16, 32, 64), 32,
+                  "tiled direct kernel: output columns per tile at most (the tile narrows to the output's width)"),
+            Param("GRP_CIC", (1, 2, 4, 8, 16), 8,
+                  "tiled direct kernel: input channels staged in shared memory at a time (fewer where the "
+                  "device's shared memory per block would not hold them)"),
         ),
         (_fits_threads("CONV_THREADS"), _fits_smem("DW_SMEM_KB"), _fits_occupancy("CONV_OCC")),
     ),
@@ -399,7 +410,7 @@ _COMPILE_PARAMS = {
     "pool2d": ("POOL_THREADS", "POOL_OCC", "POOL_SPLIT", "POOL_H2", "POOL_H2AVG"),
     "adaptive_pool2d": ("ADAPT_THREADS", "ADAPT_GSTAGES", "ADAPT_VSPLIT_U", "ADAPT_GVEC_U"),
     "conv2d": ("CONV_THREADS", "CONV_SIMT_CI", "CONV_OCC", "DW_HALF4", "DW_H2", "DW_PREFETCH", "TC_WIDE_STAGES",
-               "TC_WIDE_L2PF", "TC_WIDE_K1_BLOCKS"),
+               "TC_WIDE_L2PF", "TC_WIDE_K1_BLOCKS", "GRP_COT", "GRP_PIX"),
     "batch_norm": ("BN_THREADS", "BN_UNROLL", "BN_L2_HINT", "BN_INFER_OCC", "BN_INFER_EARLY", "BN_STATS_SUMS"),
     "eltwise": ("ELT_THREADS",),
     "qconv2d": (),
@@ -1747,6 +1758,50 @@ class CudaBackend(Backend):
                    ("x", "w", "b", "y", "wz", "m", *geometry, spec.x_zero_point, spec.y_zero_point)),
         )
 
+    def _plan_conv_tiled(
+        self, spec: Conv2dSpec, p: Mapping[str, int], defines: tuple[tuple[str, int], ...], threads: int
+    ) -> tuple[Launch, ...] | None:
+        """The register-tiled direct kernel (conv2d.cu: conv2d_grp_k3s1 for 3x3 stride 1 without
+        dilation, else conv2d_grp_g), or None where even one staged input channel would not fit
+        the device's shared memory or the grid would pass 2^31 - 1 blocks. GRP_COT narrows to the
+        smallest power of two holding a group's output channels. A tile is ``txn``
+        threads x GRP_PIX columns (at most GRP_TILE_W, no wider than the output) by ``th`` rows
+        (the block's remaining threads, no more than the output's rows)."""
+        groups = spec.groups
+        cig, cog = spec.c_in // groups, spec.c_out // groups
+        # no wider than the group's output channels (a power of two at least): no idle lanes
+        cot, pix = min(int(p["GRP_COT"]), 1 << (cog - 1).bit_length()), int(p["GRP_PIX"])
+        defines = tuple((k, cot if k == "GRP_COT" else v) for k, v in defines)
+        kh, kw = spec.kernel
+        sh, sw = spec.stride
+        dh, dw = spec.dilation
+        oh, ow = spec.out_h, spec.out_w
+        chunks = _cdiv(cog, cot)
+        txn = max(1, min(threads, _cdiv(min(int(p["GRP_TILE_W"]), ow), pix)))
+        th = max(1, min(threads // txn, oh))
+        tiles_w, tiles_h = _cdiv(ow, txn * pix), _cdiv(oh, th)
+        iwt = (txn * pix - 1) * sw + (kw - 1) * dw + 1
+        iht = (th - 1) * sh + (kh - 1) * dh + 1
+        iwp = iwt + (2 - iwt) % 4  # = 2 mod 4: even (8-byte row reads) and rows 2 banks apart
+        cs = iht * iwp
+        cs += (4 - cs) % 32  # = 4 mod 32: 16-byte aligned, and NHWC staging's channels 4 banks apart
+        cic = min(int(p["GRP_CIC"]), cig)
+        while cic > 1 and 4 * cic * (cs + kh * kw * cot) > self._max_smem():
+            cic //= 2
+        shared = 4 * cic * (cs + kh * kw * cot)
+        blocks = spec.n * tiles_h * tiles_w * groups * chunks
+        if shared > self._max_smem() or blocks >= 2**31 or cs * cic >= 2**31:
+            return None
+        variant = "k3s1" if (kh, kw, sh, sw, dh, dw) == (3, 3, 1, 1, 1, 1) else "g"
+        fields = (spec.n, spec.c_in, spec.in_h, spec.in_w, spec.c_out, oh, ow, kh, kw, sh, sw, dh, dw,
+                  spec.pads[0], spec.pads[2], groups, cig, cog, chunks, txn, th, tiles_w, tiles_h,
+                  cic, iht, iwt, iwp, cs)
+        blob = struct.pack(f"<{len(fields)}i", *fields)
+        return (
+            Launch("conv2d.cu", defines, f"conv2d_grp_{variant}", f"PPPP{len(blob)}s", (blocks, 1, 1),
+                   (txn * th, 1, 1), shared, ("x", "w", "b", "y", blob)),
+        )
+
     def _plan_conv2d(self, spec: Conv2dSpec, params: Mapping[str, int], aligned: bool) -> tuple[Launch, ...]:
         p = {**_SCHEMAS["conv2d"].defaults(), **params}
         threads = int(p["CONV_THREADS"])
@@ -1842,6 +1897,10 @@ class CudaBackend(Backend):
                         Launch("conv2d.cu", defines, f"conv2d_dw_tile_{variant}", f"PPPP{len(blob)}s", (grid, 1, 1),
                                (threads, 1, 1), shared, ("x", "w", "b", "y", blob)),
                     )
+            if p["GRP_TILED"]:
+                tiled = self._plan_conv_tiled(spec, p, defines, threads)
+                if tiled is not None:
+                    return tiled
         total = n * co * oh * ow
         args = ("x", "w", "b", "y", n, ci, ih, iw, co, oh, ow, kh, kw, sh, sw, pt, pl, dh, dw, spec.groups)
         return (

@@ -632,6 +632,11 @@ def conv_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
                        params={"DW_SMEM_KB": 8, "DW_TILE_H": 4}, **c)
             check_conv(dev, rng, "dw x2 mult", (2, 4, 9, 10), 8, 3, padding=1, groups=4, **c)
             check_conv(dev, rng, "grouped g4", (2, 16, 9, 11), 12, 3, stride=2, padding=1, groups=4, **c)
+            check_conv(dev, rng, "grouped g8 3x3", (2, 64, 13, 19), 64, 3, padding=1, groups=8, **c)
+            check_conv(dev, rng, "grouped g32 cog4", (2, 128, 9, 37), 128, 3, padding=1, groups=32, **c)
+            check_conv(dev, rng, "dense 7x7 s2 stem", (2, 3, 37, 41), 16, 7, stride=2, padding=3, **c)
+            check_conv(dev, rng, "grouped g4 one thread per output", (2, 16, 9, 11), 12, 3, stride=2, padding=1,
+                       groups=4, params={"GRP_TILED": 0}, **c)
             check_conv(dev, rng, "generic dil s2", (2, 6, 15, 14), 5, 3, stride=(2, 1), padding="same",
                        dilation=(1, 2), **c)
             check_conv(dev, rng, "misaligned", (2, 16, 10, 11), 16, 3, padding=1, offset=4, **c)
@@ -1020,7 +1025,12 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
             check_conv(dev, rng, "one dw k3s1 h2", (1, 8, 7, 10), 8, 3, padding=1, groups=8,
                        offset=np.dtype(dtype).itemsize, **c)
             check_conv(dev, rng, "one dw g", (2, 16, 10, 11), 16, 3, stride=2, padding=1, groups=16, **c)
-            check_conv(dev, rng, "one generic", (2, 6, 10, 11), 4, 3, stride=2, padding=1, groups=2, **c)
+            check_conv(dev, rng, "one generic", (2, 6, 10, 11), 4, 3, stride=2, padding=1, groups=2,
+                       params={"GRP_TILED": 0}, **c)
+            # the register-tiled direct kernels (session 19): 3x3 stride 1 and the general one
+            check_conv(dev, rng, "one tiled k3s1", (2, 16, 10, 11), 16, 3, padding=1, groups=2,
+                       params={"GRP_CIC": 4}, **c)
+            check_conv(dev, rng, "one tiled g", (2, 6, 10, 11), 4, 3, stride=2, padding=1, groups=2, **c)
             for training in (True, False):
                 check_bn(dev, rng, "one", (4, 16, 6, 8), training=training, **c)
                 # NHWC inference: C16 above takes batch_norm_infer_flat_reg, C24 batch_norm_infer_flat

@@ -1630,3 +1630,194 @@ DW_PIPE_KERNEL(conv2d_dw_pipe4x2_k3s1, 4, 2, 2)
 DW_PIPE_KERNEL(conv2d_dw_pipe8x2_k3s1, 8, 2, 2)
 DW_PIPE_KERNEL(conv2d_dw_pipe16x2_k3s1, 16, 2, 2)
 #endif
+
+// ---------------------------------------------------------------------------------
+// register-tiled direct conv on CUDA cores, for the specs no kernel above takes: grouped
+// convs other than depthwise (ResNeXt, RegNet), depthwise with a channel multiplier, strides,
+// dilations, other kernel sizes. The one-thread-per-output `conv2d` re-read every input and
+// weight from global memory for each output (H200, 3x3 groups 8 on 256x64x32x32: 1.6 ms).
+// Block = (image n, tile of th x txn * GRP_PIX outputs, group g, chunk of GRP_COT output
+// channels of g), the chunk and the group fastest so that the blocks reading one input tile
+// run together and share it in L2. The group's input channels, cic at a time, are staged
+// with their halo in shared memory as float (zero outside the input: the padding), the
+// chunk's weights as [channel][tap][GRP_COT]. Thread (tx, ty) owns GRP_COT output channels x
+// GRP_PIX consecutive columns of output row ty: each staged input value it reads feeds
+// GRP_COT FMAs, each weight (a broadcast read) GRP_PIX. Accumulation in float, the bias
+// first, then channels, rows and columns of taps in order.
+// Macros: GRP_COT [8] (output channels per thread: 1, 2, 4, 8), GRP_PIX [4] (output columns
+// per thread: 1, 2, 4).
+// ---------------------------------------------------------------------------------
+#ifndef GRP_COT
+#define GRP_COT 8
+#endif
+#ifndef GRP_PIX
+#define GRP_PIX 4
+#endif
+// the launcher's geometry (backends/cuda.py, _plan_conv_tiled), 32-bit ints in this order
+struct GrpParams {
+    int N, CI, IH, IW, CO, OH, OW;
+    int KH, KW, SH, SW, DH, DW, PT, PL;
+    int G, cig, cog, chunks;  // groups, channels per group in and out, GRP_COT chunks per group
+    int txn, th;              // threads along a tile row (tile width txn * GRP_PIX), tile rows
+    int tiles_w, tiles_h;
+    int cic, iht, iwt, iwp, cs;  // channels per stage, staged rows and columns, row and channel pitch
+};
+
+// GRP_COT weights of one (channel, tap) from shared memory (16-byte reads where GRP_COT % 4 == 0)
+__device__ __forceinline__ void grp_weights(const float* ws, float (&wv)[GRP_COT]) {
+#if GRP_COT % 4 == 0
+#pragma unroll
+    for (int q = 0; q < GRP_COT / 4; ++q) {
+        const float4 t = reinterpret_cast<const float4*>(ws)[q];
+        wv[4 * q] = t.x;
+        wv[4 * q + 1] = t.y;
+        wv[4 * q + 2] = t.z;
+        wv[4 * q + 3] = t.w;
+    }
+#else
+#pragma unroll
+    for (int q = 0; q < GRP_COT; ++q) wv[q] = ws[q];
+#endif
+}
+
+// KH_, KW_, SH_, SW_ nonzero: built in, with dilation 1 (the 3x3 stride-1 variant reads each
+// row's GRP_PIX + 2 values once, 8 bytes at a time); 0: from p
+template <int KH_, int KW_, int SH_, int SW_>
+__device__ __forceinline__ void grp_conv(unsigned char* smem, const act_t* __restrict__ x,
+                                         const act_t* __restrict__ w, const float* __restrict__ bias,
+                                         act_t* __restrict__ y, const GrpParams& p) {
+    constexpr int COT = GRP_COT, PIX = GRP_PIX;
+    const int KH = KH_ ? KH_ : p.KH, KW = KW_ ? KW_ : p.KW;
+    const int SH = SH_ ? SH_ : p.SH, SW = SW_ ? SW_ : p.SW;
+    const int DH = KH_ ? 1 : p.DH, DW = KW_ ? 1 : p.DW;
+    const int taps = KH * KW;
+    float* s_x = reinterpret_cast<float*>(smem);
+    float* s_w = s_x + p.cic * p.cs;  // cs % 4 == 0: 16-byte aligned
+
+    int b = blockIdx.x;
+    const int per_tile = p.G * p.chunks;
+    const int gc = b % per_tile;
+    b /= per_tile;
+    const int twi = b % p.tiles_w;
+    b /= p.tiles_w;
+    const int thi = b % p.tiles_h;
+    const int n = b / p.tiles_h;
+    const int g = gc / p.chunks;
+    const int co_l0 = (gc - g * p.chunks) * COT;  // the chunk's first channel within the group
+    const int ncot = min(COT, p.cog - co_l0);
+    const int co0 = g * p.cog + co_l0;
+    const int oh0 = thi * p.th, ow0 = twi * p.txn * PIX;
+    const int ih0 = oh0 * SH - p.PT, iw0 = ow0 * SW - p.PL;
+    const int tid = threadIdx.x, nthreads = blockDim.x;
+    const int tx = tid % p.txn, ty = tid / p.txn;
+    const bool computes = ty < p.th;
+
+    float acc[COT][PIX];
+#pragma unroll
+    for (int co = 0; co < COT; ++co) {
+        const float b0 = (bias != nullptr && co < ncot) ? bias[co0 + co] : 0.0f;
+#pragma unroll
+        for (int px = 0; px < PIX; ++px) acc[co][px] = b0;
+    }
+    const int plane = p.iht * p.iwt;
+    const int ci_g = g * p.cig;  // the group's first input channel
+    for (int c0 = 0; c0 < p.cig; c0 += p.cic) {
+        const int nc = min(p.cic, p.cig - c0);
+        __syncthreads();  // every thread is done with the previous stage
+        for (int f = tid; f < nc * plane; f += nthreads) {
+#if LAYOUT_NHWC
+            const int cl = f % nc, pix = f / nc;  // channels fastest: the group's bytes of a pixel together
+#else
+            const int cl = f / plane, pix = f - (f / plane) * plane;
+#endif
+            const int r = pix / p.iwt, c = pix - (pix / p.iwt) * p.iwt;
+            const int ih = ih0 + r, iw = iw0 + c;
+            float v = 0.0f;
+            if ((unsigned)ih < (unsigned)p.IH && (unsigned)iw < (unsigned)p.IW) {
+                const long long ci = ci_g + c0 + cl;
+#if LAYOUT_NHWC
+                v = ld_act(x + (((long long)n * p.IH + ih) * p.IW + iw) * p.CI + ci);
+#else
+                v = ld_act(x + (((long long)n * p.CI + ci) * p.IH + ih) * p.IW + iw);
+#endif
+            }
+            s_x[cl * p.cs + r * p.iwp + c] = v;
+        }
+        for (int f = tid; f < nc * taps * COT; f += nthreads) {
+            const int col = f % COT, rest = f / COT;
+            const int tap = rest % taps, cl = rest / taps;
+            s_w[f] = col < ncot ? ld_act(w + ((long long)(co0 + col) * p.cig + c0 + cl) * taps + tap) : 0.0f;
+        }
+        __syncthreads();
+        if (!computes) continue;
+        for (int cl = 0; cl < nc; ++cl) {
+            const float* xs = s_x + cl * p.cs + ty * SH * p.iwp + tx * PIX * SW;
+            const float* ws = s_w + cl * taps * COT;
+            for (int kh = 0; kh < KH; ++kh) {
+                const float* xr = xs + kh * DH * p.iwp;
+                if constexpr (KW_ == 3 && SW_ == 1) {
+                    float v[PIX + 2];
+                    if constexpr (PIX % 2 == 0) {  // iwp, cs and tx * PIX even: 8-byte aligned
+#pragma unroll
+                        for (int j = 0; j < PIX / 2 + 1; ++j) {
+                            const float2 t = reinterpret_cast<const float2*>(xr)[j];
+                            v[2 * j] = t.x;
+                            v[2 * j + 1] = t.y;
+                        }
+                    } else {
+#pragma unroll
+                        for (int j = 0; j < PIX + 2; ++j) v[j] = xr[j];
+                    }
+#pragma unroll
+                    for (int kw = 0; kw < 3; ++kw) {
+                        float wv[COT];
+                        grp_weights(ws + (kh * 3 + kw) * COT, wv);
+#pragma unroll
+                        for (int co = 0; co < COT; ++co)
+#pragma unroll
+                            for (int px = 0; px < PIX; ++px) acc[co][px] = fmaf(v[px + kw], wv[co], acc[co][px]);
+                    }
+                } else {
+                    for (int kw = 0; kw < KW; ++kw) {
+                        float wv[COT];
+                        grp_weights(ws + (kh * KW + kw) * COT, wv);
+                        float v[PIX];
+#pragma unroll
+                        for (int px = 0; px < PIX; ++px) v[px] = xr[px * SW + kw * DW];
+#pragma unroll
+                        for (int co = 0; co < COT; ++co)
+#pragma unroll
+                            for (int px = 0; px < PIX; ++px) acc[co][px] = fmaf(v[px], wv[co], acc[co][px]);
+                    }
+                }
+            }
+        }
+    }
+    const int oh = oh0 + ty, ow = ow0 + tx * PIX;
+    if (!computes || oh >= p.OH) return;
+#pragma unroll
+    for (int px = 0; px < PIX; ++px) {
+        if (ow + px >= p.OW) break;
+#pragma unroll
+        for (int co = 0; co < COT; ++co) {
+            if (co >= ncot) break;
+#if LAYOUT_NHWC
+            act_t* dst = y + (((long long)n * p.OH + oh) * p.OW + ow + px) * p.CO + co0 + co;
+#else
+            act_t* dst = y + (((long long)n * p.CO + co0 + co) * p.OH + oh) * p.OW + ow + px;
+#endif
+            st_act(dst, acc[co][px]);
+        }
+    }
+}
+
+#define GRP_KERNEL(NAME, KH_, KW_, SH_, SW_)                                                                    \
+    extern "C" __global__ void __launch_bounds__(CONV_THREADS)                                                  \
+        NAME(const act_t* __restrict__ x, const act_t* __restrict__ w, const float* __restrict__ bias,         \
+             act_t* __restrict__ y, GrpParams p) {                                                              \
+        HAL_PDL_ENTRY();                                                                                        \
+        extern __shared__ __align__(16) unsigned char smem_raw[];                                               \
+        grp_conv<KH_, KW_, SH_, SW_>(smem_raw, x, w, bias, y, p);                                               \
+    }
+GRP_KERNEL(conv2d_grp_k3s1, 3, 3, 1, 1)
+GRP_KERNEL(conv2d_grp_g, 0, 0, 0, 0)

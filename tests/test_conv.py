@@ -72,8 +72,10 @@ def test_conv2d(device, case, dtype, layout, seed):
         ((2, 37, 17, 19), (37, 1, 3, 3), {"padding": 1, "groups": 37}),  # depthwise, odd channels
         ((1, 16, 12, 12), (24, 2, 3, 3), {"padding": "same", "groups": 8}),  # grouped
         ((3, 130, 5, 7), (7, 130, 1, 1), {}),  # 1x1, many channels
+        ((2, 64, 13, 19), (64, 8, 3, 3), {"padding": 1, "groups": 8}),  # ResNeXt-like groups of 8
+        ((1, 24, 23, 21), (40, 24, 5, 5), {"stride": 2, "padding": 2}),  # dense 5x5 stride 2
     ],
-    ids=["3x3-64", "depthwise", "grouped", "1x1"],
+    ids=["3x3-64", "depthwise", "grouped", "1x1", "groups-8", "5x5-s2"],
 )
 def test_conv2d_cnn_shapes(device, shape, wshape, kw, dtype, layout):
     x = random_input(5, shape, dtype)

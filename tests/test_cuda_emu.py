@@ -116,3 +116,18 @@ def test_batch_norm_training_matches_the_oracle_on_the_emulator(emu, shape, dtyp
                                                  {**_BN_WALK, **params}, sms=1, data=data)
     assert kernel in ("batch_norm_apply_ex", "batch_norm_apply_merged")
     assert ok, detail
+
+
+@pytest.mark.parametrize(("name", "kw"), [
+    ("groups 8 float16 NHWC", dict(shape=(2, 64, 13, 19), cout=64, groups=8, layout="NHWC", dtype=np.float16,
+                                   params={}, kernel="conv2d_grp_k3s1")),
+    ("7x7 stride 2 float32 NCHW, 4 channels a stage", dict(shape=(1, 6, 23, 29), cout=10, groups=1, layout="NCHW",
+                                                          dtype=np.float32, params={"GRP_CIC": 4}, k=(7, 7),
+                                                          stride=2, padding=(3, 2, 1, 3), kernel="conv2d_grp_g")),
+])
+def test_tiled_direct_conv_matches_the_oracle_on_the_emulator(emu, name, kw):
+    """The register-tiled direct kernel (grouped, strided and other convs), partial tiles,
+    the output poisoned, against the float64 oracle."""
+    cuda_emu, be, work = emu
+    kernel, ok, detail = cuda_emu.check_tiled(be, np.random.default_rng(11), work, **kw)
+    assert ok, f"{name}: {kernel}: {detail}"

@@ -344,6 +344,69 @@ def test_cuda_tensor_core_conv_plans_without_a_gpu():
     assert plan(dtype=np.float32).kernel == "conv2d_k3_simt"
 
 
+def test_cuda_tiled_direct_conv_plans_without_a_gpu():
+    """Without a GPU: grouped convs other than depthwise, channel multipliers, strided and other
+    dense convs the specialised kernels do not take plan the register-tiled direct kernel
+    (``conv2d_grp_k3s1`` for 3x3 stride 1, else ``conv2d_grp_g``): a block per (image, tile,
+    group, chunk of GRP_COT output channels), the tile no wider or taller than the output,
+    GRP_COT narrowed to the group's outputs, the staged channels halved until the shared
+    memory fits; GRP_TILED 0 and ``force_generic`` keep the one-thread-per-output kernel."""
+    import struct
+
+    import numpy as np
+
+    from hal import spec as S
+    from hal.backends.cuda import CudaBuffer
+
+    be, _ = _h200_without_gpu()
+    plans: list[object] = []
+    be._run = lambda plan, buffers: plans.append(plan)
+    buf = CudaBuffer(0x10000, 1 << 30, None)
+
+    def plan(shape=(256, 64, 32, 32), co=64, groups=8, k=3, stride=1, dtype=np.float32, layout="NCHW", **params):
+        sp = S.conv2d_spec(S.TensorGeometry(*shape, layout, np.dtype(dtype)), (co, shape[1] // groups, k, k), False,
+                           None, stride, k // 2, 1, groups)
+        be.conv2d(sp, buf, buf, None, buf, params)
+        (launch,) = plans[-1]
+        grp = launch.kernel.startswith("conv2d_grp")
+        fields = struct.unpack(f"<{len(launch.args[4]) // 4}i", launch.args[4]) if grp else ()
+        return launch, dict(zip(("N CI IH IW CO OH OW KH KW SH SW DH DW PT PL G cig cog chunks txn th tiles_w "
+                                 "tiles_h cic iht iwt iwp cs").split(), fields, strict=True)) if fields else {}
+
+    launch, f = plan()
+    assert launch.kernel == "conv2d_grp_k3s1" and launch.block == (256, 1, 1) and launch.grid == (256 * 8, 1, 1)
+    assert (f["txn"], f["th"], f["tiles_w"], f["tiles_h"], f["cig"], f["cog"], f["chunks"]) == (8, 32, 1, 1, 8, 8, 1)
+    assert (f["iht"], f["iwt"], f["iwp"], f["cic"]) == (34, 34, 34, 8) and f["cs"] % 32 == 4 and f["cs"] >= 34 * 34
+    assert launch.shared == 4 * 8 * (f["cs"] + 9 * 8) and dict(launch.defines)["GRP_COT"] == 8
+    # 32 groups of 4 channels: GRP_COT narrowed to 4; a 56 x 56 output in tiles of 32 x 32
+    launch, f = plan((2, 128, 56, 56), co=128, groups=32)
+    assert dict(launch.defines)["GRP_COT"] == 4 and (f["chunks"], f["tiles_w"], f["tiles_h"]) == (1, 2, 2)
+    assert launch.grid == (2 * 2 * 2 * 32, 1, 1)
+    # a 7-wide output: a 2-thread-wide tile (8 columns) of 7 rows
+    launch, f = plan((4, 16, 7, 7), co=32, groups=2)
+    assert (f["txn"], f["th"], f["chunks"]) == (2, 7, 2) and launch.block == (14, 1, 1)
+    # strided dense, 1x1 dense in float32, a channel multiplier: the general variant
+    assert plan((8, 64, 56, 56), co=128, groups=1, stride=2)[0].kernel == "conv2d_grp_g"
+    assert plan((8, 64, 56, 56), co=128, groups=1, k=1)[0].kernel == "conv2d_grp_g"
+    assert plan((8, 3, 224, 224), co=64, groups=1, k=7, stride=2)[0].kernel == "conv2d_grp_g"
+    launch, f = plan((2, 16, 9, 9), co=48, groups=16, k=5)
+    assert launch.kernel == "conv2d_grp_g" and dict(launch.defines)["GRP_COT"] == 4 and f["cog"] == 3
+    # 7x7 stride 2, tiles of 32 x 64 outputs: 16 staged channels of 69 x 133 inputs do not fit
+    # 227 KiB, so 4 (halved until they do)
+    launch, f = plan((1, 32, 200, 200), co=32, groups=2, k=7, stride=2, GRP_CIC=16, GRP_TILE_W=64,
+                     CONV_THREADS=512)
+    assert (f["iht"], f["iwt"], f["cic"]) == (69, 133, 4) and launch.shared <= 232448
+    # the specialised kernels keep their specs
+    assert plan(groups=64, co=64)[0].kernel.startswith("conv2d_dw")
+    assert plan(groups=1)[0].kernel == "conv2d_k3_simt"
+    assert plan(GRP_TILED=0)[0].kernel == "conv2d"
+    be.force_generic = True
+    try:
+        assert plan()[0].kernel == "conv2d"
+    finally:
+        be.force_generic = False
+
+
 def test_cuda_nhwc_global_pooling_plans_a_thread_per_channel_vector_without_a_gpu():
     """Without a GPU: NHWC global pooling without indices plans ``adaptive_pool2d_*_gvec`` (a thread per
     (image, 16-byte channel vector), arguments N, C, H*W) where those pairs number at least 256 per

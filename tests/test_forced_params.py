@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import hal
 from hal import reference
-from hal.conformance import compare, compare_indices
+from hal.conformance import compare, compare_indices, conv_scale
 from hal.errors import HalValueError
 from hal.tensor import poison_outputs
 from hal.tuning.table import Resolved, kernel_key
@@ -646,3 +646,37 @@ def test_opencl_batch_norm_plans_keep_the_launch_limits(device, monkeypatch, tra
             be.batch_norm(spec, xt.buffer, y.buffer, *(b.buffer for b in bufs), params)
     finally:
         be.exact_params = False
+
+
+#: the register-tiled direct conv's parameters (CUDA: conv2d_grp_*), one set at a time over the defaults
+TILED_CONV_PARAMS = ([{"GRP_COT": c, "GRP_PIX": p} for c in (1, 2, 4, 8) for p in (1, 2, 4)]
+                     + [{"GRP_TILE_W": t} for t in (4, 8, 16, 64)] + [{"GRP_CIC": c} for c in (1, 2, 16)]
+                     + [{"CONV_THREADS": 128, "GRP_PIX": 2}, {"CONV_THREADS": 512}, {"GRP_TILED": 0}])
+
+#: (shape, weight shape, conv arguments): groups 8 with 3x3 stride 1 (conv2d_grp_k3s1), a
+#: dense 5x5 stride 2 over 20 input channels (several staged chunks), a channel multiplier
+#: of 3 with dilation 2 and asymmetric padding; widths and heights no multiple of a tile
+TILED_CONV_CASES = [((2, 64, 13, 19), (64, 8, 3, 3), {"padding": 1, "groups": 8}),
+                    ((1, 20, 21, 37), (12, 20, 5, 5), {"stride": 2, "padding": 2}),
+                    ((2, 5, 17, 11), (15, 1, 3, 3), {"padding": (2, 1), "dilation": 2, "groups": 5})]
+
+
+@pytest.mark.parametrize("params", TILED_CONV_PARAMS, ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()))
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_tiled_direct_conv_paths(device, params, dtype):
+    """Each tile shape of the tiled direct conv, forced, on both layouts against the oracle."""
+    if "GRP_TILED" not in device.tuner.schemas["conv2d"].defaults():
+        pytest.skip("the tiled direct conv's parameters are CUDA's")
+    for i, (shape, wshape, kw) in enumerate(TILED_CONV_CASES):
+        x = random_input(31 + i, shape, dtype)
+        w = random_input(41 + i, wshape, dtype) * np.asarray(0.3, dtype=dtype)
+        b = random_input(51 + i, (wshape[0],), dtype) if i != 1 else None
+        ref = reference.conv2d(x.astype(np.float64), w.astype(np.float64),
+                               None if b is None else b.astype(np.float64), **kw)
+        for layout in ("NCHW", "NHWC"):
+            with forced(device, "conv2d", params), poison_outputs():
+                y = hal.conv2d(hal.asarray(x, device=device, layout=layout), hal.asarray(w, device=device), b, **kw)
+            scale = conv_scale(x.astype(np.float64), w.astype(np.float64),
+                               None if b is None else b.astype(np.float64), **kw)
+            r = compare("conv2d", dtype, y.numpy(), ref, scale)
+            assert r.ok, f"{shape} {wshape} {kw} {layout}: {r.detail}"

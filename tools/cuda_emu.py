@@ -295,6 +295,40 @@ def check_conv(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, 
     return r.kernel, ok, "" if ok else f"max rel err {np.nanmax(err):.3g}, {int((~np.isfinite(got)).sum())} unwritten"
 
 
+def check_tiled(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], cout: int,
+                groups: int, layout: str, dtype: Any, params: dict[str, int], k: tuple[int, int] = (3, 3),
+                stride: Any = 1, padding: Any = 1, dilation: Any = 1, bias: bool = True,
+                kernel: str = "") -> tuple[str, bool, str]:
+    """A conv the register-tiled direct kernel serves (grouped, strided, dilated, any window;
+    float32 or float16, both layouts), against the float64 oracle under the conformance
+    tolerance, the output poisoned; `kernel` names the kernel the plan must pick."""
+    from hal import conformance
+    from hal import reference as ref
+    from hal import spec as S
+
+    sp = S.conv2d_spec(S.TensorGeometry(*shape, layout, np.dtype(dtype)), (cout, shape[1] // groups, *k), bias,
+                       (cout,) if bias else None, stride, padding, dilation, groups)
+    x = rng.standard_normal(shape).astype(dtype)
+    w = (rng.standard_normal(sp.weight_shape) / np.sqrt(sp.weight_shape[1] * k[0] * k[1])).astype(dtype)
+    b = rng.standard_normal(cout).astype(np.float32) if bias else None
+    want = ref.conv2d_from_spec(sp, x.astype(np.float64), w.astype(np.float64), b)
+    scale = ref.conv2d_from_spec(sp, np.abs(x.astype(np.float64)), np.abs(w.astype(np.float64)),
+                                 None if b is None else np.abs(b))
+    n, c, oh, ow = sp.out_shape
+    y = np.full((n, oh, ow, c) if layout == "NHWC" else (n, c, oh, ow), np.nan, dtype)
+    dummy = _aligned_buffer()
+    r = run_plan(be, lambda: be.conv2d(sp, dummy, dummy, dummy if bias else None, dummy, params),
+                 {"x": _phys(x, layout), "w": w, "b": b, "y": y}, {"y"}, work)
+    got = _logical(r.outputs["y"], layout).astype(np.float64)
+    cmp = conformance.compare("conv2d", dtype, got, want, np.maximum(scale, 1e-30))
+    detail = "" if cmp.ok else f"{cmp.detail} (max err {cmp.max_error:.3g})"
+    if not detail and not np.isfinite(got).all():
+        detail = f"{int((~np.isfinite(got)).sum())} unwritten"
+    if not detail and kernel and r.kernel != kernel:
+        detail = f"served by {r.kernel}, not {kernel}"
+    return r.kernel, not detail, detail
+
+
 def check_dwconv(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], dtype: Any,
                  padding: Any, params: dict[str, int], bias: bool = True, sms: int | None = None,
                  same_as: dict[str, int] | None = None) -> tuple[str, bool, str]:
@@ -580,6 +614,39 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
                         out.append((f"bn train {dname} {layout} {'x'.join(map(str, shape))} sums {sums} {data}",
                                     "bn-train", dict(shape=shape, dtype=dt, layout=layout, data=data, sms=1,
                                                      params={**walk, "BN_STATS_SUMS": sums})))
+    # the register-tiled direct kernel: groups 8 (the H200 table's case, smaller), 3 channels a
+    # group (a partial GRP_COT chunk), channel multipliers, stride 2, dilation, 5x5 and 1x1,
+    # asymmetric padding, input channels in several stages (GRP_CIC), every GRP_COT / GRP_PIX
+    for layout in ("NCHW", "NHWC"):
+        for dt, dname in ((np.float32, "f32"), (np.float16, "f16")):
+            out.append((f"tiled g8 3x3 {dname} {layout} 2x64x13x19", "tiled",
+                        dict(shape=(2, 64, 13, 19), cout=64, groups=8, layout=layout, dtype=dt, params={},
+                             kernel="conv2d_grp_k3s1")))
+        if not quick:
+            out.append((f"tiled g4 cig3 cog5 stages {layout}", "tiled",
+                        dict(shape=(2, 12, 11, 9), cout=20, groups=4, layout=layout, dtype=np.float32,
+                             params={"GRP_CIC": 2, "GRP_TILE_W": 4}, padding=(0, 2, 1, 0), kernel="conv2d_grp_k3s1")))
+            out.append((f"tiled dw multiplier 3 s2 {layout}", "tiled",
+                        dict(shape=(2, 6, 15, 17), cout=18, groups=6, layout=layout, dtype=np.float16, params={},
+                             stride=2, bias=False, kernel="conv2d_grp_g")))
+            out.append((f"tiled dense 5x5 dil2 {layout}", "tiled",
+                        dict(shape=(1, 10, 16, 21), cout=7, groups=1, layout=layout, dtype=np.float32,
+                             params={"GRP_COT": 4, "GRP_PIX": 2, "GRP_CIC": 4}, k=(5, 5), dilation=2, padding=3,
+                             kernel="conv2d_grp_g")))
+            out.append((f"tiled dense 1x1 s2 {layout}", "tiled",
+                        dict(shape=(2, 24, 9, 13), cout=16, groups=1, layout=layout, dtype=np.float32,
+                             params={"GRP_COT": 2, "GRP_PIX": 1}, k=(1, 1), stride=2, padding=0,
+                             kernel="conv2d_grp_g")))
+            out.append((f"tiled dense 7x7 s2 stem {layout}", "tiled",
+                        dict(shape=(1, 3, 23, 29), cout=16, groups=1, layout=layout, dtype=np.float16,
+                             params={}, k=(7, 7), stride=2, padding=3, kernel="conv2d_grp_g")))
+            out.append((f"tiled g2 3x3 s1 cot1 pix1 {layout}", "tiled",
+                        dict(shape=(1, 8, 7, 33), cout=6, groups=2, layout=layout, dtype=np.float16,
+                             params={"GRP_COT": 1, "GRP_PIX": 1, "GRP_TILE_W": 8}, kernel="conv2d_grp_k3s1")))
+            out.append((f"tiled g8 3x3 cot2 pix2 64 threads {layout}", "tiled",
+                        dict(shape=(1, 16, 9, 10), cout=32, groups=8, layout=layout, dtype=np.float32,
+                             params={"GRP_COT": 2, "GRP_PIX": 2, "CONV_THREADS": 128, "GRP_TILE_W": 64},
+                             padding=2, kernel="conv2d_grp_k3s1")))
     types = [(np.int8, np.int8), (np.uint8, np.int8), (np.uint8, np.uint8), (np.int8, np.uint8)]
     for layout in ("NHWC", "NCHW"):
         for xd, wd in types if not quick else types[1:2]:
@@ -644,7 +711,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.only and args.only not in name:
                 continue
             fn = {"conv": check_conv, "dwconv": check_dwconv, "qconv": check_qconv, "bn": check_bn_infer,
-                  "bn-train": check_bn_train}[kind]
+                  "bn-train": check_bn_train, "tiled": check_tiled}[kind]
             kernel, ok, detail = fn(be, rng, work, **kw)
             failed += not ok
             print(f"{'ok  ' if ok else 'FAIL'} {name:44s} {kernel:18s} {detail}", flush=True)
