@@ -648,10 +648,12 @@ def test_opencl_batch_norm_plans_keep_the_launch_limits(device, monkeypatch, tra
         be.exact_params = False
 
 
-#: the register-tiled direct conv's parameters (CUDA: conv2d_grp_*), one set at a time over the defaults
-TILED_CONV_PARAMS = ([{"GRP_COT": c, "GRP_PIX": p} for c in (1, 2, 4, 8) for p in (1, 2, 4)]
-                     + [{"GRP_TILE_W": t} for t in (4, 8, 16, 64)] + [{"GRP_CIC": c} for c in (1, 2, 16)]
-                     + [{"CONV_THREADS": 128, "GRP_PIX": 2}, {"CONV_THREADS": 512}, {"GRP_TILED": 0}])
+#: the register-tiled direct conv's parameters (CUDA: conv2d_grp_*), one set at a time over the
+#: defaults (8 x 4); every GRP_COT and GRP_PIX value, though not every pair: each pair is a build
+#: of conv2d.cu per dtype and layout (tools/cuda_emu.py runs other pairs)
+TILED_CONV_PARAMS = [{"GRP_COT": 1, "GRP_PIX": 1}, {"GRP_COT": 2, "GRP_PIX": 4}, {"GRP_COT": 4, "GRP_PIX": 2},
+                     {"GRP_TILE_W": 4}, {"GRP_TILE_W": 64}, {"GRP_CIC": 1}, {"GRP_CIC": 16},
+                     {"CONV_THREADS": 128, "GRP_PIX": 2}, {"GRP_TILED": 0}]
 
 #: (shape, weight shape, conv arguments): groups 8 with 3x3 stride 1 (conv2d_grp_k3s1), a
 #: dense 5x5 stride 2 over 20 input channels (several staged chunks), a channel multiplier
