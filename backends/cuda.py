@@ -1790,13 +1790,14 @@ class CudaBackend(Backend):
             cic //= 2
         shared = 4 * cic * (cs + kh * kw * cot)
         blocks = spec.n * tiles_h * tiles_w * groups * chunks
-        if shared > self._max_smem() or blocks >= 2**31 or cs * cic >= 2**31:
+        if shared > self._max_smem() or blocks >= 2**31 or cs * cic >= 2**31 or cic * iht * iwt >= 2**31:
             return None
         variant = "k3s1" if (kh, kw, sh, sw, dh, dw) == (3, 3, 1, 1, 1, 1) else "g"
         fields = (spec.n, spec.c_in, spec.in_h, spec.in_w, spec.c_out, oh, ow, kh, kw, sh, sw, dh, dw,
                   spec.pads[0], spec.pads[2], groups, cig, cog, chunks, txn, th, tiles_w, tiles_h,
                   cic, iht, iwt, iwp, cs)
-        blob = struct.pack(f"<{len(fields)}i", *fields)
+        divs = (*fastdiv(iwt), *fastdiv(iht * iwt), *fastdiv(cic), *fastdiv(kh * kw))
+        blob = struct.pack(f"<{len(fields)}i{len(divs)}I", *fields, *divs)
         return (
             Launch("conv2d.cu", defines, f"conv2d_grp_{variant}", f"PPPP{len(blob)}s", (blocks, 1, 1),
                    (txn * th, 1, 1), shared, ("x", "w", "b", "y", blob)),

@@ -457,9 +457,11 @@ def build_cases(quick: bool) -> list[Case]:
                                   {"shape": (32, 256, 56, 56), "cout": 64, "groups": 1, "k": 1}, wide))
             # the register-tiled direct kernel (session 19) against the one-thread-per-output kernel
             # (GRP_TILED 0) and over its tile shapes
-            grp = [{}, {"GRP_TILED": 0}, {"GRP_PIX": 2}, {"GRP_COT": 4}, {"GRP_TILE_W": 16},
-                   {"CONV_THREADS": 128}, {"CONV_THREADS": 512}, {"GRP_CIC": 4}, {"GRP_CIC": 16},
-                   {"GRP_PIX": 2, "GRP_TILE_W": 16}, {"GRP_COT": 4, "GRP_PIX": 2}, {"CONV_THREADS": 128, "GRP_PIX": 2}]
+            grp = [{}, {"GRP_PIX": 2}, {"CONV_THREADS": 128}, {"CONV_THREADS": 128, "GRP_PIX": 2},
+                   {"GRP_TILE_W": 16}, {"GRP_PIX": 2, "GRP_TILE_W": 16},
+                   {"CONV_THREADS": 128, "GRP_PIX": 2, "GRP_TILE_W": 16}, {"GRP_CIC": 4}]
+            if dtype == "float32" and layout == "NCHW":  # one thread per output, for the before / after
+                grp.append({"GRP_TILED": 0})
             cases.append(Case(f"conv3x3 g8 256x64x32x32 {layout.lower()}", "conv2d", dtype, layout, 2 * x * es,
                               2 * 256 * 64 * 8 * 9 * 32 * 32, {"shape": (256, 64, 32, 32), "cout": 64, "groups": 8},
                               grp))
@@ -467,8 +469,8 @@ def build_cases(quick: bool) -> list[Case]:
             xg32 = 64 * 128 * 56 * 56
             cases.append(Case(f"conv3x3 g32 64x128x56x56 {layout.lower()}", "conv2d", dtype, layout, 2 * xg32 * es,
                               2 * 64 * 128 * 4 * 9 * 56 * 56, {"shape": (64, 128, 56, 56), "cout": 128, "groups": 32},
-                              [{}, {"GRP_PIX": 2}, {"GRP_COT": 2}, {"GRP_TILE_W": 64}, {"CONV_THREADS": 128},
-                               {"GRP_TILE_W": 16}, {"GRP_CIC": 2}]))
+                              [{}, {"GRP_PIX": 2}, {"CONV_THREADS": 128}, {"CONV_THREADS": 128, "GRP_PIX": 2},
+                               {"GRP_TILE_W": 64}]))
             dwc = [{}, {"DW_SMEM_KB": 16}, {"DW_SMEM_KB": 48}, {"CONV_OCC": 2048}, {"CONV_OCC": 0}]
             if dtype == "float16":  # NCHW output pairs from half2 words (DW_H2, default 1) against the float path
                 dwc += [{"DW_H2": 0}, {"DW_H2": 0, "DW_SMEM_KB": 16}, {"DW_SMEM_KB": 16, "CONV_OCC": 0}]

@@ -1661,7 +1661,13 @@ struct GrpParams {
     int txn, th;              // threads along a tile row (tile width txn * GRP_PIX), tile rows
     int tiles_w, tiles_h;
     int cic, iht, iwt, iwp, cs;  // channels per stage, staged rows and columns, row and channel pitch
+    FastDiv fd_iwt, fd_plane, fd_cic, fd_taps;  // by iwt, iht * iwt, cic, KH * KW
 };
+// staged values a thread loads before it stores any (the loads of a batch are in flight together:
+// one at a time, each stage waited for about one memory latency per value)
+#ifndef GRP_BATCH
+#define GRP_BATCH 8
+#endif
 
 // GRP_COT weights of one (channel, tap) from shared memory (16-byte reads where GRP_COT % 4 == 0)
 __device__ __forceinline__ void grp_weights(const float* ws, float (&wv)[GRP_COT]) {
@@ -1721,31 +1727,51 @@ __device__ __forceinline__ void grp_conv(unsigned char* smem, const act_t* __res
     }
     const int plane = p.iht * p.iwt;
     const int ci_g = g * p.cig;  // the group's first input channel
+#if LAYOUT_NHWC
+    const act_t* __restrict__ xn = x + (long long)n * p.IH * p.IW * p.CI + ci_g;
+    const int stage_elems = p.cic * plane;  // (pixel, channel) pairs, channels fastest, cic a pixel
+#else
+    const act_t* __restrict__ xn = x + ((long long)n * p.CI + ci_g) * p.IH * p.IW;
+#endif
     for (int c0 = 0; c0 < p.cig; c0 += p.cic) {
         const int nc = min(p.cic, p.cig - c0);
+#if !LAYOUT_NHWC
+        const int stage_elems = nc * plane;  // (channel, row, column), columns fastest
+#endif
         __syncthreads();  // every thread is done with the previous stage
-        for (int f = tid; f < nc * plane; f += nthreads) {
+        for (int f0 = tid; f0 < stage_elems; f0 += GRP_BATCH * nthreads) {
+            float v[GRP_BATCH];
+            int dst[GRP_BATCH];
+#pragma unroll
+            for (int u = 0; u < GRP_BATCH; ++u) {
+                const int f = f0 + u * nthreads;
+                dst[u] = -1;
+                v[u] = 0.0f;
+                if (f >= stage_elems) continue;
 #if LAYOUT_NHWC
-            const int cl = f % nc, pix = f / nc;  // channels fastest: the group's bytes of a pixel together
+                const int pix = (int)fdiv((unsigned)f, p.fd_cic), cl = f - pix * p.cic;
+                if (cl >= nc) continue;
 #else
-            const int cl = f / plane, pix = f - (f / plane) * plane;
+                const int cl = (int)fdiv((unsigned)f, p.fd_plane), pix = f - cl * plane;
 #endif
-            const int r = pix / p.iwt, c = pix - (pix / p.iwt) * p.iwt;
-            const int ih = ih0 + r, iw = iw0 + c;
-            float v = 0.0f;
-            if ((unsigned)ih < (unsigned)p.IH && (unsigned)iw < (unsigned)p.IW) {
-                const long long ci = ci_g + c0 + cl;
+                const int r = (int)fdiv((unsigned)pix, p.fd_iwt), c = pix - r * p.iwt;
+                dst[u] = cl * p.cs + r * p.iwp + c;
+                const int ih = ih0 + r, iw = iw0 + c;
+                if ((unsigned)ih < (unsigned)p.IH && (unsigned)iw < (unsigned)p.IW) {
 #if LAYOUT_NHWC
-                v = ld_act(x + (((long long)n * p.IH + ih) * p.IW + iw) * p.CI + ci);
+                    v[u] = ld_act(xn + ((long long)ih * p.IW + iw) * p.CI + c0 + cl);
 #else
-                v = ld_act(x + (((long long)n * p.CI + ci) * p.IH + ih) * p.IW + iw);
+                    v[u] = ld_act(xn + ((long long)(c0 + cl) * p.IH + ih) * p.IW + iw);
 #endif
+                }
             }
-            s_x[cl * p.cs + r * p.iwp + c] = v;
+#pragma unroll
+            for (int u = 0; u < GRP_BATCH; ++u)
+                if (dst[u] >= 0) s_x[dst[u]] = v[u];
         }
         for (int f = tid; f < nc * taps * COT; f += nthreads) {
             const int col = f % COT, rest = f / COT;
-            const int tap = rest % taps, cl = rest / taps;
+            const int cl = (int)fdiv((unsigned)rest, p.fd_taps), tap = rest - cl * taps;
             s_w[f] = col < ncot ? ld_act(w + ((long long)(co0 + col) * p.cig + c0 + cl) * taps + tap) : 0.0f;
         }
         __syncthreads();

@@ -369,7 +369,7 @@ def test_cuda_tiled_direct_conv_plans_without_a_gpu():
         be.conv2d(sp, buf, buf, None, buf, params)
         (launch,) = plans[-1]
         grp = launch.kernel.startswith("conv2d_grp")
-        fields = struct.unpack(f"<{len(launch.args[4]) // 4}i", launch.args[4]) if grp else ()
+        fields = struct.unpack("<28i", launch.args[4][:112]) if grp else ()
         return launch, dict(zip(("N CI IH IW CO OH OW KH KW SH SW DH DW PT PL G cig cog chunks txn th tiles_w "
                                  "tiles_h cic iht iwt iwp cs").split(), fields, strict=True)) if fields else {}
 
