@@ -361,6 +361,9 @@ _SCHEMAS: dict[str, KernelSchema] = {
             Param("GRP_PIX", (1, 2, 4), 4, "tiled direct kernel: consecutive output columns per thread (-D)"),
             Param("GRP_TILE_W", (4, 8, 16, 32, 64), 32,
                   "tiled direct kernel: output columns per tile at most (the tile narrows to the output's width)"),
+            Param("GRP_OCC", (0, 1024, 1536), 0,
+                  "tiled direct kernel: resident threads per SM its register allocation must allow, 0 = the "
+                  "compiler's choice (about 80 registers) (-D)"),
             Param("GRP_CIC", (1, 2, 4, 8, 16), 8,
                   "tiled direct kernel: input channels staged in shared memory at a time (fewer where the "
                   "device's shared memory per block would not hold them)"),
@@ -410,7 +413,7 @@ _COMPILE_PARAMS = {
     "pool2d": ("POOL_THREADS", "POOL_OCC", "POOL_SPLIT", "POOL_H2", "POOL_H2AVG"),
     "adaptive_pool2d": ("ADAPT_THREADS", "ADAPT_GSTAGES", "ADAPT_VSPLIT_U", "ADAPT_GVEC_U"),
     "conv2d": ("CONV_THREADS", "CONV_SIMT_CI", "CONV_OCC", "DW_HALF4", "DW_H2", "DW_PREFETCH", "TC_WIDE_STAGES",
-               "TC_WIDE_L2PF", "TC_WIDE_K1_BLOCKS", "GRP_COT", "GRP_PIX"),
+               "TC_WIDE_L2PF", "TC_WIDE_K1_BLOCKS", "GRP_COT", "GRP_PIX", "GRP_OCC"),
     "batch_norm": ("BN_THREADS", "BN_UNROLL", "BN_L2_HINT", "BN_INFER_OCC", "BN_INFER_EARLY", "BN_STATS_SUMS"),
     "eltwise": ("ELT_THREADS",),
     "qconv2d": (),
@@ -1759,14 +1762,16 @@ class CudaBackend(Backend):
         )
 
     def _plan_conv_tiled(
-        self, spec: Conv2dSpec, p: Mapping[str, int], defines: tuple[tuple[str, int], ...], threads: int
+        self, spec: Conv2dSpec, p: Mapping[str, int], defines: tuple[tuple[str, int], ...], threads: int,
+        aligned: bool,
     ) -> tuple[Launch, ...] | None:
         """The register-tiled direct kernel (conv2d.cu: conv2d_grp_k3s1 for 3x3 stride 1 without
         dilation, else conv2d_grp_g), or None where even one staged input channel would not fit
         the device's shared memory or the grid would pass 2^31 - 1 blocks. GRP_COT narrows to the
         smallest power of two holding a group's output channels. A tile is ``txn``
         threads x GRP_PIX columns (at most GRP_TILE_W, no wider than the output) by ``th`` rows
-        (the block's remaining threads, no more than the output's rows)."""
+        (the block's remaining threads, no more than the output's rows). NHWC stages and stores
+        4-channel vectors where channel counts and 16-byte aligned buffers allow."""
         groups = spec.groups
         cig, cog = spec.c_in // groups, spec.c_out // groups
         # no wider than the group's output channels (a power of two at least): no idle lanes
@@ -1793,10 +1798,14 @@ class CudaBackend(Backend):
         if shared > self._max_smem() or blocks >= 2**31 or cs * cic >= 2**31 or cic * iht * iwt >= 2**31:
             return None
         variant = "k3s1" if (kh, kw, sh, sw, dh, dw) == (3, 3, 1, 1, 1, 1) else "g"
+        nhwc = spec.layout == "NHWC"
+        # NHWC 4-channel vectors: every vector inside one group and one stage, 16-byte aligned buffers
+        vec_in = int(nhwc and aligned and spec.c_in % 4 == 0 and cig % 4 == 0 and cic % 4 == 0)
+        vec_out = int(nhwc and aligned and spec.c_out % 4 == 0 and cog % 4 == 0 and cot % 4 == 0)
         fields = (spec.n, spec.c_in, spec.in_h, spec.in_w, spec.c_out, oh, ow, kh, kw, sh, sw, dh, dw,
                   spec.pads[0], spec.pads[2], groups, cig, cog, chunks, txn, th, tiles_w, tiles_h,
-                  cic, iht, iwt, iwp, cs)
-        divs = (*fastdiv(iwt), *fastdiv(iht * iwt), *fastdiv(cic), *fastdiv(kh * kw))
+                  cic, iht, iwt, iwp, cs, vec_in, vec_out)
+        divs = (*fastdiv(iwt), *fastdiv(iht * iwt), *fastdiv(cic), *fastdiv(kh * kw), *fastdiv(max(1, cic // 4)))
         blob = struct.pack(f"<{len(fields)}i{len(divs)}I", *fields, *divs)
         return (
             Launch("conv2d.cu", defines, f"conv2d_grp_{variant}", f"PPPP{len(blob)}s", (blocks, 1, 1),
@@ -1899,7 +1908,7 @@ class CudaBackend(Backend):
                                (threads, 1, 1), shared, ("x", "w", "b", "y", blob)),
                     )
             if p["GRP_TILED"]:
-                tiled = self._plan_conv_tiled(spec, p, defines, threads)
+                tiled = self._plan_conv_tiled(spec, p, defines, threads, aligned)
                 if tiled is not None:
                     return tiled
         total = n * co * oh * ow

@@ -1645,7 +1645,7 @@ DW_PIPE_KERNEL(conv2d_dw_pipe16x2_k3s1, 16, 2, 2)
 // GRP_COT FMAs, each weight (a broadcast read) GRP_PIX. Accumulation in float, the bias
 // first, then channels, rows and columns of taps in order.
 // Macros: GRP_COT [8] (output channels per thread: 1, 2, 4, 8), GRP_PIX [4] (output columns
-// per thread: 1, 2, 4).
+// per thread: 1, 2, 4), GRP_OCC [0] (below), GRP_BATCH [8] (below).
 // ---------------------------------------------------------------------------------
 #ifndef GRP_COT
 #define GRP_COT 8
@@ -1661,13 +1661,20 @@ struct GrpParams {
     int txn, th;              // threads along a tile row (tile width txn * GRP_PIX), tile rows
     int tiles_w, tiles_h;
     int cic, iht, iwt, iwp, cs;  // channels per stage, staged rows and columns, row and channel pitch
-    FastDiv fd_iwt, fd_plane, fd_cic, fd_taps;  // by iwt, iht * iwt, cic, KH * KW
+    int vec_in, vec_out;         // NHWC: stage and store 4 channels a vector (the launcher's conditions)
+    FastDiv fd_iwt, fd_plane, fd_cic, fd_taps, fd_cq;  // by iwt, iht * iwt, cic, KH * KW, cic / 4
 };
 // staged values a thread loads before it stores any (the loads of a batch are in flight together:
 // one at a time, each stage waited for about one memory latency per value)
 #ifndef GRP_BATCH
 #define GRP_BATCH 8
 #endif
+// GRP_OCC [0]: resident threads per multiprocessor the kernels' registers must allow (0: the
+// compiler's choice, about 80 registers: 768 threads)
+#ifndef GRP_OCC
+#define GRP_OCC 0
+#endif
+#define GRP_MINB (GRP_OCC / CONV_THREADS > 0 ? GRP_OCC / CONV_THREADS : 1)
 
 // GRP_COT weights of one (channel, tap) from shared memory (16-byte reads where GRP_COT % 4 == 0)
 __device__ __forceinline__ void grp_weights(const float* ws, float (&wv)[GRP_COT]) {
@@ -1739,6 +1746,36 @@ __device__ __forceinline__ void grp_conv(unsigned char* smem, const act_t* __res
         const int stage_elems = nc * plane;  // (channel, row, column), columns fastest
 #endif
         __syncthreads();  // every thread is done with the previous stage
+#if LAYOUT_NHWC
+        if (p.vec_in) {  // C, the group's and a stage's channels multiples of 4, x 16-byte aligned
+            const int cq = p.cic >> 2, quads = cq * plane;
+            for (int f0 = tid; f0 < quads; f0 += (GRP_BATCH / 2) * nthreads) {
+                float v[GRP_BATCH / 2][4];
+                int dst[GRP_BATCH / 2];
+#pragma unroll
+                for (int u = 0; u < GRP_BATCH / 2; ++u) {
+                    const int f = f0 + u * nthreads;
+                    dst[u] = -1;
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) v[u][j] = 0.0f;
+                    if (f >= quads) continue;
+                    const int pix = (int)fdiv((unsigned)f, p.fd_cq), cl = (f - pix * cq) * 4;
+                    if (cl >= nc) continue;
+                    const int r = (int)fdiv((unsigned)pix, p.fd_iwt), c = pix - r * p.iwt;
+                    dst[u] = cl * p.cs + r * p.iwp + c;
+                    const int ih = ih0 + r, iw = iw0 + c;
+                    if ((unsigned)ih < (unsigned)p.IH && (unsigned)iw < (unsigned)p.IW)
+                        dw_ld4(xn + ((long long)ih * p.IW + iw) * p.CI + c0 + cl, v[u]);
+                }
+#pragma unroll
+                for (int u = 0; u < GRP_BATCH / 2; ++u)
+                    if (dst[u] >= 0) {
+#pragma unroll
+                        for (int j = 0; j < 4; ++j) s_x[dst[u] + j * p.cs] = v[u][j];
+                    }
+            }
+        } else
+#endif
         for (int f0 = tid; f0 < stage_elems; f0 += GRP_BATCH * nthreads) {
             float v[GRP_BATCH];
             int dst[GRP_BATCH];
@@ -1821,6 +1858,22 @@ __device__ __forceinline__ void grp_conv(unsigned char* smem, const act_t* __res
     }
     const int oh = oh0 + ty, ow = ow0 + tx * PIX;
     if (!computes || oh >= p.OH) return;
+#if LAYOUT_NHWC && GRP_COT % 4 == 0
+    if (p.vec_out) {  // C_out and the group's multiples of 4, y 16-byte aligned: 4 channels a store
+#pragma unroll
+        for (int px = 0; px < PIX; ++px) {
+            if (ow + px >= p.OW) break;
+            act_t* dst = y + (((long long)n * p.OH + oh) * p.OW + ow + px) * p.CO + co0;
+#pragma unroll
+            for (int q = 0; q < COT / 4; ++q) {
+                if (4 * q >= ncot) break;
+                const float f4[4] = {acc[4 * q][px], acc[4 * q + 1][px], acc[4 * q + 2][px], acc[4 * q + 3][px]};
+                dw_st4(dst + 4 * q, f4);
+            }
+        }
+        return;
+    }
+#endif
 #pragma unroll
     for (int px = 0; px < PIX; ++px) {
         if (ow + px >= p.OW) break;
@@ -1838,7 +1891,7 @@ __device__ __forceinline__ void grp_conv(unsigned char* smem, const act_t* __res
 }
 
 #define GRP_KERNEL(NAME, KH_, KW_, SH_, SW_)                                                                    \
-    extern "C" __global__ void __launch_bounds__(CONV_THREADS)                                                  \
+    extern "C" __global__ void __launch_bounds__(CONV_THREADS, GRP_MINB)                                        \
         NAME(const act_t* __restrict__ x, const act_t* __restrict__ w, const float* __restrict__ bias,         \
              act_t* __restrict__ y, GrpParams p) {                                                              \
         HAL_PDL_ENTRY();                                                                                        \

@@ -369,15 +369,20 @@ def test_cuda_tiled_direct_conv_plans_without_a_gpu():
         be.conv2d(sp, buf, buf, None, buf, params)
         (launch,) = plans[-1]
         grp = launch.kernel.startswith("conv2d_grp")
-        fields = struct.unpack("<28i", launch.args[4][:112]) if grp else ()
-        return launch, dict(zip(("N CI IH IW CO OH OW KH KW SH SW DH DW PT PL G cig cog chunks txn th tiles_w "
-                                 "tiles_h cic iht iwt iwp cs").split(), fields, strict=True)) if fields else {}
+        fields = struct.unpack("<30i", launch.args[4][:120]) if grp else ()
+        names = ("N CI IH IW CO OH OW KH KW SH SW DH DW PT PL G cig cog chunks txn th tiles_w tiles_h cic iht iwt "
+                 "iwp cs vec_in vec_out").split()
+        return launch, dict(zip(names, fields, strict=True)) if fields else {}
 
     launch, f = plan()
     assert launch.kernel == "conv2d_grp_k3s1" and launch.block == (256, 1, 1) and launch.grid == (256 * 8, 1, 1)
     assert (f["txn"], f["th"], f["tiles_w"], f["tiles_h"], f["cig"], f["cog"], f["chunks"]) == (8, 32, 1, 1, 8, 8, 1)
     assert (f["iht"], f["iwt"], f["iwp"], f["cic"]) == (34, 34, 34, 8) and f["cs"] % 32 == 4 and f["cs"] >= 34 * 34
     assert launch.shared == 4 * 8 * (f["cs"] + 9 * 8) and dict(launch.defines)["GRP_COT"] == 8
+    assert (f["vec_in"], f["vec_out"]) == (0, 0)  # NCHW
+    assert (plan(layout="NHWC")[1]["vec_in"], plan(layout="NHWC")[1]["vec_out"]) == (1, 1)
+    assert plan((2, 24, 9, 9), co=24, groups=4, layout="NHWC")[1]["vec_in"] == 0  # 6 channels a group
+    assert plan(layout="NHWC", GRP_COT=2)[1]["vec_out"] == 0
     # 32 groups of 4 channels: GRP_COT narrowed to 4; a 56 x 56 output in tiles of 32 x 32
     launch, f = plan((2, 128, 56, 56), co=128, groups=32)
     assert dict(launch.defines)["GRP_COT"] == 4 and (f["chunks"], f["tiles_w"], f["tiles_h"]) == (1, 2, 2)

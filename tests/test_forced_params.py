@@ -653,7 +653,7 @@ def test_opencl_batch_norm_plans_keep_the_launch_limits(device, monkeypatch, tra
 #: of conv2d.cu per dtype and layout (tools/cuda_emu.py runs other pairs)
 TILED_CONV_PARAMS = [{"GRP_COT": 1, "GRP_PIX": 1}, {"GRP_COT": 2, "GRP_PIX": 4}, {"GRP_COT": 4, "GRP_PIX": 2},
                      {"GRP_TILE_W": 4}, {"GRP_TILE_W": 64}, {"GRP_CIC": 1}, {"GRP_CIC": 16},
-                     {"CONV_THREADS": 128, "GRP_PIX": 2}, {"GRP_TILED": 0}]
+                     {"CONV_THREADS": 128, "GRP_PIX": 2}, {"GRP_OCC": 1024}, {"GRP_TILED": 0}]
 
 #: (shape, weight shape, conv arguments): groups 8 with 3x3 stride 1 (conv2d_grp_k3s1), a
 #: dense 5x5 stride 2 over 20 input channels (several staged chunks), a channel multiplier

@@ -640,6 +640,14 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
             out.append((f"tiled dense 7x7 s2 stem {layout}", "tiled",
                         dict(shape=(1, 3, 23, 29), cout=16, groups=1, layout=layout, dtype=np.float16,
                              params={}, k=(7, 7), stride=2, padding=3, kernel="conv2d_grp_g")))
+            # NHWC 4-channel vectors with a partial last stage (12 = 8 + 4 channels) and a partial
+            # last chunk of output channels (12 = 8 + 4); stride 2
+            out.append((f"tiled g2 cig12 stages s2 vectors {layout}", "tiled",
+                        dict(shape=(2, 24, 15, 13), cout=24, groups=2, layout=layout, dtype=np.float16,
+                             params={"GRP_CIC": 8}, stride=2, kernel="conv2d_grp_g")))
+            out.append((f"tiled g2 cig12 k3s1 vectors f32 {layout}", "tiled",
+                        dict(shape=(1, 24, 10, 21), cout=24, groups=2, layout=layout, dtype=np.float32,
+                             params={"GRP_CIC": 8, "GRP_PIX": 2}, kernel="conv2d_grp_k3s1")))
             out.append((f"tiled g2 3x3 s1 cot1 pix1 {layout}", "tiled",
                         dict(shape=(1, 8, 7, 33), cout=6, groups=2, layout=layout, dtype=np.float16,
                              params={"GRP_COT": 1, "GRP_PIX": 1, "GRP_TILE_W": 8}, kernel="conv2d_grp_k3s1")))
