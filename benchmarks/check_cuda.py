@@ -1068,13 +1068,31 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
         be.force_generic = False
 
 
+def tiled_suite(dev: Dev, rng: np.random.Generator) -> None:
+    """The register-tiled direct conv kernels alone (for a short sanitizer run): both variants,
+    both layouts (NHWC with and without 4-channel vectors), several staged chunks, the register
+    caps of the sm_90 table (GRP_OCC), a partial output-channel chunk."""
+    for dtype in (np.float32, np.float16):
+        for layout in ("NCHW", "NHWC"):
+            c = dict(dtype=dtype, layout=layout)
+            check_conv(dev, rng, "tiled k3s1 g8", (2, 64, 13, 19), 64, 3, padding=1, groups=8, **c)
+            check_conv(dev, rng, "tiled k3s1 stages", (2, 24, 10, 11), 24, 3, padding=1, groups=2,
+                       params={"GRP_CIC": 8, "GRP_OCC": 1024, "GRP_PIX": 2}, **c)
+            check_conv(dev, rng, "tiled k3s1 cig6 scalar", (2, 12, 10, 11), 18, 3, padding=1, groups=2,
+                       params={"GRP_OCC": 1024}, **c)
+            check_conv(dev, rng, "tiled g s2", (2, 6, 10, 11), 4, 3, stride=2, padding=1, groups=2, **c)
+            check_conv(dev, rng, "tiled g 7x7 s2", (1, 3, 23, 29), 16, 7, stride=2, padding=3,
+                       params={"CONV_THREADS": 128}, **c)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run every check; print failures and a summary."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer and smaller cases")
     ap.add_argument("--out", default="", help="folder for check_cuda.json")
     ap.add_argument("--only", default="",
-                    help="suites: pool,adaptive,conv,bn,runtime,quant,one (one launch per kernel)")
+                    help="suites: pool,adaptive,conv,bn,runtime,quant,one (one launch per kernel), "
+                         "tiled (the tiled direct conv alone)")
     ap.add_argument("--match", default="", help="conv cases: only those whose name contains this")
     args = ap.parse_args(argv)
     global CONV_MATCH
@@ -1103,6 +1121,7 @@ def main(argv: list[str] | None = None) -> int:
         "runtime": lambda: runtime_suite(dev, rng),
         "quant": lambda: quant_suite(dev, rng, args.quick),
         "one": lambda: one_suite(dev, rng),
+        "tiled": lambda: tiled_suite(dev, rng),
     }
     wanted = [s for s in args.only.split(",") if s] or [s for s in suites if s != "one"]
     for name in wanted:

@@ -7,7 +7,7 @@
 # Steps: tests, nn, conformance, check, sanitize, overhead, overhead-nopdl, bench-cuda, bench-nopdl
 # (HAL_CUDA_PDL=0: without programmatic dependent launch), sweep, tune-cuda-rapid,
 # tune-cuda-normal, tune-ocl-rapid, tune-ocl-normal, tvd-cuda, tvd-ocl, demo, hal-bench, ocl-bench, ocl-tests,
-# ocl-ptx, timing, ncu, quant-bench, ncu-quant, bn-breakdown
+# ocl-ptx, timing, ncu, quant-bench, ncu-quant, bn-breakdown (sanitize: SAN_ARGS, default "--only one")
 set -u -o pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT="${OUT:-/tmp/hal-out}"; R=/tmp/hal-results; mkdir -p "$OUT" "$R"
@@ -34,7 +34,7 @@ for s in "$@"; do
     conformance) step conformance ${T_CONF:-240} hal conformance --device ${CONF_DEVICES:-cuda:0,opencl:nvidia} --seed 11
       grep -E "FAIL|passed" "$R/conformance.txt" | tail -8 ;;
     check) step check 300 python3 benchmarks/check_cuda.py --out "$R" ${CHECK_ARGS:-}; tail -3 "$R/check.txt" ;;
-    sanitize) step sanitize 240 bash -c 'for t in memcheck racecheck; do compute-sanitizer --tool $t --print-limit 20 python3 benchmarks/check_cuda.py --only one --out /tmp 2>&1 | tail -6; done'
+    sanitize) step sanitize 240 bash -c 'for t in memcheck racecheck; do compute-sanitizer --tool $t --print-limit 20 python3 benchmarks/check_cuda.py ${SAN_ARGS:---only one} --out /tmp 2>&1 | tail -6; done'
       cat "$R/sanitize.txt" ;;
     overhead) step overhead 90 python3 benchmarks/host_overhead.py --device cuda:0 --json "$R/overhead.json" --profile --micro --pdl-ab
       step overhead-ocl 60 python3 benchmarks/host_overhead.py --device opencl:nvidia --calls 500
