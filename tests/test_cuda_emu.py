@@ -3,7 +3,8 @@
 One float16 conv through ``conv2d_k3_tc_pipe`` (NCHW: staged rows, the transposition, the
 staged output) and one uint8 x int8 QLinearConv through ``qconv2d_k3_tc`` (NHWC: the
 zero-point algebra and the mma of ones), BatchNorm's flat inference with its first loads
-early, and BatchNorm training (its statistics' shifted-sum chunks), each with the plan the
+early, BatchNorm training (its statistics' shifted-sum chunks) and the tiled direct conv
+(grouped 3x3, a strided 7x7), each with the plan the
 launcher makes for an H200, against the oracle.
 tools/cuda_emu.py runs the rest (every type pair, both kernels, more shapes) before device
 time is spent.

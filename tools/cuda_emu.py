@@ -1,8 +1,8 @@
 """Run CUDA tensor-core kernels on the host, without a GPU, against the oracle.
 
 The device time on the H200 is scarce (30 minutes a session); this checks the indexing of
-`conv2d_k3_tc`, `conv2d_k3_tc_pipe`, the depthwise `conv2d_dw_pipe*_k3s1` and register walks
-(kernels_cu/conv2d.cu), the int8 convs of `quant_conv2d.cu` (`qconv2d_k3_tc`,
+`conv2d_k3_tc`, `conv2d_k3_tc_pipe`, the depthwise `conv2d_dw_pipe*_k3s1` and register walks,
+the tiled direct convs `conv2d_grp_k3s1` / `conv2d_grp_g` (kernels_cu/conv2d.cu), the int8 convs of `quant_conv2d.cu` (`qconv2d_k3_tc`,
 `qconv2d_co4`, `qconv2d`), BatchNorm's flat inference kernels (`batch_norm_infer_flat`,
 `batch_norm_infer_flat_reg`) and its training kernels (statistics, finalize, apply) before any of it: the kernels'
 own source, compiled by g++ (C++20) against `tools/cuda_emu/` (a host `hal_prelude.cuh`, CUDA
