@@ -361,6 +361,12 @@ _SCHEMAS: dict[str, KernelSchema] = {
             Param("GRP_PIX", (1, 2, 4), 4, "tiled direct kernel: consecutive output columns per thread (-D)"),
             Param("GRP_TILE_W", (4, 8, 16, 32, 64), 32,
                   "tiled direct kernel: output columns per tile at most (the tile narrows to the output's width)"),
+            Param("GRP_TC", (0, 1), 0,
+                  "float16 grouped convs, stride 1, no dilation, KH, KW <= 3, at most 16 channels a group in "
+                  "and out, sm_75+: 1 = on tensor cores (conv2d_grp_tc8 / conv2d_grp_tc16; checked on the host "
+                  "emulator, not yet run on a GPU), 0 = the tiled direct kernel"),
+            Param("GRP_TC_ROWS", (4, 8, 16, 32), 16,
+                  "with GRP_TC: output rows per tile (tiles are 32 columns wide; no taller than the output)"),
             Param("GRP_OCC", (0, 1024, 1536), 0,
                   "tiled direct kernel: resident threads per SM its register allocation must allow, 0 = the "
                   "compiler's choice (about 80 registers) (-D)"),
@@ -1761,6 +1767,37 @@ class CudaBackend(Backend):
                    ("x", "w", "b", "y", "wz", "m", *geometry, spec.x_zero_point, spec.y_zero_point)),
         )
 
+    def _plan_conv_grouped_tc(
+        self, spec: Conv2dSpec, p: Mapping[str, int], defines: tuple[tuple[str, int], ...], aligned: bool
+    ) -> tuple[Launch, ...] | None:
+        """float16 grouped convs on tensor cores (conv2d.cu: conv2d_grp_tc8 for at most 8 output
+        channels a group, conv2d_grp_tc16 for at most 16), or None where they do not apply:
+        not float16, groups 1 or depthwise, a stride or dilation, KH or KW above 3, more than 16
+        channels a group in or out, below sm_75, or a grid of 2^31 blocks or more. 128 threads;
+        a tile is GRP_TC_ROWS rows (at most the output's) x 32 columns of one image and group."""
+        groups = spec.groups
+        cig, cog = spec.c_in // groups, spec.c_out // groups
+        kh, kw = spec.kernel
+        if spec.dtype.itemsize != 2 or groups == 1 or (cig == 1 and cog == 1) or cig > 16 or cog > 16 \
+                or (spec.stride, spec.dilation) != ((1, 1), (1, 1)) or kh > 3 or kw > 3 or self._cc < (7, 5):
+            return None
+        cigp = cig + cig % 2
+        ksteps = _cdiv(kh * kw * cigp, 16)
+        th = min(int(p["GRP_TC_ROWS"]), spec.out_h)
+        tiles_w, tiles_h = _cdiv(spec.out_w, 32), _cdiv(spec.out_h, th)
+        iht, iwt = th + kh - 1, 32 + kw - 1
+        shared = 2 * iht * iwt * cigp
+        blocks = spec.n * tiles_h * tiles_w * groups
+        if blocks >= 2**31 or shared > self._max_smem():
+            return None
+        vec_in = int(spec.layout == "NHWC" and aligned and cig % 8 == 0 and spec.c_in % 8 == 0)
+        fields = (spec.n, spec.c_in, spec.in_h, spec.in_w, spec.c_out, spec.out_h, spec.out_w, kh, kw,
+                  spec.pads[0], spec.pads[2], groups, cig, cog, cigp, ksteps, th, tiles_w, tiles_h, iht, iwt, vec_in)
+        blob = struct.pack(f"<{len(fields)}i", *fields)
+        kernel = "conv2d_grp_tc8" if cog <= 8 else "conv2d_grp_tc16"
+        return (Launch("conv2d.cu", defines, kernel, f"PPPP{len(blob)}s", (blocks, 1, 1), (128, 1, 1), shared,
+                       ("x", "w", "b", "y", blob)),)
+
     def _plan_conv_tiled(
         self, spec: Conv2dSpec, p: Mapping[str, int], defines: tuple[tuple[str, int], ...], threads: int,
         aligned: bool,
@@ -1907,6 +1944,10 @@ class CudaBackend(Backend):
                         Launch("conv2d.cu", defines, f"conv2d_dw_tile_{variant}", f"PPPP{len(blob)}s", (grid, 1, 1),
                                (threads, 1, 1), shared, ("x", "w", "b", "y", blob)),
                     )
+            if p["GRP_TC"]:
+                grouped_tc = self._plan_conv_grouped_tc(spec, p, defines, aligned)
+                if grouped_tc is not None:
+                    return grouped_tc
             if p["GRP_TILED"]:
                 tiled = self._plan_conv_tiled(spec, p, defines, threads, aligned)
                 if tiled is not None:

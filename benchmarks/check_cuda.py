@@ -634,6 +634,11 @@ def conv_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
             check_conv(dev, rng, "grouped g4", (2, 16, 9, 11), 12, 3, stride=2, padding=1, groups=4, **c)
             check_conv(dev, rng, "grouped g8 3x3", (2, 64, 13, 19), 64, 3, padding=1, groups=8, **c)
             check_conv(dev, rng, "grouped g32 cog4", (2, 128, 9, 37), 128, 3, padding=1, groups=32, **c)
+            for tc_rows in (4, 16, 32):  # float16: the grouped tensor-core kernels (others: the tiled one)
+                check_conv(dev, rng, f"grouped tc rows{tc_rows}", (2, 64, 37, 41), 64, 3, padding=1, groups=8,
+                           params={"GRP_TC": 1, "GRP_TC_ROWS": tc_rows}, **c)
+            check_conv(dev, rng, "grouped tc16 cig13 2x3", (2, 26, 11, 37), 26, (2, 3), padding=(1, 0, 0, 2),
+                       groups=2, params={"GRP_TC": 1}, **c)
             check_conv(dev, rng, "dense 7x7 s2 stem", (2, 3, 37, 41), 16, 7, stride=2, padding=3, **c)
             check_conv(dev, rng, "grouped g4 one thread per output", (2, 16, 9, 11), 12, 3, stride=2, padding=1,
                        groups=4, params={"GRP_TILED": 0}, **c)
@@ -1031,6 +1036,8 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
             check_conv(dev, rng, "one tiled k3s1", (2, 16, 10, 11), 16, 3, padding=1, groups=2,
                        params={"GRP_CIC": 4}, **c)
             check_conv(dev, rng, "one tiled g", (2, 6, 10, 11), 4, 3, stride=2, padding=1, groups=2, **c)
+            check_conv(dev, rng, "one grouped tc", (2, 16, 10, 35), 16, 3, padding=1, groups=2,
+                       params={"GRP_TC": 1}, **c)
             for training in (True, False):
                 check_bn(dev, rng, "one", (4, 16, 6, 8), training=training, **c)
                 # NHWC inference: C16 above takes batch_norm_infer_flat_reg, C24 batch_norm_infer_flat
@@ -1083,6 +1090,11 @@ def tiled_suite(dev: Dev, rng: np.random.Generator) -> None:
             check_conv(dev, rng, "tiled g s2", (2, 6, 10, 11), 4, 3, stride=2, padding=1, groups=2, **c)
             check_conv(dev, rng, "tiled g 7x7 s2", (1, 3, 23, 29), 16, 7, stride=2, padding=3,
                        params={"CONV_THREADS": 128}, **c)
+            if dtype == np.float16:  # the grouped tensor-core kernels (GRP_TC)
+                check_conv(dev, rng, "grouped tc8", (2, 64, 13, 37), 64, 3, padding=1, groups=8,
+                           params={"GRP_TC": 1, "GRP_TC_ROWS": 8}, **c)
+                check_conv(dev, rng, "grouped tc16 odd", (1, 30, 9, 35), 30, 3, padding=(0, 2, 1, 0), groups=2,
+                           params={"GRP_TC": 1}, **c)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -465,6 +465,8 @@ def build_cases(quick: bool) -> list[Case]:
                    {"CONV_THREADS": 128, "GRP_PIX": 2, "GRP_OCC": 1024}]
             if dtype == "float32" and layout == "NCHW":  # one thread per output, for the before / after
                 grp.append({"GRP_TILED": 0})
+            if dtype == "float16":  # on tensor cores (GRP_TC), rows per tile
+                grp += [{"GRP_TC": 1}, {"GRP_TC": 1, "GRP_TC_ROWS": 8}, {"GRP_TC": 1, "GRP_TC_ROWS": 32}]
             cases.append(Case(f"conv3x3 g8 256x64x32x32 {layout.lower()}", "conv2d", dtype, layout, 2 * x * es,
                               2 * 256 * 64 * 8 * 9 * 32 * 32, {"shape": (256, 64, 32, 32), "cout": 64, "groups": 8},
                               grp))
@@ -473,7 +475,8 @@ def build_cases(quick: bool) -> list[Case]:
             cases.append(Case(f"conv3x3 g32 64x128x56x56 {layout.lower()}", "conv2d", dtype, layout, 2 * xg32 * es,
                               2 * 64 * 128 * 4 * 9 * 56 * 56, {"shape": (64, 128, 56, 56), "cout": 128, "groups": 32},
                               [{}, {"GRP_PIX": 2}, {"CONV_THREADS": 128}, {"CONV_THREADS": 128, "GRP_PIX": 2},
-                               {"GRP_TILE_W": 64}, {"GRP_OCC": 1024}, {"GRP_OCC": 1024, "GRP_PIX": 2}]))
+                               {"GRP_TILE_W": 64}, {"GRP_OCC": 1024}, {"GRP_OCC": 1024, "GRP_PIX": 2}]
+                              + ([{"GRP_TC": 1}, {"GRP_TC": 1, "GRP_TC_ROWS": 8}] if dtype == "float16" else [])))
             dwc = [{}, {"DW_SMEM_KB": 16}, {"DW_SMEM_KB": 48}, {"CONV_OCC": 2048}, {"CONV_OCC": 0}]
             if dtype == "float16":  # NCHW output pairs from half2 words (DW_H2, default 1) against the float path
                 dwc += [{"DW_H2": 0}, {"DW_H2": 0, "DW_SMEM_KB": 16}, {"DW_SMEM_KB": 16, "CONV_OCC": 0}]

@@ -1900,3 +1900,205 @@ __device__ __forceinline__ void grp_conv(unsigned char* smem, const act_t* __res
     }
 GRP_KERNEL(conv2d_grp_k3s1, 3, 3, 1, 1)
 GRP_KERNEL(conv2d_grp_g, 0, 0, 0, 0)
+
+// ---------------------------------------------------------------------------------
+// grouped convs in float16 on tensor cores (GRP_TC; session 19, checked on the host emulator,
+// not yet run on a GPU): stride 1, no dilation, KH, KW <= 3, at most 16 input and 16 output
+// channels a group (ResNeXt, RegNet). Per group the conv is a GEMM of pixels x (C_out / G)
+// x K, K = (kh, kw, ci) with the group's channels padded to an even count cigp, in
+// k-steps of 16 (mma.sync m16n8k16, float accumulators). A block is (image, tile of th rows
+// x 32 columns, group), the group fastest: its input patch, (th + KH - 1) x (32 + KW - 1)
+// pixels x cigp halves, is staged in shared memory channels-last (zero outside the input and
+// in the padded channel), so that a fragment's two consecutive k are one 32-bit read. Each
+// lane keeps its B fragments (the group's weights, zero past K and C_out / G) in registers
+// for the whole block; a warp walks m-tiles of 16 pixels of one row.
+// ---------------------------------------------------------------------------------
+#if DTYPE_HALF
+struct GrpTcParams {
+    int N, CI, IH, IW, CO, OH, OW, KH, KW, PT, PL;
+    int G, cig, cog, cigp;  // groups, channels a group in and out, cig rounded up to even
+    int ksteps;             // ceil(KH * KW * cigp / 16), at most 9
+    int th, tiles_w, tiles_h, iht, iwt;
+    int vec_in;             // NHWC, cig % 8 == 0, x 16-byte aligned: 8 channels a 16-byte load
+};
+constexpr int GRP_TC_KSMAX = 9;  // 3 x 3 taps x 16 channels
+
+template <int NT>  // n-tiles of 8 output channels: 1 (C_out / G <= 8) or 2 (<= 16)
+__device__ __forceinline__ void grp_tc(unsigned char* smem, const __half* __restrict__ x,
+                                       const __half* __restrict__ w, const float* __restrict__ bias,
+                                       __half* __restrict__ y, const GrpTcParams& p) {
+    __half* s_x = reinterpret_cast<__half*>(smem);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nwarps = blockDim.x >> 5;
+    int b = blockIdx.x;
+    const int g = b % p.G;
+    b /= p.G;
+    const int twi = b % p.tiles_w;
+    b /= p.tiles_w;
+    const int thi = b % p.tiles_h;
+    const int n = b / p.tiles_h;
+    const int oh0 = thi * p.th, ow0 = twi * 32;
+    const int ih0 = oh0 - p.PT, iw0 = ow0 - p.PL;
+    const int taps = p.KH * p.KW, kreal = taps * p.cigp;
+
+    // the patch: pixel (r, c) at halves (r * iwt + c) * cigp, channel ci at + ci
+    const int npix = p.iht * p.iwt;
+#if LAYOUT_NHWC
+    const __half* __restrict__ xn = x + (long long)n * p.IH * p.IW * p.CI + (long long)g * p.cig;
+    if (p.vec_in) {  // 8 channels a 16-byte load; cigp == cig
+        const int per = p.cig >> 3, total = npix * per;
+        for (int f0 = tid; f0 < total; f0 += 4 * blockDim.x) {
+            uint4 v[4];
+            int dst[4];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const int f = f0 + u * blockDim.x;
+                dst[u] = -1;
+                v[u] = make_uint4(0u, 0u, 0u, 0u);
+                if (f >= total) continue;
+                const int pix = f / per, q = f - pix * per;
+                const int r = pix / p.iwt, c = pix - r * p.iwt;
+                dst[u] = pix * p.cigp + q * 8;
+                const int ih = ih0 + r, iw = iw0 + c;
+                if ((unsigned)ih < (unsigned)p.IH && (unsigned)iw < (unsigned)p.IW)
+                    v[u] = __ldg(reinterpret_cast<const uint4*>(xn + ((long long)ih * p.IW + iw) * p.CI + q * 8));
+            }
+#pragma unroll
+            for (int u = 0; u < 4; ++u)
+                if (dst[u] >= 0) *reinterpret_cast<uint4*>(s_x + dst[u]) = v[u];
+        }
+    } else
+#else
+    const __half* __restrict__ xn = x + ((long long)n * p.CI + (long long)g * p.cig) * p.IH * p.IW;
+#endif
+    {
+        const int total = npix * p.cigp;
+        for (int f0 = tid; f0 < total; f0 += GRP_BATCH * blockDim.x) {
+            __half v[GRP_BATCH];
+            int dst[GRP_BATCH];
+#pragma unroll
+            for (int u = 0; u < GRP_BATCH; ++u) {
+                const int f = f0 + u * blockDim.x;
+                dst[u] = -1;
+                v[u] = __float2half(0.0f);
+                if (f >= total) continue;
+#if LAYOUT_NHWC
+                const int pix = f / p.cigp, ci = f - pix * p.cigp;  // channels fastest
+#else
+                const int ci = f / npix, pix = f - ci * npix;  // columns fastest
+#endif
+                const int r = pix / p.iwt, c = pix - r * p.iwt;
+                dst[u] = pix * p.cigp + ci;
+                const int ih = ih0 + r, iw = iw0 + c;
+                if (ci < p.cig && (unsigned)ih < (unsigned)p.IH && (unsigned)iw < (unsigned)p.IW) {
+#if LAYOUT_NHWC
+                    v[u] = xn[((long long)ih * p.IW + iw) * p.CI + ci];
+#else
+                    v[u] = xn[((long long)ci * p.IH + ih) * p.IW + iw];
+#endif
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < GRP_BATCH; ++u)
+                if (dst[u] >= 0) s_x[dst[u]] = v[u];
+        }
+    }
+
+    // this lane's k: ks * 16 + 2 (lane % 4) (+ 8), pairs of channels of one tap; its patch
+    // offsets (-1: past K, a zero operand) and B fragments, n = nt * 8 + lane / 4
+    const int q2 = (lane & 3) * 2, gq = lane >> 2;
+    int off_lo[GRP_TC_KSMAX], off_hi[GRP_TC_KSMAX];
+    unsigned bfr[GRP_TC_KSMAX][NT][2];
+#pragma unroll
+    for (int ks = 0; ks < GRP_TC_KSMAX; ++ks) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int k = ks * 16 + q2 + 8 * h;
+            int off = -1;
+            if (ks < p.ksteps && k < kreal) {
+                const int tap = k / p.cigp, ci = k - tap * p.cigp;
+                const int kh = tap / p.KW, kw = tap - kh * p.KW;
+                off = (kh * p.iwt + kw) * p.cigp + ci;
+            }
+            (h ? off_hi : off_lo)[ks] = off;
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+                const int co = nt * 8 + gq;
+                float wv[2] = {0.0f, 0.0f};
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int tap = (k + e) / p.cigp, ci = (k + e) - ((k + e) / p.cigp) * p.cigp;
+                    if (off >= 0 && co < p.cog && ci < p.cig)
+                        wv[e] = __half2float(w[(((long long)g * p.cog + co) * p.cig + ci) * taps + tap]);
+                }
+                __half2 hw = __floats2half2_rn(wv[0], wv[1]);
+                bfr[ks][nt][h] = *reinterpret_cast<unsigned*>(&hw);
+            }
+        }
+    }
+    float bv[NT][2];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const int co = nt * 8 + q2 + e;
+            bv[nt][e] = (bias != nullptr && co < p.cog) ? bias[g * p.cog + co] : 0.0f;
+        }
+    __syncthreads();
+
+    const int mtiles = p.th * 2;  // 16 pixels of one row each
+    for (int mt = warp; mt < mtiles; mt += nwarps) {
+        const int row = mt >> 1, col = (mt & 1) * 16 + gq;  // this lane's first pixel; the other is col + 8
+        const int oh = oh0 + row;
+        if (oh >= p.OH) break;  // m-tiles go row by row: the rest are past the output too
+        const __half* s0 = s_x + (row * p.iwt + col) * p.cigp;
+        const __half* s8 = s0 + 8 * p.cigp;
+        float acc[NT][4];
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+            acc[nt][0] = acc[nt][2] = bv[nt][0];
+            acc[nt][1] = acc[nt][3] = bv[nt][1];
+        }
+#pragma unroll
+        for (int ks = 0; ks < GRP_TC_KSMAX; ++ks) {
+            if (ks >= p.ksteps) break;
+            unsigned a[4];
+            const int lo = off_lo[ks], hi = off_hi[ks];
+            a[0] = lo >= 0 ? *reinterpret_cast<const unsigned*>(s0 + lo) : 0u;
+            a[1] = lo >= 0 ? *reinterpret_cast<const unsigned*>(s8 + lo) : 0u;
+            a[2] = hi >= 0 ? *reinterpret_cast<const unsigned*>(s0 + hi) : 0u;
+            a[3] = hi >= 0 ? *reinterpret_cast<const unsigned*>(s8 + hi) : 0u;
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) mma16816(acc[nt], a, bfr[ks][nt][0], bfr[ks][nt][1]);
+        }
+#pragma unroll
+        for (int half8 = 0; half8 < 2; ++half8) {
+            const int ow = ow0 + col + 8 * half8;
+            if (ow >= p.OW) continue;
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int co = nt * 8 + q2 + e;
+                    if (co >= p.cog) continue;
+                    const long long c = (long long)g * p.cog + co;
+#if LAYOUT_NHWC
+                    st_act(y + (((long long)n * p.OH + oh) * p.OW + ow) * p.CO + c, acc[nt][2 * half8 + e]);
+#else
+                    st_act(y + ((n * (long long)p.CO + c) * p.OH + oh) * p.OW + ow, acc[nt][2 * half8 + e]);
+#endif
+                }
+        }
+    }
+}
+
+#define GRP_TC_KERNEL(NAME, NT)                                                                                 \
+    extern "C" __global__ void __launch_bounds__(128)                                                           \
+        NAME(const act_t* __restrict__ x, const act_t* __restrict__ w, const float* __restrict__ bias,         \
+             act_t* __restrict__ y, GrpTcParams p) {                                                            \
+        HAL_PDL_ENTRY();                                                                                        \
+        extern __shared__ __align__(16) unsigned char smem_raw[];                                               \
+        grp_tc<NT>(smem_raw, x, w, bias, y, p);                                                                 \
+    }
+GRP_TC_KERNEL(conv2d_grp_tc8, 1)
+GRP_TC_KERNEL(conv2d_grp_tc16, 2)
+#endif

@@ -4,7 +4,7 @@ One float16 conv through ``conv2d_k3_tc_pipe`` (NCHW: staged rows, the transposi
 staged output) and one uint8 x int8 QLinearConv through ``qconv2d_k3_tc`` (NHWC: the
 zero-point algebra and the mma of ones), BatchNorm's flat inference with its first loads
 early, BatchNorm training (its statistics' shifted-sum chunks) and the tiled direct conv
-(grouped 3x3, a strided 7x7), each with the plan the
+(grouped 3x3, a strided 7x7) and grouped tensor-core conv, each with the plan the
 launcher makes for an H200, against the oracle.
 tools/cuda_emu.py runs the rest (every type pair, both kernels, more shapes) before device
 time is spent.
@@ -122,6 +122,9 @@ def test_batch_norm_training_matches_the_oracle_on_the_emulator(emu, shape, dtyp
 @pytest.mark.parametrize(("name", "kw"), [
     ("groups 8 float16 NHWC", dict(shape=(2, 64, 13, 19), cout=64, groups=8, layout="NHWC", dtype=np.float16,
                                    params={}, kernel="conv2d_grp_k3s1")),
+    ("groups 8 float16 NCHW on tensor cores", dict(shape=(2, 64, 13, 37), cout=64, groups=8, layout="NCHW",
+                                                   dtype=np.float16, params={"GRP_TC": 1, "GRP_TC_ROWS": 8},
+                                                   kernel="conv2d_grp_tc8")),
     ("7x7 stride 2 float32 NCHW, 4 channels a stage", dict(shape=(1, 6, 23, 29), cout=10, groups=1, layout="NCHW",
                                                           dtype=np.float32, params={"GRP_CIC": 4}, k=(7, 7),
                                                           stride=2, padding=(3, 2, 1, 3), kernel="conv2d_grp_g")),

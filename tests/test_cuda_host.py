@@ -368,7 +368,7 @@ def test_cuda_tiled_direct_conv_plans_without_a_gpu():
                            None, stride, k // 2, 1, groups)
         be.conv2d(sp, buf, buf, None, buf, params)
         (launch,) = plans[-1]
-        grp = launch.kernel.startswith("conv2d_grp")
+        grp = launch.kernel in ("conv2d_grp_k3s1", "conv2d_grp_g")
         fields = struct.unpack("<30i", launch.args[4][:120]) if grp else ()
         names = ("N CI IH IW CO OH OW KH KW SH SW DH DW PT PL G cig cog chunks txn th tiles_w tiles_h cic iht iwt "
                  "iwp cs vec_in vec_out").split()
@@ -401,6 +401,20 @@ def test_cuda_tiled_direct_conv_plans_without_a_gpu():
     launch, f = plan((1, 32, 200, 200), co=32, groups=2, k=7, stride=2, GRP_CIC=16, GRP_TILE_W=64,
                      CONV_THREADS=512)
     assert (f["iht"], f["iwt"], f["cic"]) == (69, 133, 4) and launch.shared <= 232448
+    # GRP_TC 1: float16 grouped convs of at most 16 channels a group, stride 1, on tensor cores
+    launch, _ = plan(dtype=np.float16, layout="NHWC", GRP_TC=1)
+    assert launch.kernel == "conv2d_grp_tc8" and launch.block == (128, 1, 1) and launch.grid == (256 * 2 * 8, 1, 1)
+    tc = struct.unpack("<22i", launch.args[4])
+    assert tc[11:] == (8, 8, 8, 8, 5, 16, 1, 2, 18, 34, 1)  # G cig cog cigp ksteps th tiles_w tiles_h iht iwt vec_in
+    assert launch.shared == 2 * 18 * 34 * 8
+    launch, _ = plan((2, 30, 9, 9), co=30, groups=2, dtype=np.float16, GRP_TC=1)  # 15 in (16 padded), 15 out
+    assert launch.kernel == "conv2d_grp_tc16" and struct.unpack("<22i", launch.args[4])[12:16] == (15, 15, 16, 9)
+    # 24 outputs a group: the tiled direct kernel
+    assert plan((2, 30, 9, 9), co=48, groups=2, dtype=np.float16, GRP_TC=1)[0].kernel == "conv2d_grp_k3s1"
+    for no_tc in (dict(dtype=np.float32), dict(stride=2, dtype=np.float16), dict(k=5, dtype=np.float16),
+                  dict(shape=(2, 64, 9, 9), co=64, groups=2, dtype=np.float16), dict(dtype=np.float16)):
+        assert not plan(**no_tc, **({} if no_tc == dict(dtype=np.float16) else {"GRP_TC": 1}))[0].kernel.startswith(
+            "conv2d_grp_tc"), no_tc
     # the specialised kernels keep their specs
     assert plan(groups=64, co=64)[0].kernel.startswith("conv2d_dw")
     assert plan(groups=1)[0].kernel == "conv2d_k3_simt"

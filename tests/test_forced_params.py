@@ -653,12 +653,16 @@ def test_opencl_batch_norm_plans_keep_the_launch_limits(device, monkeypatch, tra
 #: of conv2d.cu per dtype and layout (tools/cuda_emu.py runs other pairs)
 TILED_CONV_PARAMS = [{"GRP_COT": 1, "GRP_PIX": 1}, {"GRP_COT": 2, "GRP_PIX": 4}, {"GRP_COT": 4, "GRP_PIX": 2},
                      {"GRP_TILE_W": 4}, {"GRP_TILE_W": 64}, {"GRP_CIC": 1}, {"GRP_CIC": 16},
-                     {"CONV_THREADS": 128, "GRP_PIX": 2}, {"GRP_OCC": 1024}, {"GRP_TILED": 0}]
+                     {"CONV_THREADS": 128, "GRP_PIX": 2}, {"GRP_OCC": 1024}, {"GRP_TILED": 0},
+                     # float16 grouped convs on tensor cores (the others run the tiled kernel)
+                     {"GRP_TC": 1}, {"GRP_TC": 1, "GRP_TC_ROWS": 4}]
 
-#: (shape, weight shape, conv arguments): groups 8 with 3x3 stride 1 (conv2d_grp_k3s1), a
-#: dense 5x5 stride 2 over 20 input channels (several staged chunks), a channel multiplier
-#: of 3 with dilation 2 and asymmetric padding; widths and heights no multiple of a tile
+#: (shape, weight shape, conv arguments): groups 8 with 3x3 stride 1 (conv2d_grp_k3s1), 13
+#: channels a group (odd: GRP_TC pads one, conv2d_grp_tc16), a dense 5x5 stride 2 over 20
+#: input channels (several staged chunks), a channel multiplier of 3 with dilation 2 and
+#: asymmetric padding; widths and heights no multiple of a tile
 TILED_CONV_CASES = [((2, 64, 13, 19), (64, 8, 3, 3), {"padding": 1, "groups": 8}),
+                    ((2, 26, 11, 37), (26, 13, 3, 3), {"padding": (1, 0), "groups": 2}),
                     ((1, 20, 21, 37), (12, 20, 5, 5), {"stride": 2, "padding": 2}),
                     ((2, 5, 17, 11), (15, 1, 3, 3), {"padding": (2, 1), "dilation": 2, "groups": 5})]
 
@@ -672,7 +676,7 @@ def test_tiled_direct_conv_paths(device, params, dtype):
     for i, (shape, wshape, kw) in enumerate(TILED_CONV_CASES):
         x = random_input(31 + i, shape, dtype)
         w = random_input(41 + i, wshape, dtype) * np.asarray(0.3, dtype=dtype)
-        b = random_input(51 + i, (wshape[0],), dtype) if i != 1 else None
+        b = random_input(51 + i, (wshape[0],), dtype) if i != 2 else None
         ref = reference.conv2d(x.astype(np.float64), w.astype(np.float64),
                                None if b is None else b.astype(np.float64), **kw)
         for layout in ("NCHW", "NHWC"):

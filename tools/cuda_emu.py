@@ -2,7 +2,8 @@
 
 The device time on the H200 is scarce (30 minutes a session); this checks the indexing of
 `conv2d_k3_tc`, `conv2d_k3_tc_pipe`, the depthwise `conv2d_dw_pipe*_k3s1` and register walks,
-the tiled direct convs `conv2d_grp_k3s1` / `conv2d_grp_g` (kernels_cu/conv2d.cu), the int8 convs of `quant_conv2d.cu` (`qconv2d_k3_tc`,
+the tiled direct convs `conv2d_grp_k3s1` / `conv2d_grp_g` and the grouped tensor-core
+`conv2d_grp_tc8` / `conv2d_grp_tc16` (kernels_cu/conv2d.cu), the int8 convs of `quant_conv2d.cu` (`qconv2d_k3_tc`,
 `qconv2d_co4`, `qconv2d`), BatchNorm's flat inference kernels (`batch_norm_infer_flat`,
 `batch_norm_infer_flat_reg`) and its training kernels (statistics, finalize, apply) before any of it: the kernels'
 own source, compiled by g++ (C++20) against `tools/cuda_emu/` (a host `hal_prelude.cuh`, CUDA
@@ -655,6 +656,24 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
                         dict(shape=(1, 16, 9, 10), cout=32, groups=8, layout=layout, dtype=np.float32,
                              params={"GRP_COT": 2, "GRP_PIX": 2, "CONV_THREADS": 128, "GRP_TILE_W": 64},
                              padding=2, kernel="conv2d_grp_k3s1")))
+    # the float16 grouped tensor-core kernels (GRP_TC): 8 and 16 channels a group (tc8, tc16),
+    # an odd channel count (a padded channel), 2x3 windows, asymmetric padding, tiles past the
+    # output's rows and columns, NHWC with and without 16-byte channel loads
+    for layout in ("NHWC", "NCHW"):
+        out.append((f"grouped tc g8 {layout} 2x64x13x37", "tiled",
+                    dict(shape=(2, 64, 13, 37), cout=64, groups=8, layout=layout, dtype=np.float16,
+                         params={"GRP_TC": 1, "GRP_TC_ROWS": 8}, kernel="conv2d_grp_tc8")))
+        if not quick:
+            out.append((f"grouped tc cig16 cog12 {layout}", "tiled",
+                        dict(shape=(1, 32, 9, 35), cout=24, groups=2, layout=layout, dtype=np.float16,
+                             params={"GRP_TC": 1}, padding=(0, 2, 1, 0), kernel="conv2d_grp_tc16")))
+            out.append((f"grouped tc cig3 cog5 2x3 {layout}", "tiled",
+                        dict(shape=(2, 9, 7, 11), cout=15, groups=3, layout=layout, dtype=np.float16,
+                             params={"GRP_TC": 1, "GRP_TC_ROWS": 4}, k=(2, 3), padding=(1, 1, 0, 2), bias=False,
+                             kernel="conv2d_grp_tc8")))
+            out.append((f"grouped tc g4 cig4 rows32 {layout}", "tiled",
+                        dict(shape=(1, 16, 40, 20), cout=16, groups=4, layout=layout, dtype=np.float16,
+                             params={"GRP_TC": 1, "GRP_TC_ROWS": 32}, kernel="conv2d_grp_tc8")))
     types = [(np.int8, np.int8), (np.uint8, np.int8), (np.uint8, np.uint8), (np.int8, np.uint8)]
     for layout in ("NHWC", "NCHW"):
         for xd, wd in types if not quick else types[1:2]:
