@@ -27,6 +27,10 @@
 //   conv2d_dw_pipe{4,8,16}_k3s1(x, w, bias, y, N, C, IH, IW, OH, OW, PT, PL, tiles_h, tiles_w)
 //       NHWC depthwise 3x3 stride 1, C % (16 / sizeof(act_t)) == 0: persistent blocks stream
 //       tiles through two shared buffers with cp.async (DW_PIPE; see there)
+//   conv2d_grp_{k3s1,g}(x, w, bias, y, GrpParams) register-tiled direct conv on CUDA cores for
+//       the specs the kernels above do not take: grouped, strided, dilated, other windows (see there)
+//   conv2d_grp_tc{8,16}(x, w, bias, y, GrpTcParams) float16 grouped convs (stride 1, KH, KW <= 3,
+//       <= 16 channels a group) on tensor cores (GRP_TC; see there)
 #include "hal_window.cuh"
 
 #ifndef CONV_THREADS
