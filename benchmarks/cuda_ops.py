@@ -152,11 +152,13 @@ def setup_adaptive(torch: Any, F: Any, be: CudaBackend, case: Case) -> tuple[Any
 
 
 def setup_conv(torch: Any, F: Any, be: CudaBackend, case: Case) -> tuple[Any, Any, Any]:
-    """dense, grouped and depthwise 3x3 (or key "k" x k, "same" padding) convolution (no bias, TF32 off)."""
+    """dense, grouped and depthwise 3x3 (or key "k" x k, padding k // 2, key "stride") convolution (no bias,
+    TF32 off)."""
     shape, cout, groups, k = case.key["shape"], case.key["cout"], case.key["groups"], case.key.get("k", 3)
+    stride = case.key.get("stride", 1)
     dt = tdt(torch, case.dtype)
     wshape = (cout, shape[1] // groups, k, k)
-    sp = S.conv2d_spec(geom(shape, case.layout, case.dtype), wshape, False, None, 1, k // 2, 1, groups)
+    sp = S.conv2d_spec(geom(shape, case.layout, case.dtype), wshape, False, None, stride, k // 2, 1, groups)
     n = nsets_for(case.nbytes)
     xs = [fmt_tensor(torch, torch.randn(*shape, device="cuda", dtype=dt), case.layout) for _ in range(n)]
     w = (torch.randn(*wshape, device="cuda", dtype=torch.float32) / math.sqrt(wshape[1] * k * k)).to(dt).contiguous()
@@ -168,7 +170,7 @@ def setup_conv(torch: Any, F: Any, be: CudaBackend, case: Case) -> tuple[Any, An
         be.conv2d(sp, xw[i % n], ww, None, yw[i % n], params)
 
     def ref(i: int) -> Any:
-        return F.conv2d(xs[i % n], wt, padding=k // 2, groups=groups)
+        return F.conv2d(xs[i % n], wt, stride=stride, padding=k // 2, groups=groups)
 
     def check(params: dict[str, int]) -> tuple[bool, str]:
         ys[0].fill_(float("nan"))
@@ -477,6 +479,17 @@ def build_cases(quick: bool) -> list[Case]:
                               [{}, {"GRP_PIX": 2}, {"CONV_THREADS": 128}, {"CONV_THREADS": 128, "GRP_PIX": 2},
                                {"GRP_TILE_W": 64}, {"GRP_OCC": 1024}, {"GRP_OCC": 1024, "GRP_PIX": 2}]
                               + ([{"GRP_TC": 1}, {"GRP_TC": 1, "GRP_TC_ROWS": 8}] if dtype == "float16" else [])))
+            # strided dense convs, which the tiled direct kernel took over from one thread per output
+            # (session 19; no PyTorch baseline file has them): a ResNet's 3x3/2 downsampling and its stem
+            strided = [{}, {"GRP_PIX": 2}, {"CONV_THREADS": 128}, {"GRP_OCC": 1024}, {"GRP_COT": 4}]
+            xs2 = 64 * 64 * 56 * 56
+            cases.append(Case(f"conv3x3 s2 64->128 64x56x56 {layout.lower()}", "conv2d", dtype, layout,
+                              (xs2 + xs2 // 2 + 128 * 64 * 9) * es, 2 * 64 * 128 * 64 * 9 * 28 * 28,
+                              {"shape": (64, 64, 56, 56), "cout": 128, "groups": 1, "stride": 2}, strided))
+            xst = 32 * 3 * 224 * 224
+            cases.append(Case(f"conv7x7 s2 3->64 32x224x224 {layout.lower()}", "conv2d", dtype, layout,
+                              (xst + 32 * 64 * 112 * 112 + 64 * 3 * 49) * es, 2 * 32 * 64 * 3 * 49 * 112 * 112,
+                              {"shape": (32, 3, 224, 224), "cout": 64, "groups": 1, "k": 7, "stride": 2}, strided))
             dwc = [{}, {"DW_SMEM_KB": 16}, {"DW_SMEM_KB": 48}, {"CONV_OCC": 2048}, {"CONV_OCC": 0}]
             if dtype == "float16":  # NCHW output pairs from half2 words (DW_H2, default 1) against the float path
                 dwc += [{"DW_H2": 0}, {"DW_H2": 0, "DW_SMEM_KB": 16}, {"DW_SMEM_KB": 16, "CONV_OCC": 0}]
@@ -569,7 +582,8 @@ def table_key(case: Case) -> dict[str, Any]:
         key.update(kind="avg", out_h=1, out_w=1, c=b(c), h=b(h), w=b(w))
     elif case.family == "conv2d":
         g, kk = case.key["groups"], case.key.get("k", 3)
-        key.update(kernel=f"{kk}x{kk}", stride="1x1",
+        st = case.key.get("stride", 1)
+        key.update(kernel=f"{kk}x{kk}", stride=f"{st}x{st}",
                    groups="dense" if g == 1 else ("depthwise" if g == c else "grouped"),
                    c=b(c), k=b(case.key["cout"]), h=b(h), w=b(w))
     else:
