@@ -7,7 +7,8 @@
 # Steps: tests, nn, conformance, check, sanitize, overhead, overhead-nopdl, bench-cuda, bench-nopdl
 # (HAL_CUDA_PDL=0: without programmatic dependent launch), sweep, tune-cuda-rapid,
 # tune-cuda-normal, tune-ocl-rapid, tune-ocl-normal, tvd-cuda, tvd-ocl, demo, hal-bench, ocl-bench, ocl-tests,
-# ocl-ptx, timing, ncu, quant-bench, ncu-quant, bn-breakdown (sanitize: SAN_ARGS, default "--only one")
+# ocl-ptx, timing, ncu, quant-bench, ncu-quant, bn-breakdown
+# (sanitize: SAN_ARGS, default "--only one"; sweep: ONLY, SWEEP_ARGS such as "--dtype float16")
 set -u -o pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT="${OUT:-/tmp/hal-out}"; R=/tmp/hal-results; mkdir -p "$OUT" "$R"
@@ -43,7 +44,7 @@ for s in "$@"; do
     bench-nopdl) mkdir -p "$R/nopdl"; step cuda-ops-nopdl ${T_BENCH:-240} env HAL_CUDA_PDL=0 python3 benchmarks/cuda_ops.py --out "$R/nopdl" ${BENCH_ARGS:-}
       tail -40 "$R/cuda-ops-nopdl.txt" ;;
     overhead-nopdl) step overhead-nopdl 60 env HAL_CUDA_PDL=0 python3 benchmarks/host_overhead.py --device cuda:0 --json "$R/overhead-nopdl.json" --profile --micro ;;
-    sweep) step cuda-sweep ${T_SWEEP:-300} python3 benchmarks/cuda_ops.py --sweep --out "$R" --only "${ONLY:-}"
+    sweep) step cuda-sweep ${T_SWEEP:-300} python3 benchmarks/cuda_ops.py --sweep --out "$R" --only "${ONLY:-}" ${SWEEP_ARGS:-}
       tail -40 "$R/cuda-sweep.txt" ;;
     tune-cuda-rapid) tune cuda:0 rapid ${B_RAPID:-120} cuda-rapid ;;
     tune-cuda-normal) tune cuda:0 normal ${B_NORMAL:-240} cuda-normal ;;

@@ -671,6 +671,9 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
                         dict(shape=(2, 9, 7, 11), cout=15, groups=3, layout=layout, dtype=np.float16,
                              params={"GRP_TC": 1, "GRP_TC_ROWS": 4}, k=(2, 3), padding=(1, 1, 0, 2), bias=False,
                              kernel="conv2d_grp_tc8")))
+            out.append((f"grouped tc multiplier 3 {layout}", "tiled",
+                        dict(shape=(2, 6, 9, 40), cout=18, groups=6, layout=layout, dtype=np.float16,
+                             params={"GRP_TC": 1, "GRP_TC_ROWS": 4}, kernel="conv2d_grp_tc8")))
             out.append((f"grouped tc g4 cig4 rows32 {layout}", "tiled",
                         dict(shape=(1, 16, 40, 20), cout=16, groups=4, layout=layout, dtype=np.float16,
                              params={"GRP_TC": 1, "GRP_TC_ROWS": 32}, kernel="conv2d_grp_tc8")))
