@@ -1726,8 +1726,7 @@ __device__ __forceinline__ void grp_conv(unsigned char* smem, const act_t* __res
     const int oh0 = thi * p.th, ow0 = twi * p.txn * PIX;
     const int ih0 = oh0 * SH - p.PT, iw0 = ow0 * SW - p.PL;
     const int tid = threadIdx.x, nthreads = blockDim.x;
-    const int tx = tid % p.txn, ty = tid / p.txn;
-    const bool computes = ty < p.th;
+    const int tx = tid % p.txn, ty = tid / p.txn;  // the block is txn x th threads
 
     float acc[COT][PIX];
 #pragma unroll
@@ -1816,7 +1815,6 @@ __device__ __forceinline__ void grp_conv(unsigned char* smem, const act_t* __res
             s_w[f] = col < ncot ? ld_act(w + ((long long)(co0 + col) * p.cig + c0 + cl) * taps + tap) : 0.0f;
         }
         __syncthreads();
-        if (!computes) continue;
         for (int cl = 0; cl < nc; ++cl) {
             const float* xs = s_x + cl * p.cs + ty * SH * p.iwp + tx * PIX * SW;
             const float* ws = s_w + cl * taps * COT;
@@ -1861,7 +1859,7 @@ __device__ __forceinline__ void grp_conv(unsigned char* smem, const act_t* __res
         }
     }
     const int oh = oh0 + ty, ow = ow0 + tx * PIX;
-    if (!computes || oh >= p.OH) return;
+    if (oh >= p.OH) return;
 #if LAYOUT_NHWC && GRP_COT % 4 == 0
     if (p.vec_out) {  // C_out and the group's multiples of 4, y 16-byte aligned: 4 channels a store
 #pragma unroll
