@@ -299,6 +299,9 @@ _SCHEMAS: dict[str, KernelSchema] = {
             Param("ADAPT_GVEC_U", (0, 4, 8, 16), 8,
                   "NHWC global pooling without indices, enough (image, channel vector) pairs to fill the GPU: "
                   "a thread per pair with this many 16-byte loads in flight (adaptive_pool2d_*_gvec); 0 = off (-D)"),
+            Param("ADAPT_GVEC_S", (1, 2, 4), 1,
+                  "NHWC global pooling (gvec): lanes of a warp per (image, channel vector) pair, each folding a "
+                  "contiguous slice of the pixels, combined by shuffles; 1 = a thread per pair (-D)"),
         ),
         (_fits_threads("ADAPT_THREADS"), _fits_smem("ADAPT_SMEM_KB")),
     ),
@@ -353,6 +356,12 @@ _SCHEMAS: dict[str, KernelSchema] = {
             Param("DW_PIPE_COLS", (1, 2), 1,
                   "with DW_PIPE: output columns per thread (2: conv2d_dw_pipe{rows}x2_k3s1, tiles twice as wide, "
                   "each input pixel converted once for two columns' taps; not yet run on a GPU)"),
+            Param("DW_TC", (0, 1, 2), 0,
+                  "float16 NCHW depthwise 3x3 stride 1 (IW % 8 == 0, left padding <= 1, sm_75+) on tensor cores: "
+                  "a row's taps as a banded matrix, a warp per 16 x 32 output tile (1: conv2d_dw_tc_k3s1, a warp "
+                  "a tile; 2: conv2d_dw_tc_persist_k3s1, persistent warps with the next tile's loads in flight; "
+                  "session 20); "
+                  "opt-in: an Inf or NaN input makes NaN of nearby outputs of its rows (the matrix's zeros times Inf)"),
             Param("GRP_TILED", (0, 1), 1,
                   "specs no other kernel takes (grouped but not depthwise, channel multipliers, strides, "
                   "dilations, other kernel sizes): 1 = the register-tiled direct kernel (conv2d_grp_k3s1, "
@@ -417,7 +426,7 @@ _SCHEMAS: dict[str, KernelSchema] = {
 #: parameters that change the generated code (passed as -D); the rest shape the launch only
 _COMPILE_PARAMS = {
     "pool2d": ("POOL_THREADS", "POOL_OCC", "POOL_SPLIT", "POOL_H2", "POOL_H2AVG"),
-    "adaptive_pool2d": ("ADAPT_THREADS", "ADAPT_GSTAGES", "ADAPT_VSPLIT_U", "ADAPT_GVEC_U"),
+    "adaptive_pool2d": ("ADAPT_THREADS", "ADAPT_GSTAGES", "ADAPT_VSPLIT_U", "ADAPT_GVEC_U", "ADAPT_GVEC_S"),
     "conv2d": ("CONV_THREADS", "CONV_SIMT_CI", "CONV_OCC", "DW_HALF4", "DW_H2", "DW_PREFETCH", "TC_WIDE_STAGES",
                "TC_WIDE_L2PF", "TC_WIDE_K1_BLOCKS", "GRP_COT", "GRP_PIX", "GRP_OCC"),
     "batch_norm": ("BN_THREADS", "BN_UNROLL", "BN_L2_HINT", "BN_INFER_OCC", "BN_INFER_EARLY", "BN_STATS_SUMS"),
@@ -585,6 +594,9 @@ _SIMT_BUF_FLOATS = {ci: ci * 10 * 36 + ci * 9 * 68 for ci in (4, 8)}
 #: SM its __launch_bounds__ lets the registers allow (by output columns per thread), bytes of
 #: channels per tile
 _DW_PIPE_THREADS, _DW_PIPE_MINB, _DW_PIPE_SLICE = 256, {1: 3, 2: 2}, 128
+# conv2d_dw_tc_k3s1: warps a block, and each warp's staged tile (18 rows x 56 halves); the
+# persistent variant's blocks a multiprocessor (its __launch_bounds__)
+_DW_TC_WARPS, _DW_TC_WARP_SMEM, _DW_TC_PERSIST_MINB = 4, 18 * 56 * 2, 6
 
 
 def dw_pipe_geometry(itemsize: int, rows: int, cols: int = 1) -> tuple[int, int]:
@@ -1505,6 +1517,37 @@ class CudaBackend(Backend):
                    (_DW_PIPE_THREADS, 1, 1), shared, args),
         )
 
+    def _plan_dw_tc(
+        self, spec: Conv2dSpec, p: Mapping[str, int], aligned: bool, defines: tuple[tuple[str, int], ...],
+    ) -> tuple[Launch, ...] | None:
+        """The float16 NCHW depthwise kernels on tensor cores (conv2d.cu: conv2d_dw_tc_k3s1 for
+        DW_TC 1, conv2d_dw_tc_persist_k3s1 for 2), or None.
+
+        Tiles of 16 output rows x 32 output columns of one plane, 4 warps a block: a warp a tile,
+        or (2) a grid of the resident blocks whose warps stride over the tiles."""
+        pt, _, pl, _ = spec.pads
+        n, c, ih, iw, oh, ow = spec.n, spec.c_in, spec.in_h, spec.in_w, spec.out_h, spec.out_w
+        if (not p["DW_TC"] or self.force_generic or not aligned or spec.layout != "NCHW"
+                or spec.dtype.itemsize != 2 or self._cc < (7, 5)
+                or (spec.kernel, spec.stride, spec.dilation) != ((3, 3), (1, 1), (1, 1)) or iw % 8 or pl > 1):
+            return None
+        tiles_h, tiles_w = _cdiv(oh, 16), _cdiv(ow, 32)
+        tiles = n * c * tiles_h * tiles_w
+        # the kernel's tile index is 32-bit (blockIdx.x * 4 + warp) and its pixel coordinates are ints
+        if tiles >= 2**31 or max(ih, iw, oh, ow, pt) >= 2**30 or n * c * ih * iw >= 2**62:
+            return None
+        blob = struct.pack("<7iI9I", c, ih, iw, oh, ow, pt, pl, tiles, *fastdiv(tiles_w), *fastdiv(tiles_h),
+                           *fastdiv(c))
+        shared, blocks = _DW_TC_WARPS * _DW_TC_WARP_SMEM, _cdiv(tiles, _DW_TC_WARPS)
+        kernel = "conv2d_dw_tc_k3s1"
+        if p["DW_TC"] == 2:
+            kernel = "conv2d_dw_tc_persist_k3s1"
+            blocks = min(blocks, self._sms * self._resident_blocks(shared, _DW_TC_PERSIST_MINB))
+        return (
+            Launch("conv2d.cu", defines, kernel, f"PPPP{len(blob)}s", (blocks, 1, 1), (_DW_TC_WARPS * 32, 1, 1),
+                   shared, ("x", "w", "b", "y", blob)),
+        )
+
     def _plan_dw_registers(
         self, spec: Conv2dSpec, p: Mapping[str, int], aligned: bool, defines: tuple[tuple[str, int], ...],
         threads: int,
@@ -1603,17 +1646,22 @@ class CudaBackend(Backend):
                     Launch("adaptive_pool2d.cu", defines, f"adaptive_pool2d_{kind}_block", "PPP" + "i" * 6,
                            (min(outputs, 2**31 - 1), 1, 1), (threads, 1, 1), 0, ("x", "y", "i", *dims)),
                 )
-            # NHWC global pooling with a thread per (image, channel vector) where those fill the GPU
+            # NHWC global pooling with ADAPT_GVEC_S lanes per (image, channel vector) where those lanes
+            # fill the GPU; the kernel's pixel counter (p0 + u, u < ADAPT_GVEC_U) is an int
+            gvec_s = int(p["ADAPT_GVEC_S"])
+            gvec_threads = outputs // vec * gvec_s
             if spec.layout == "NHWC" and aligned and spec.c % vec == 0 and p["ADAPT_GVEC_U"] and not with_indices \
                     and (spec.out_h, spec.out_w) == (1, 1) and spec.kind in ("avg", "max") \
-                    and outputs // vec >= self._sms * 256:
+                    and gvec_threads >= self._sms * 256 and spec.in_h * spec.in_w < 2**31 - 16:
                 return (
-                    # float16: a part of one wave (256 blocks on 132 SMs for 256x2048x7x7), which
-                    # programmatic dependent launch placed worse: 0.0168 -> 0.0184 ms (session 17
-                    # call2; float32, 512 blocks: 0.0288 -> 0.0268 ms)
+                    # float16 with a thread per pair: a part of one wave (256 blocks on 132 SMs for
+                    # 256x2048x7x7), which programmatic dependent launch placed worse: 0.0168 -> 0.0184
+                    # ms (session 17 call2; float32, 512 blocks: 0.0288 -> 0.0268 ms); with 2 or 4
+                    # lanes per pair float16 has float32's blocks or more (its PDL unmeasured)
                     Launch("adaptive_pool2d.cu", defines, f"adaptive_pool2d_{spec.kind}_gvec", "PPiii",
-                           self._grid_1d(outputs // vec, threads), (threads, 1, 1), 0,
-                           ("x", "y", spec.n, spec.c, spec.in_h * spec.in_w), pdl=spec.dtype.itemsize != 2),
+                           self._grid_1d(gvec_threads, threads), (threads, 1, 1), 0,
+                           ("x", "y", spec.n, spec.c, spec.in_h * spec.in_w),
+                           pdl=spec.dtype.itemsize != 2 or gvec_s > 1),
                 )
             # the kernel keeps pixel indices ih * IW + iw (and a few rows past the bin) in an int
             if spec.layout == "NHWC" and aligned and spec.c % vec == 0 and p["ADAPT_VSPLIT"] and bin_area >= 8 \
@@ -1919,6 +1967,9 @@ class CudaBackend(Backend):
                                simt_smem, args),
                     )
             if spec.groups == ci == co and ci > 1:
+                dw_tc = self._plan_dw_tc(spec, p, aligned, defines)
+                if dw_tc is not None:
+                    return dw_tc
                 pipe = self._plan_dw_pipe(spec, p, aligned, defines)
                 if pipe is not None:
                     return pipe

@@ -513,6 +513,31 @@ def adaptive_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
                     check_adaptive(dev, rng, name, shape, (1, 1), kind, indices=idx, params=params, **c)
             for kind, idx in (("avg", False), ("max", False)):
                 check_adaptive(dev, rng, "gvec nan", (*ggv, 7, 7), (1, 1), kind, indices=idx, nan_frac=0.01, **c)
+            # ADAPT_GVEC_S lanes per pair (slices of the pixels, combined by shuffles): 257 channel
+            # vectors per image (float16; 514 float32) and odd N, so no pair count is a multiple of
+            # 32 and the last warp is partial; pixel counts no multiple of S, 3 and 1 pixels (empty
+            # slices); 67 images: float16 gvec only through S x pairs; 2111 x 2056 x 1 x 3: more
+            # threads than the grid holds on 132 SMs (float32 S 2 and 4, float16 S 4), so warps
+            # walk the grid-stride loop; NaN inputs
+            if layout == "NHWC":
+                ggs = (135, 2056)
+                for name, shape, params in (
+                        ("gvec S2 7x7", (*ggs, 7, 7), {"ADAPT_GVEC_S": 2}),
+                        ("gvec S4 5x3 U4", (*ggs, 5, 3), {"ADAPT_GVEC_S": 4, "ADAPT_GVEC_U": 4}),
+                        ("gvec S4 7x7 U16 128", (*ggs, 7, 7), {"ADAPT_GVEC_S": 4, "ADAPT_GVEC_U": 16,
+                                                              "ADAPT_THREADS": 128}),
+                        ("gvec S2 3x3 512", (*ggs, 3, 3), {"ADAPT_GVEC_S": 2, "ADAPT_THREADS": 512}),
+                        ("gvec S4 1x3", (*ggs, 1, 3), {"ADAPT_GVEC_S": 4}),
+                        ("gvec S2 1x1", (*ggs, 1, 1), {"ADAPT_GVEC_S": 2}),
+                        ("gvec S2 67 images", (67, 2056, 7, 7), {"ADAPT_GVEC_S": 2}),
+                        ("gvec S2 grid-stride", (2111, 2056, 1, 3), {"ADAPT_GVEC_S": 2}),
+                        ("gvec S4 grid-stride", (2111, 2056, 1, 3), {"ADAPT_GVEC_S": 4})):
+                    for kind in ("avg", "max"):
+                        check_adaptive(dev, rng, name, shape, (1, 1), kind, indices=False, params=params, **c)
+                for s in (2, 4):
+                    for kind in ("avg", "max"):
+                        check_adaptive(dev, rng, f"gvec nan S{s}", (*ggs, 7, 7), (1, 1), kind, indices=False,
+                                       nan_frac=0.01, params={"ADAPT_GVEC_S": s}, **c)
             for kind, idx in (("avg", False), ("max", False), ("max", True)):
                 check_adaptive(dev, rng, "g nan", (3, 64, 7, 7), (1, 1), kind, indices=idx, nan_frac=0.01, **c)
                 check_adaptive(dev, rng, "g misaligned", (3, 64, 7, 7), (1, 1), kind, indices=idx,
@@ -689,6 +714,22 @@ def conv_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
             check_conv(dev, rng, "dw h2 bands", (1, 3, 70, 96), 3, 3, padding=1, groups=3,
                        params={"DW_SMEM_KB": 8, "DW_TILE_H": 4}, offset=es, **c)
             check_conv(dev, rng, "dw h2 old path", (2, 7, 13, 22), 7, 3, padding=1, groups=7, params={"DW_H2": 0}, **c)
+            # float16 NCHW depthwise 3x3/1 on tensor cores (DW_TC; the other dtype and layout fall back):
+            # a warp per 16 x 32 tile, widths multiples of 8 but not of 32, heights not of 16, padding
+            # 0 / 1 / asymmetric, odd output widths (scalar stores), many tiles, misaligned (falls back)
+            for tc in ({"DW_TC": 1}, {"DW_TC": 2}):  # a warp a tile; persistent warps
+                t = f"dw-tc{tc['DW_TC']}"
+                check_conv(dev, rng, t, (2, 5, 21, 40), 5, 3, padding=1, groups=5, params=tc, **c)
+                check_conv(dev, rng, f"{t} pad0 nobias", (1, 3, 17, 72), 3, 3, padding=0, groups=3, bias=False,
+                           params=tc, **c)
+                check_conv(dev, rng, f"{t} asym", (2, 4, 33, 8), 4, 3, padding=(2, 0, 1, 0), groups=4, params=tc,
+                           **c)
+                check_conv(dev, rng, f"{t} odd out width", (1, 2, 9, 64), 2, 3, padding=(1, 1, 1, 0), groups=2,
+                           params=tc, **c)
+                check_conv(dev, rng, f"{t} many tiles", (16, 64, 64, 112), 64, 3, padding=1, groups=64, params=tc,
+                           **c)
+                check_conv(dev, rng, f"{t} misaligned", (2, 16, 10, 16), 16, 3, padding=1, groups=16, offset=es,
+                           params=tc, **c)
             if not quick:
                 check_conv(dev, rng, "3x3 32->64 big", (4, 32, 28, 45), 64, 3, padding=1, **c)
 
@@ -1038,6 +1079,8 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
             check_conv(dev, rng, "one tiled g", (2, 6, 10, 11), 4, 3, stride=2, padding=1, groups=2, **c)
             check_conv(dev, rng, "one grouped tc", (2, 16, 10, 35), 16, 3, padding=1, groups=2,
                        params={"GRP_TC": 1}, **c)
+            check_conv(dev, rng, "one dw-tc1", (2, 5, 21, 40), 5, 3, padding=1, groups=5, params={"DW_TC": 1}, **c)
+            check_conv(dev, rng, "one dw-tc2", (2, 5, 21, 40), 5, 3, padding=1, groups=5, params={"DW_TC": 2}, **c)
             for training in (True, False):
                 check_bn(dev, rng, "one", (4, 16, 6, 8), training=training, **c)
                 # NHWC inference: C16 above takes batch_norm_infer_flat_reg, C24 batch_norm_infer_flat

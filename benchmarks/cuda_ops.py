@@ -429,6 +429,9 @@ def build_cases(quick: bool) -> list[Case]:
                                  [{"ADAPT_GVEC_U": 4}, {"ADAPT_GVEC_U": 16},
                                   {"ADAPT_GVEC_U": 8, "ADAPT_THREADS": 128}, {"ADAPT_GVEC_U": 16, "ADAPT_THREADS": 128},
                                   {"ADAPT_GVEC_U": 8, "ADAPT_THREADS": 512},
+                                  # 2 or 4 lanes per pair, each a slice of the pixels (ADAPT_GVEC_S)
+                                  {"ADAPT_GVEC_S": 2}, {"ADAPT_GVEC_S": 4},
+                                  {"ADAPT_GVEC_S": 2, "ADAPT_GVEC_U": 4}, {"ADAPT_GVEC_S": 4, "ADAPT_GVEC_U": 4},
                                   {"ADAPT_GVEC_U": 0}, {"ADAPT_GVEC_U": 0, "ADAPT_VSPLIT_U": 4},
                                   {"ADAPT_GVEC_U": 0, "ADAPT_VSPLIT_U": 8, "ADAPT_THREADS": 128},
                                   {"ADAPT_GVEC_U": 0, "ADAPT_VSPLIT_U": 4, "ADAPT_THREADS": 128}])))
@@ -493,6 +496,7 @@ def build_cases(quick: bool) -> list[Case]:
             dwc = [{}, {"DW_SMEM_KB": 16}, {"DW_SMEM_KB": 48}, {"CONV_OCC": 2048}, {"CONV_OCC": 0}]
             if dtype == "float16":  # NCHW output pairs from half2 words (DW_H2, default 1) against the float path
                 dwc += [{"DW_H2": 0}, {"DW_H2": 0, "DW_SMEM_KB": 16}, {"DW_SMEM_KB": 16, "CONV_OCC": 0}]
+                dwc += [{"DW_TC": 1}, {"DW_TC": 2}]  # on tensor cores (session 20)
             if layout == "NHWC":
                 dwc = [{}, {"CONV_OCC": 0}, {"CONV_OCC": 1536}, {"DW_TILE_W": 16, "DW_TILE_H": 8, "DW_SMEM_KB": 48},
                        {"DW_TILE_W": 4, "DW_TILE_H": 4}, {"DW_TILE_H": 16, "DW_SMEM_KB": 48}]
@@ -512,6 +516,11 @@ def build_cases(quick: bool) -> list[Case]:
             cases.append(Case(f"dwconv3x3 256x64x32x32 {layout.lower()}", "conv2d", dtype, layout, 2 * x * es,
                               2 * 256 * 64 * 9 * 32 * 32, {"shape": (256, 64, 32, 32), "cout": 64, "groups": 64},
                               dwc))
+            if dtype == "float16" and layout == "NCHW":  # MobileNetV2's 112 x 112 depthwise (session 20)
+                x112 = 32 * 96 * 112 * 112
+                cases.append(Case("dwconv3x3 32x96x112x112 nchw", "conv2d", dtype, layout, 2 * x112 * es,
+                                  2 * x112 * 9, {"shape": (32, 96, 112, 112), "cout": 96, "groups": 96},
+                                  [{}, {"DW_TC": 1}, {"DW_TC": 2}, {"DW_ROWS": 4, "CONV_THREADS": 128}]))
         bnc = [{}, {"BN_L2_HINT": 0}, {"BN_THREADS": 512, "BN_BLOCKS_PER_SM": 2}, {"BN_UNROLL": 8},
                {"BN_UNROLL": 2, "BN_BLOCKS_PER_SM": 8}, {"BN_BLOCKS_PER_SM": 2}, {"BN_BLOCKS_PER_SM": 8}]
         # inference only: the flat persistent kernel's occupancy / unroll, and the old kernel

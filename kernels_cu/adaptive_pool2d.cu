@@ -1,13 +1,14 @@
 // Adaptive (and global) max / average pooling: bin i spans [i*In/Out, ceil((i+1)*In/Out)).
 //
 // Macros: DTYPE_HALF, LAYOUT_NHWC, ADAPT_THREADS [256] (threads per block of every kernel),
-// ADAPT_VSPLIT_U [8], ADAPT_GVEC_U [8] (loads in flight per thread of the vsplit and gvec kernels).
+// ADAPT_VSPLIT_U [8], ADAPT_GVEC_U [8] (loads in flight per thread of the vsplit and gvec kernels),
+// ADAPT_GVEC_S [1] (lanes per (image, channel vector) pair of the gvec kernel).
 //
 // Entry points:
 //   adaptive_pool2d_max, adaptive_pool2d_avg (contract signature) one thread per output
 //   adaptive_pool2d_{max,maxi,avg}_vec   NHWC, HAL_VEC channels per thread (16-byte loads)
 //   adaptive_pool2d_{max,avg}_gvec(x, y, N, C, HW) NHWC global pooling (1x1 output, no indices):
-//       HAL_VEC channels per thread, ADAPT_GVEC_U [8] pixel loads in flight
+//       HAL_VEC channels per ADAPT_GVEC_S [1] lanes, ADAPT_GVEC_U [8] pixel loads in flight each
 //   adaptive_pool2d_{max,maxi,avg}_tile  NCHW shared-memory tiles (hal_window.cuh)
 //   adaptive_pool2d_{max,maxi,avg}_block one block per output: few outputs, large bins
 //   adaptive_pool2d_{max,maxi,avg}_vsplit NHWC, a block per (output pixel, 32 channel vectors):
@@ -161,47 +162,85 @@ ADAPT_VEC_KERNEL(adaptive_pool2d_max_vec, WIN_MAX, false)
 ADAPT_VEC_KERNEL(adaptive_pool2d_maxi_vec, WIN_MAX, true)
 ADAPT_VEC_KERNEL(adaptive_pool2d_avg_vec, WIN_AVG, false)
 
-// ---- NHWC global pooling (1x1 output) without indices: a thread per (image, 16-byte channel
-// vector) walks the image's HW pixels in order, ADAPT_GVEC_U loads in flight before any is
-// folded in (the row-major fold order of adaptive_vec, so the same sums); no shared memory,
-// no barrier. Each load instruction of a warp reads 512 contiguous bytes.
+// ---- NHWC global pooling (1x1 output) without indices: each (image, 16-byte channel vector)
+// pair is walked by ADAPT_GVEC_S [1] lanes of one warp, lane s * (32 / S) + v taking pair v of
+// the warp's 32 / S consecutive pairs and slice s of the pixels, [s * L, min(HW, (s + 1) * L)),
+// L = ceil(HW / S), in row-major order with ADAPT_GVEC_U loads in flight before any is folded
+// in; no shared memory, no barrier. Each load instruction of a warp reads S runs of 512 / S
+// contiguous bytes. S > 1 combines the slices' partials by shuffles in a fixed tree
+// ((0, 1), (2, 3), then the pairs: deterministic); S == 1 is a thread per pair, the fold
+// order of adaptive_vec (the same sums). S > 1 was meant to give float16 (half float32's
+// vectors per image) more threads; not yet timed on a GPU.
 #ifndef ADAPT_GVEC_U
 #define ADAPT_GVEC_U 8
+#endif
+#ifndef ADAPT_GVEC_S
+#define ADAPT_GVEC_S 1
 #endif
 template <int OP>
 __device__ __forceinline__ void adaptive_gvec(const act_t* __restrict__ x, act_t* __restrict__ y, int N, int C,
                                               int HW) {
     constexpr int U = ADAPT_GVEC_U > 0 ? ADAPT_GVEC_U : 1;
+    constexpr int S = ADAPT_GVEC_S;
+    static_assert(S == 1 || S == 2 || S == 4, "ADAPT_GVEC_S: 1, 2 or 4 lanes per pair");
+    static_assert(ADAPT_THREADS % 32 == 0, "whole warps: the shuffles' partners stay in the loop together");
+    constexpr int PW = 32 / S;  // pairs per warp and round
     const int ncv = C / HAL_VEC;
     const long long total = (long long)N * ncv;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
-         i += (long long)gridDim.x * blockDim.x) {
-        const int n = (int)(i / ncv), cv = (int)(i - (long long)n * ncv);
-        const act_t* xb = x + (long long)n * HW * C + cv * HAL_VEC;
+    const long long gt = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const int lane = threadIdx.x & 31, s = lane / PW, v = lane - s * PW;
+    // the pixel slice: no int overflow for HW up to 2^31 - 1 (s * L <= HW + S - 1 stays small)
+    int lo = 0, hi = HW;
+    if (S > 1) {
+        const int L = HW / S + (HW % S != 0);
+        lo = min(HW, s * L);
+        hi = HW - lo <= L ? HW : lo + L;
+    }
+    // S > 1: the loop runs on the warp's first pair (i - v), the same for its 32 lanes, so every
+    // lane reaches every shuffle; lanes past the last pair fold nothing and store nothing
+    const long long stride = (long long)gridDim.x * blockDim.x / S;
+    for (long long i = S == 1 ? gt : (gt >> 5) * PW + v; (S == 1 ? i : i - v) < total; i += stride) {
+        const bool live = S == 1 || i < total;
         float acc[HAL_VEC];
 #pragma unroll
         for (int j = 0; j < HAL_VEC; ++j) acc[j] = OP == WIN_MAX ? HAL_NEG_INF : 0.0f;
-        for (int p0 = 0; p0 < HW; p0 += U) {
-            uint4 raw[U];
+        const int n = live ? (int)(i / ncv) : 0, cv = live ? (int)(i - (long long)n * ncv) : 0;
+        if (live) {
+            const act_t* xb = x + (long long)n * HW * C + cv * HAL_VEC;
+            for (int p0 = lo; p0 < hi; p0 += U) {
+                uint4 raw[U];
 #pragma unroll
-            for (int u = 0; u < U; ++u)
-                if (p0 + u < HW) raw[u] = __ldg(reinterpret_cast<const uint4*>(xb + (long long)(p0 + u) * C));
+                for (int u = 0; u < U; ++u)
+                    if (p0 + u < hi) raw[u] = __ldg(reinterpret_cast<const uint4*>(xb + (long long)(p0 + u) * C));
 #pragma unroll
-            for (int u = 0; u < U; ++u) {
-                if (p0 + u < HW) {
-                    float v[HAL_VEC];
-                    unpack_vec(raw[u], v);
+                for (int u = 0; u < U; ++u) {
+                    if (p0 + u < hi) {
+                        float f[HAL_VEC];
+                        unpack_vec(raw[u], f);
 #pragma unroll
-                    for (int j = 0; j < HAL_VEC; ++j) acc[j] = OP == WIN_MAX ? max_nan(acc[j], v[j]) : acc[j] + v[j];
+                        for (int j = 0; j < HAL_VEC; ++j)
+                            acc[j] = OP == WIN_MAX ? max_nan(acc[j], f[j]) : acc[j] + f[j];
+                    }
                 }
             }
         }
-        if (OP == WIN_AVG) {
-            const float d = (float)HW;
+        // the slices' partials: lane s takes s ^ 1's (PW lanes away), then s ^ 2's; max_nan
+        // keeps a NaN of any slice
 #pragma unroll
-            for (int j = 0; j < HAL_VEC; ++j) acc[j] /= d;
+        for (int off = PW; off < 32; off <<= 1)
+#pragma unroll
+            for (int j = 0; j < HAL_VEC; ++j) {
+                const float o = __shfl_xor_sync(0xffffffffu, acc[j], off);
+                acc[j] = OP == WIN_MAX ? max_nan(acc[j], o) : acc[j] + o;
+            }
+        if (live && (S == 1 || s == 0)) {
+            if (OP == WIN_AVG) {
+                const float d = (float)HW;
+#pragma unroll
+                for (int j = 0; j < HAL_VEC; ++j) acc[j] /= d;
+            }
+            st_vec(y + (long long)n * C + cv * HAL_VEC, acc);
         }
-        st_vec(y + (long long)n * C + cv * HAL_VEC, acc);
     }
 }
 #define ADAPT_GVEC_KERNEL(NAME, OP)                                                                       \

@@ -31,6 +31,9 @@
 //       the specs the kernels above do not take: grouped, strided, dilated, other windows (see there)
 //   conv2d_grp_tc{8,16}(x, w, bias, y, GrpTcParams) float16 grouped convs (stride 1, KH, KW <= 3,
 //       <= 16 channels a group) on tensor cores (GRP_TC; see there)
+//   conv2d_dw_tc_k3s1, conv2d_dw_tc_persist_k3s1(x, w, bias, y, DwTcParams) float16 NCHW depthwise
+//       3x3 stride 1, IW % 8 == 0, PL <= 1, on tensor cores: each row's taps as a banded matrix
+//       (DW_TC; see there)
 #include "hal_window.cuh"
 
 #ifndef CONV_THREADS
@@ -2103,4 +2106,222 @@ __device__ __forceinline__ void grp_tc(unsigned char* smem, const __half* __rest
     }
 GRP_TC_KERNEL(conv2d_grp_tc8, 1)
 GRP_TC_KERNEL(conv2d_grp_tc16, 2)
+
+// ---------------------------------------------------------------------------------
+// depthwise 3x3 stride 1, float16 NCHW, on tensor cores (DW_TC; session 20). The SIMT
+// depthwise kernels are issue-bound in float16 (about 33 instructions an output where the
+// floor is 9 FMAs, plus a conversion per input read). Along a row, a 3-tap filter is a
+// banded (Toeplitz) matrix: out[oh][ow0 + n] = sum_kh sum_k in[oh + kh][window + k] *
+// T_kh[k][n], T_kh[k][n] = w[kh][k - n - 6 + PL] where that index is 0..2, else 0. So 16
+// output rows x 8 output columns of one plane are 3 mma.sync m16n8k16 (A: 16 staged input
+// rows x 16 staged columns, read as halves with no conversion; B: the channel's T_kh,
+// built once a tile; float accumulators, bias first). A warp owns a tile of 16 x 32 outputs
+// of one plane, stages its 18 input rows x 48 columns (6 aligned 8-half vectors a row,
+// zero outside the input; IW % 8 == 0, so a vector is wholly in or out) in its own slice
+// of shared memory, and needs no block barrier. Staged column j is input column ow0 - 8 + j
+// (the 32 columns of the tile as 4 aligned vectors, the halo columns ow0 - 1, ow0 + 32 and
+// ow0 + 33, zeros elsewhere); n-tile t reads the window of staged columns [8t + 2, 8t + 18),
+// which holds the taps of its outputs for PL <= 1 (k = n + kw + 6 - PL in [5, 15]). The
+// outputs go back through the same staging area and out as 16-byte row vectors.
+// Not the reference's arithmetic for non-finite inputs: the banded matrix's zeros multiply
+// the window's other columns, so an Inf or NaN input makes NaN of the outputs of its rows
+// within 16 columns (0 x Inf), where a direct conv gives Inf or finite values; hence opt-in.
+// ---------------------------------------------------------------------------------
+struct DwTcParams {
+    int C, IH, IW, OH, OW, PT, PL;
+    unsigned tiles;              // warp tiles: N * C * tiles_h * tiles_w (< 2^31)
+    FastDiv fd_tw, fd_th, fd_c;  // tiles_w, tiles_h, C
+};
+constexpr int DWTC_WARPS = 4, DWTC_ROWS = 18, DWTC_VECS = 4;  // staged rows, 8-half vectors a row (+ halos)
+// halves a staged row (48 used): RS / 2 = 4 (mod 8) words puts the 8 rows of a fragment
+// read in distinct banks
+constexpr int DWTC_RS = 56;
+// halves a row of the staged output (16 x 32): 40 / 2 = 4 mod 8 words, 16-byte rows
+constexpr int DWTC_OS = 40;
+constexpr int DWTC_SLOTS = DWTC_ROWS * DWTC_VECS, DWTC_LOADS = (DWTC_SLOTS + 31) / 32;
+
+// the persistent variant's blocks a multiprocessor (its register bound: 65536 / (6 x 128) = 85;
+// at 8 blocks, 64 registers, it spills)
+constexpr int DWTC_PERSIST_MINB = 6;
+
+// one tile's global reads, in registers until they are staged: 4 vectors a row (columns
+// ow0 .. ow0 + 31), the halo columns ow0 - 1 and ow0 + 32, ow0 + 33 of row `lane`, the
+// channel's 9 weights and its bias
+struct DwTcLoads {
+    uint4 v[DWTC_LOADS];
+    unsigned short halo_l;  // bits of the half at column ow0 - 1
+    unsigned halo_r;        // the halves at columns ow0 + 32, ow0 + 33 (IW % 8 == 0: both or neither)
+    unsigned short wt[9];
+    float b0;
+};
+
+__device__ __forceinline__ void dwtc_tile(unsigned t, const DwTcParams& p, unsigned& plane, int& c, int& oh0,
+                                          int& ow0) {
+    const unsigned q = fdiv(t, p.fd_tw);
+    const int tw = (int)(t - q * p.fd_tw.d);
+    plane = fdiv(q, p.fd_th);
+    const int th = (int)(q - plane * p.fd_th.d);
+    c = (int)(plane - fdiv(plane, p.fd_c) * p.fd_c.d);
+    oh0 = th * 16;
+    ow0 = tw * 32;
+}
+
+__device__ __forceinline__ void dwtc_load(DwTcLoads& L, const __half* __restrict__ x, const __half* __restrict__ w,
+                                          const float* __restrict__ bias, const DwTcParams& p, unsigned t,
+                                          int lane) {
+    unsigned plane;
+    int c, oh0, ow0;
+    dwtc_tile(t, p, plane, c, oh0, ow0);
+    const int ih0 = oh0 - p.PT;
+    const __half* __restrict__ xp = x + (size_t)plane * p.IH * p.IW;
+#pragma unroll
+    for (int u = 0; u < DWTC_LOADS; ++u) {
+        const int slot = lane + 32 * u;
+        L.v[u] = make_uint4(0u, 0u, 0u, 0u);
+        if (slot < DWTC_SLOTS) {
+            const int r = slot >> 2, vv = slot & 3;
+            const int ih = ih0 + r, iw = ow0 + 8 * vv;
+            if ((unsigned)ih < (unsigned)p.IH && iw < p.IW)
+                L.v[u] = __ldg(reinterpret_cast<const uint4*>(xp + (size_t)ih * p.IW + iw));
+        }
+    }
+    L.halo_l = 0;
+    L.halo_r = 0;
+    if (lane < DWTC_ROWS && (unsigned)(ih0 + lane) < (unsigned)p.IH) {
+        const __half* row = xp + (size_t)(ih0 + lane) * p.IW;
+        if (ow0 > 0) L.halo_l = __ldg(reinterpret_cast<const unsigned short*>(row + ow0 - 1));
+        if (ow0 + 32 < p.IW) L.halo_r = __ldg(reinterpret_cast<const unsigned*>(row + ow0 + 32));
+    }
+#pragma unroll
+    for (int k = 0; k < 9; ++k) L.wt[k] = __ldg(reinterpret_cast<const unsigned short*>(w) + c * 9 + k);
+    L.b0 = bias != nullptr ? __ldg(bias + c) : 0.0f;
+}
+
+// PERSIST: a warp walks tiles t, t + (warps in the grid), ..., and issues the next tile's
+// loads before it computes the current one; else a warp per tile
+template <bool PERSIST>
+__device__ __forceinline__ void dw_tc(unsigned char* smem, const __half* __restrict__ x,
+                                      const __half* __restrict__ w, const float* __restrict__ bias,
+                                      __half* __restrict__ y, const DwTcParams& p) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    unsigned t = blockIdx.x * DWTC_WARPS + warp;
+    if (t >= p.tiles) return;  // warp-uniform; the kernel has no block barrier
+    __half* s = reinterpret_cast<__half*>(smem) + warp * DWTC_ROWS * DWTC_RS;
+    const unsigned step = gridDim.x * DWTC_WARPS;
+    // this lane's B fragment elements: k = q2 + 8 h + i, n = gq, tap column kw = k - n - 6 + PL
+    const int q2 = (lane & 3) * 2, gq = lane >> 2;
+    int kws[2][2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int i = 0; i < 2; ++i) kws[h][i] = q2 + 8 * h + i - gq - 6 + p.PL;
+    DwTcLoads L;
+    dwtc_load(L, x, w, bias, p, t, lane);
+    for (;;) {
+        // stage the tile: the row vectors at columns 8 .. 39, the side vectors with the halos
+        // and zeros elsewhere (the windows read columns 2 .. 41)
+#pragma unroll
+        for (int u = 0; u < DWTC_LOADS; ++u) {
+            const int slot = lane + 32 * u;
+            if (slot < DWTC_SLOTS) *reinterpret_cast<uint4*>(s + (slot >> 2) * DWTC_RS + 8 + 8 * (slot & 3)) = L.v[u];
+        }
+        if (lane < DWTC_ROWS) {
+            *reinterpret_cast<uint4*>(s + lane * DWTC_RS) = make_uint4(0u, 0u, 0u, (unsigned)L.halo_l << 16);
+            *reinterpret_cast<uint4*>(s + lane * DWTC_RS + 40) = make_uint4(L.halo_r, 0u, 0u, 0u);
+        }
+        unsigned bf[3][2];
+#pragma unroll
+        for (int kh = 0; kh < 3; ++kh)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                unsigned short e[2];
+#pragma unroll
+                for (int i = 0; i < 2; ++i) {
+                    const int kw = kws[h][i];
+                    e[i] = kw == 0 ? L.wt[kh * 3] : kw == 1 ? L.wt[kh * 3 + 1] : kw == 2 ? L.wt[kh * 3 + 2] : 0;
+                }
+                bf[kh][h] = (unsigned)e[0] | ((unsigned)e[1] << 16);
+            }
+        const float b0 = L.b0;
+        __syncwarp();
+        unsigned plane;
+        int c, oh0, ow0;
+        dwtc_tile(t, p, plane, c, oh0, ow0);
+        const unsigned tn = t + step;
+        const bool more = PERSIST && tn < p.tiles;
+        if (more) dwtc_load(L, x, w, bias, p, tn, lane);  // in flight while this tile computes
+
+        const int ntiles = min(4, (p.OW - ow0 + 7) >> 3);  // n-tiles of 8 columns inside the output
+        float acc[4][4];
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[nt][e] = b0;
+#pragma unroll
+        for (int kh = 0; kh < 3; ++kh) {
+            // 8-column chunks 0..4 of rows gq + kh and gq + 8 + kh; n-tile t is chunks t and t + 1
+            const __half* r0 = s + (gq + kh) * DWTC_RS + 2 + q2;
+            const __half* r8 = r0 + 8 * DWTC_RS;
+            unsigned lo[5], hi[5];
+#pragma unroll
+            for (int ch = 0; ch < 5; ++ch) {
+                lo[ch] = *reinterpret_cast<const unsigned*>(r0 + 8 * ch);
+                hi[ch] = *reinterpret_cast<const unsigned*>(r8 + 8 * ch);
+            }
+#pragma unroll
+            for (int nt = 0; nt < 4; ++nt) {
+                if (nt < ntiles) {
+                    const unsigned a[4] = {lo[nt], hi[nt], lo[nt + 1], hi[nt + 1]};
+                    mma16816(acc[nt], a, bf[kh][0], bf[kh][1]);
+                }
+            }
+        }
+
+        // the C fragments (rows gq and gq + 8, columns 8 nt + q2 (+1)) go through this warp's
+        // staging area, rows of DWTC_OS halves (OS / 2 = 4 mod 8 words: no bank conflicts), and
+        // out as 16-byte vectors: a lane per 8 columns of a row, 4 lanes a row
+        __syncwarp();  // every lane's fragment reads of the staged input are done
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+            for (int hr = 0; hr < 2; ++hr) {
+                __half2 h = __floats2half2_rn(out_act(acc[nt][2 * hr]), out_act(acc[nt][2 * hr + 1]));
+                *reinterpret_cast<__half2*>(s + (gq + 8 * hr) * DWTC_OS + 8 * nt + q2) = h;
+            }
+        __syncwarp();
+        __half* __restrict__ yp = y + (size_t)plane * p.OH * p.OW;
+        const bool vec_out = (p.OW & 7) == 0;  // rows 16-byte aligned (y is)
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+            const int r = (lane >> 2) + 8 * hr, c0 = 8 * (lane & 3);
+            const int oh = oh0 + r, ow = ow0 + c0;
+            if (oh >= p.OH || ow >= p.OW) continue;
+            const __half* src = s + r * DWTC_OS + c0;
+            __half* o = yp + (size_t)oh * p.OW + ow;
+            if (vec_out) {
+                *reinterpret_cast<uint4*>(o) = *reinterpret_cast<const uint4*>(src);
+            } else {
+                for (int i = 0; i < 8 && ow + i < p.OW; ++i) o[i] = src[i];
+            }
+        }
+        if (!more) break;
+        t = tn;
+        __syncwarp();  // the output's reads are done before the next tile is staged
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(DWTC_WARPS * 32)
+    conv2d_dw_tc_k3s1(const __half* __restrict__ x, const __half* __restrict__ w, const float* __restrict__ bias,
+                      __half* __restrict__ y, DwTcParams p) {
+    HAL_PDL_ENTRY();
+    extern __shared__ __align__(16) unsigned char smem_raw[];  // DWTC_WARPS x DWTC_ROWS x DWTC_RS halves
+    dw_tc<false>(smem_raw, x, w, bias, y, p);
+}
+extern "C" __global__ void __launch_bounds__(DWTC_WARPS * 32, DWTC_PERSIST_MINB)
+    conv2d_dw_tc_persist_k3s1(const __half* __restrict__ x, const __half* __restrict__ w,
+                              const float* __restrict__ bias, __half* __restrict__ y, DwTcParams p) {
+    HAL_PDL_ENTRY();
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    dw_tc<true>(smem_raw, x, w, bias, y, p);
+}
 #endif

@@ -4,8 +4,8 @@ One float16 conv through ``conv2d_k3_tc_pipe`` (NCHW: staged rows, the transposi
 staged output) and one uint8 x int8 QLinearConv through ``qconv2d_k3_tc`` (NHWC: the
 zero-point algebra and the mma of ones), BatchNorm's flat inference with its first loads
 early, BatchNorm training (its statistics' shifted-sum chunks) and the tiled direct conv
-(grouped 3x3, a strided 7x7) and grouped tensor-core conv, each with the plan the
-launcher makes for an H200, against the oracle.
+(grouped 3x3, a strided 7x7), the grouped tensor-core conv and the float16 NCHW depthwise
+conv on tensor cores, each with the plan the launcher makes for an H200, against the oracle.
 tools/cuda_emu.py runs the rest (every type pair, both kernels, more shapes) before device
 time is spent.
 """
@@ -78,6 +78,16 @@ def test_pipelined_depthwise_conv_matches_the_oracle_on_the_emulator(emu):
     kernel, ok, detail = cuda_emu.check_dwconv(be, np.random.default_rng(8), work, (3, 72, 13, 17), np.float16, 1,
                                                {"DW_PIPE": 4}, sms=1, same_as={"DW_COLS": 4, "DW_CROWS": 8})
     assert kernel == "conv2d_dw_pipe4_k3s1"
+    assert ok, detail
+
+
+def test_depthwise_conv_on_tensor_cores_matches_the_oracle_on_the_emulator(emu):
+    """DW_TC (opt-in): float16 NCHW depthwise, 21 x 40 (two row tiles, a second column tile
+    with one n-tile inside the output), 5 planes, padding 1, against the oracle."""
+    cuda_emu, be, work = emu
+    kernel, ok, detail = cuda_emu.check_dwconv(be, np.random.default_rng(9), work, (2, 5, 21, 40), np.float16, 1,
+                                               {"DW_TC": 1}, layout="NCHW")
+    assert kernel == "conv2d_dw_tc_k3s1"
     assert ok, detail
 
 

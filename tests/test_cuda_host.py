@@ -456,6 +456,46 @@ def test_cuda_nhwc_global_pooling_plans_a_thread_per_channel_vector_without_a_gp
     assert plan(params={"ADAPT_GVEC_U": 0}).kernel == "adaptive_pool2d_avg_vsplit"
 
 
+def test_cuda_gvec_lanes_per_pair_plan_s_times_the_threads_without_a_gpu():
+    """Without a GPU: ADAPT_GVEC_S lanes per (image, channel vector) pair build with that -D and
+    launch S times the threads (the grid-stride loop keeps whole warps: blocks of whole warps);
+    eligibility counts those threads, so fewer pairs take gvec; float16 keeps programmatic
+    dependent launch with S > 1 (off only with one lane per pair)."""
+    import numpy as np
+
+    from hal import spec as S
+    from hal.backends.cuda import CudaBuffer
+
+    be, _ = _h200_without_gpu()
+    plans: list[object] = []
+    be._run = lambda plan, buffers: plans.append(plan)
+    buf = CudaBuffer(0x10000, 1 << 30, None)
+
+    def plan(n, s, dtype=np.float16, kind="avg", threads=256):
+        g = S.TensorGeometry(n, 2056, 7, 7, "NHWC", np.dtype(dtype))
+        be.adaptive_pool2d(S.adaptive_pool2d_spec(kind, g, (1, 1), False), buf, buf, None,
+                           {"ADAPT_GVEC_S": s, "ADAPT_THREADS": threads})
+        (launch,) = plans[-1]
+        return launch
+
+    for dtype, vec in ((np.float16, 8), (np.float32, 4)):
+        for s in (1, 2, 4):
+            for threads in (128, 256, 512):
+                launch = plan(135, s, dtype, threads=threads)
+                pairs = 135 * 2056 // vec  # 257 (514) vectors an image: no multiple of 32
+                assert launch.kernel == "adaptive_pool2d_avg_gvec" and launch.args[2:] == (135, 2056, 49)
+                assert dict(launch.defines)["ADAPT_GVEC_S"] == s and launch.block == (threads, 1, 1)
+                assert launch.grid[0] == -(-pairs * s // threads), (dtype, s, threads, launch.grid)
+                assert launch.pdl is (dtype == np.float32 or s > 1)
+    # 67 float16 images: 17219 pairs, under 256 a multiprocessor (33792) alone, over it with 2 lanes
+    assert plan(67, 1).kernel == "adaptive_pool2d_avg_vsplit"
+    assert plan(67, 2, kind="max").kernel == "adaptive_pool2d_max_gvec"
+    assert plan(33, 4).kernel == "adaptive_pool2d_avg_gvec" and plan(32, 4).kernel == "adaptive_pool2d_avg_vsplit"
+    # a grid past the cap (132 SMs x 8 blocks of 256 x 8): the kernel's grid-stride loop walks the rest
+    launch = plan(2111, 4, np.float32)
+    assert launch.grid == (132 * 8 * 8, 1, 1) and launch.grid[0] * 256 < 2111 * 514 * 4
+
+
 def test_cuda_quantized_conv_plans_tensor_cores_without_a_gpu():
     """Without a GPU: dense 3x3 stride-1 int8/uint8 convs with C_in % 16 == 0 (<= 64) and a
     16-byte aligned input (NCHW: W % 16 == 0) plan ``qconv2d_k3_tc`` (one block per
@@ -630,6 +670,71 @@ def test_cuda_pipelined_depthwise_plans_without_a_gpu():
     finally:
         be.force_generic = False
     assert _SCHEMAS["conv2d"].defaults()["DW_PIPE"] == 0
+
+
+def test_cuda_tensor_core_depthwise_plans_without_a_gpu():
+    """Without a GPU: DW_TC plans ``conv2d_dw_tc_k3s1`` (1) or ``conv2d_dw_tc_persist_k3s1`` (2)
+    for float16 NCHW depthwise 3x3 stride-1 convs with IW % 8 == 0, left padding <= 1 and
+    16-byte aligned buffers: 4 warps a block, a warp per 16 x 32 output tile of one plane (or
+    the resident blocks' warps striding over them), each warp 18 x 56 halves of shared memory,
+    the struct's fields and divisors as the kernel reads them; everything else, DW_TC 0 (the
+    default) and sm_70, keep the other kernels. It is tried before DW_PIPE."""
+    import struct
+
+    import numpy as np
+
+    from hal import spec as S
+    from hal.backends.cuda import _DW_TC_PERSIST_MINB, _DW_TC_WARP_SMEM, _DW_TC_WARPS, _SCHEMAS, CudaBuffer, fastdiv
+    from hal.resources import kernel_source
+
+    be, _ = _h200_without_gpu()
+    plans: list[object] = []
+    be._run = lambda plan, buffers: plans.append(plan)
+    buf = CudaBuffer(0x10000, 1 << 30, None)
+    odd = CudaBuffer(0x10008, 1 << 30, None)
+    source = kernel_source("kernels_cu", "conv2d.cu")
+    # the launcher's copy of the kernel's geometry
+    assert f"constexpr int DWTC_WARPS = {_DW_TC_WARPS}, DWTC_ROWS = 18," in source
+    assert _DW_TC_WARP_SMEM == 18 * 56 * 2 and "constexpr int DWTC_RS = 56;" in source
+
+    def plan(shape=(256, 64, 32, 32), dtype=np.float16, layout="NCHW", pad=1, x=buf, tc=1, **extra):
+        c = shape[1]
+        sp = S.conv2d_spec(S.TensorGeometry(*shape, layout, np.dtype(dtype)), (c, 1, 3, 3), True, (c,), 1,
+                           pad, 1, c)
+        be.conv2d(sp, x, buf, buf, buf, {"DW_TC": tc, **extra})
+        (launch,) = plans[-1]
+        return launch
+
+    launch = plan()
+    assert launch.kernel == "conv2d_dw_tc_k3s1" and "conv2d_dw_tc_k3s1(const __half*" in source
+    tiles = 256 * 64 * 2 * 1  # 32 x 32 planes: 2 row tiles of 16, one column tile of 32
+    assert launch.block == (128, 1, 1) and launch.shared == 4 * 18 * 56 * 2
+    assert launch.grid == (tiles // 4, 1, 1)
+    blob = launch.args[-1]
+    assert launch.args[:4] == ("x", "w", "b", "y") and launch.fmt == f"PPPP{len(blob)}s"
+    assert struct.unpack("<7iI9I", blob) == (64, 32, 32, 32, 32, 1, 1, tiles, *fastdiv(1), *fastdiv(2), *fastdiv(64))
+    launch = plan((3, 5, 21, 40), pad=(0, 1, 0, 1))  # 20 x 39 outputs: 2 x 2 tiles a plane, 15 planes
+    fields = struct.unpack("<7iI9I", launch.args[-1])
+    assert fields[:8] == (5, 21, 40, 20, 39, 0, 0, 60) and launch.grid == (15, 1, 1)
+    # what does not qualify keeps the other kernels
+    for fallback in (dict(tc=0), dict(dtype=np.float32), dict(layout="NHWC"), dict(shape=(2, 6, 9, 12)),
+                     dict(pad=2), dict(x=odd)):
+        assert plan(**fallback).kernel != "conv2d_dw_tc_k3s1", fallback
+    assert plan(DW_PIPE=8).kernel == "conv2d_dw_tc_k3s1"  # tried before the others
+    # persistent warps: the grid is the resident blocks (6 a multiprocessor, the kernel's bound)
+    assert "__launch_bounds__(DWTC_WARPS * 32, DWTC_PERSIST_MINB)" in source
+    assert f"constexpr int DWTC_PERSIST_MINB = {_DW_TC_PERSIST_MINB};" in source
+    launch = plan(tc=2)
+    assert (launch.kernel, launch.grid, launch.shared) == ("conv2d_dw_tc_persist_k3s1", (132 * 6, 1, 1), 8064)
+    assert launch.args[-1] == plan().args[-1]
+    assert plan((3, 5, 21, 40), tc=2).grid == (15, 1, 1)  # fewer tiles than warps: a block per 4 tiles
+    cc = be._cc
+    be._cc = (7, 0)  # no mma.sync m16n8k8 before sm_75
+    try:
+        assert plan((2, 8, 9, 16)).kernel != "conv2d_dw_tc_k3s1"  # a shape not planned before (plans are cached)
+    finally:
+        be._cc = cc
+    assert _SCHEMAS["conv2d"].defaults()["DW_TC"] == 0
 
 
 def test_cuda_time_launches_queues_the_calls_behind_a_spin():

@@ -9,7 +9,8 @@ against the float64 oracle:
 * depthwise 3x3 stride 1 (conv2d.cu): NCHW row strips (DW_ROWS) and NHWC column walks
   (DW_COLS), with and without bias, every padding up to 1 per side and asymmetric ones,
   channel counts that are and are not multiples of 4, fused ReLU; and the NHWC pipelined
-  shared-memory kernel (DW_PIPE), which takes the same specs where C is a multiple of 16 bytes."""
+  shared-memory kernel (DW_PIPE), which takes the same specs where C is a multiple of 16 bytes;
+  and the float16 NCHW tensor-core kernel (DW_TC), which takes widths that are multiples of 8."""
 
 from __future__ import annotations
 
@@ -110,7 +111,9 @@ def test_cuda_pool_rows_indices_fall_back(device):
                                   ("NHWC", {"DW_COLS": 4}), ("NHWC", {"DW_COLS": 8}),
                                   ("NHWC", {"DW_COLS": 2, "DW_CROWS": 4}), ("NHWC", {"DW_COLS": 4, "DW_CROWS": 8}),
                                   ("NHWC", {"DW_PIPE": 4}), ("NHWC", {"DW_PIPE": 8}), ("NHWC", {"DW_PIPE": 16}),
-                                  ("NHWC", {"DW_PIPE": 8, "DW_PIPE_COLS": 2})],
+                                  ("NHWC", {"DW_PIPE": 8, "DW_PIPE_COLS": 2}),
+                                  # float16 NCHW on tensor cores (float32 falls back to the other kernels)
+                                  ("NCHW", {"DW_TC": 1}), ("NCHW", {"DW_TC": 2})],
                          ids=lambda p: "-".join(f"{k}{v}" for k, v in p[1].items()))
 @SETTINGS
 @given(dtype=dtypes, seed=seeds, data=st.data())

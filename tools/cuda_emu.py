@@ -5,7 +5,8 @@ The device time on the H200 is scarce (30 minutes a session); this checks the in
 the tiled direct convs `conv2d_grp_k3s1` / `conv2d_grp_g` and the grouped tensor-core
 `conv2d_grp_tc8` / `conv2d_grp_tc16` (kernels_cu/conv2d.cu), the int8 convs of `quant_conv2d.cu` (`qconv2d_k3_tc`,
 `qconv2d_co4`, `qconv2d`), BatchNorm's flat inference kernels (`batch_norm_infer_flat`,
-`batch_norm_infer_flat_reg`) and its training kernels (statistics, finalize, apply) before any of it: the kernels'
+`batch_norm_infer_flat_reg`) and its training kernels (statistics, finalize, apply), and the NHWC
+global pooling kernels `adaptive_pool2d_{max,avg}_gvec` (lanes per pair, shuffles) before any of it: the kernels'
 own source, compiled by g++ (C++20) against `tools/cuda_emu/` (a host `hal_prelude.cuh`, CUDA
 keywords, float16, and the warp collectives: ldmatrix.x4, mma.sync m16n8k16 f16 and m16n8k32
 s8/u8, shfl.xor), launched with the plan the real launcher makes for an H200 (grid, block,
@@ -109,6 +110,13 @@ def kernel_source(file: str) -> str:
     elif file == "quant_conv2d.cu":
         text = _replace_body(text, "qtc_ldsm_x4", "emu_ldsm_x4(addr, r0, r1, r2, r3);")
         text = _replace_body(text, "qtc_mma", "emu_mma_i8<!DTYPE_UINT8, !W_UINT8>(c, a, b0, b1);")
+    elif file == "adaptive_pool2d.cu":
+        # the NHWC global pooling kernels (gvec) alone, with the names they take from
+        # hal_window.cuh and the real prelude (max_nan in its pre-sm_80 form: NaN kept)
+        start = text.index("// ---- NHWC global pooling (1x1 output) without indices")
+        text = ("#define WIN_MAX 0\n#define WIN_AVG 1\n#define HAL_NEG_INF (-INFINITY)\n"
+                "inline float max_nan(float best, float v) { return (v > best || std::isnan(v)) ? v : best; }\n"
+                + text[start:text.index("// ---- NCHW tiles")])
     else:
         raise ValueError(f"file: {file} is not emulated")
     return text
@@ -332,8 +340,8 @@ def check_tiled(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int,
 
 def check_dwconv(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], dtype: Any,
                  padding: Any, params: dict[str, int], bias: bool = True, sms: int | None = None,
-                 same_as: dict[str, int] | None = None) -> tuple[str, bool, str]:
-    """A depthwise 3x3 stride-1 NHWC conv through the launcher's plan (on `sms` multiprocessors
+                 same_as: dict[str, int] | None = None, layout: str = "NHWC") -> tuple[str, bool, str]:
+    """A depthwise 3x3 stride-1 conv (NHWC unless `layout`) through the launcher's plan (on `sms` multiprocessors
     if given: fewer persistent blocks, several tiles each), against the float64 oracle under
     the conformance tolerance; with `same_as`, also bit for bit against the plan of those params."""
     from hal import conformance
@@ -341,7 +349,7 @@ def check_dwconv(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int
     from hal import spec as S
 
     c = shape[1]
-    sp = S.conv2d_spec(S.TensorGeometry(*shape, "NHWC", np.dtype(dtype)), (c, 1, 3, 3), bias,
+    sp = S.conv2d_spec(S.TensorGeometry(*shape, layout, np.dtype(dtype)), (c, 1, 3, 3), bias,
                        (c,) if bias else None, 1, padding, 1, c)
     x = rng.standard_normal(shape).astype(dtype)
     w = (rng.standard_normal(sp.weight_shape) / 3.0).astype(dtype)
@@ -354,10 +362,10 @@ def check_dwconv(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int
     be = _planner(be, sms)
     outs = []
     for ps in (params, same_as) if same_as is not None else (params,):
-        y = np.full((n, oh, ow, c), np.nan, dtype)
+        y = _phys(np.full((n, c, oh, ow), np.nan, dtype), layout)
         outs.append(run_plan(be, lambda ps=ps: be.conv2d(sp, dummy, dummy, dummy if bias else None, dummy, ps),
-                             {"x": _phys(x, "NHWC"), "w": w, "b": b, "y": y}, {"y"}, work))
-    got = _logical(outs[0].outputs["y"], "NHWC")
+                             {"x": _phys(x, layout), "w": w, "b": b, "y": y}, {"y"}, work))
+    got = _logical(outs[0].outputs["y"], layout)
     cmp = conformance.compare("conv2d", dtype, got, want, np.maximum(scale, 1e-30))
     detail = "" if cmp.ok else f"{cmp.detail} (max err {cmp.max_error:.3g})"
     if cmp.ok and not np.isfinite(got).all():
@@ -502,6 +510,35 @@ def check_qconv(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int,
     return kernel, not detail, detail
 
 
+def check_gvec(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], dtype: Any,
+               kind: str, params: dict[str, int], sms: int | None = None, nan_frac: float = 0.0
+               ) -> tuple[str, bool, str]:
+    """NHWC global pooling without indices (``adaptive_pool2d_{max,avg}_gvec``) through the
+    launcher's plan (for `sms` multiprocessors if given: fewer pairs reach the kernel, and its
+    smaller grid makes warps walk the grid-stride loop) against the float64 oracle, a fraction
+    `nan_frac` of NaN inputs; fails where the plan is another kernel."""
+    from hal import conformance
+    from hal import reference as ref
+    from hal import spec as S
+
+    sp = S.adaptive_pool2d_spec(kind, S.TensorGeometry(*shape, "NHWC", np.dtype(dtype)), (1, 1), False)
+    x = rng.standard_normal(shape).astype(dtype)
+    if nan_frac:
+        x[rng.random(shape) < nan_frac] = np.nan
+    want, _ = ref.pool2d_from_spec(sp, x.astype(np.float64))
+    y = np.full((shape[0], 1, 1, shape[1]), np.nan, dtype)
+    dummy = _aligned_buffer()
+    be = _planner(be, sms)
+    got = run_plan(be, lambda: be.adaptive_pool2d(sp, dummy, dummy, None, params), {"x": _phys(x, "NHWC"), "y": y},
+                   {"y"}, work)
+    with np.errstate(invalid="ignore"):
+        cmp = conformance.compare(f"adaptive_{kind}_pool2d", dtype, _logical(got.outputs["y"], "NHWC"), want)
+    detail = "" if cmp.ok else f"{cmp.detail} (max err {cmp.max_error:.3g})"
+    if not detail and got.kernel != f"adaptive_pool2d_{kind}_gvec":
+        detail = f"planned {got.kernel}, not the gvec kernel"
+    return got.kernel, not detail, detail
+
+
 def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
     """(name, kind, arguments): float16 tensor-core convs of both kernels and layouts, the
     pipelined NHWC depthwise kernel (float32 and float16, DW_PIPE), and the int8 convs
@@ -586,6 +623,32 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
         out.append(("dwconv pipe8x2 f16 1SM persistent 3x72x21x70", "dwconv",
                     dict(shape=(3, 72, 21, 70), dtype=np.float16, padding=1, params={"DW_PIPE": 8, "DW_PIPE_COLS": 2},
                          sms=1, same_as=regs)))
+    # the float16 NCHW depthwise kernel on tensor cores (DW_TC): widths past one 32-column tile
+    # and not a multiple of 32, heights past one 16-row tile, padding 0 and 1 (asymmetric too),
+    # odd output widths (scalar stores), no bias
+    out.append(("dwconv tc f16 NCHW 2x5x21x40 pad1", "dwconv",
+                dict(shape=(2, 5, 21, 40), dtype=np.float16, padding=1, params={"DW_TC": 1}, layout="NCHW")))
+    if not quick:
+        out.append(("dwconv tc f16 NCHW 1x3x17x72 pad0 nobias", "dwconv",
+                    dict(shape=(1, 3, 17, 72), dtype=np.float16, padding=0, params={"DW_TC": 1}, bias=False,
+                         layout="NCHW")))
+        out.append(("dwconv tc f16 NCHW 2x4x33x8 asym pad", "dwconv",
+                    dict(shape=(2, 4, 33, 8), dtype=np.float16, padding=(2, 0, 1, 0), params={"DW_TC": 1},
+                         layout="NCHW")))
+        out.append(("dwconv tc f16 NCHW 1x2x9x64 odd out width", "dwconv",
+                    dict(shape=(1, 2, 9, 64), dtype=np.float16, padding=(1, 1, 1, 0), params={"DW_TC": 1},
+                         layout="NCHW")))
+        out.append(("dwconv tc f16 NCHW 1x70x5x16 many planes", "dwconv",
+                    dict(shape=(1, 70, 5, 16), dtype=np.float16, padding=1, params={"DW_TC": 1}, layout="NCHW")))
+    # the persistent variant (DW_TC 2) on 1 multiprocessor: each warp walks several tiles, the
+    # next one's loads in flight; bit for bit against a warp per tile (the same mma order)
+    out.append(("dwconv tc persist f16 NCHW 3x7x37x72 1SM", "dwconv",
+                dict(shape=(3, 7, 37, 72), dtype=np.float16, padding=1, params={"DW_TC": 2}, layout="NCHW", sms=1,
+                     same_as={"DW_TC": 1})))
+    if not quick:
+        out.append(("dwconv tc persist f16 NCHW 2x5x21x40 asym 1SM", "dwconv",
+                    dict(shape=(2, 5, 21, 40), dtype=np.float16, padding=(0, 2, 1, 0), params={"DW_TC": 2},
+                         layout="NCHW", sms=1, bias=False, same_as={"DW_TC": 1})))
     # BatchNorm inference, the flat kernels (shared-memory table; NHWC constants in registers),
     # BN_INFER_EARLY against the plain walk bit for bit, on one multiprocessor so that the
     # persistent blocks walk several tiles
@@ -688,6 +751,30 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
                                                                   padding=3, xd=np.int8, wd=np.int8, out=np.int8)))
             out.append((f"qconv co4 s2 {layout}", "qconv", dict(shape=(2, 8, 9, 11), cout=8, layout=layout, padding=1,
                                                                  xd=np.uint8, wd=np.int8, out=np.uint8, stride=2)))
+    # NHWC global pooling (gvec) with ADAPT_GVEC_S lanes per pair, planned for one multiprocessor
+    # (256 threads suffice): partial last warps (pair counts no multiple of 32 / S), pixel
+    # counts no multiple of S, 3 pixels over 4 lanes (an empty slice), a grid-stride second
+    # round (17160 threads over 128 blocks of 128), NaN inputs, and one lane per pair
+    for kind in ("avg", "max"):
+        out.append((f"gvec S2 f16 5x264x7x7 {kind}", "gvec", dict(shape=(5, 264, 7, 7), dtype=np.float16, kind=kind,
+                                                                  params={"ADAPT_GVEC_S": 2}, sms=1)))
+        out.append((f"gvec S4 f32 nan 5x264x5x3 {kind}", "gvec",
+                    dict(shape=(5, 264, 5, 3), dtype=np.float32, kind=kind, params={"ADAPT_GVEC_S": 4}, sms=1,
+                         nan_frac=0.02)))
+        if not quick:
+            out.append((f"gvec S4 U4 f32 3x264x5x3 {kind}", "gvec",
+                        dict(shape=(3, 264, 5, 3), dtype=np.float32, kind=kind,
+                             params={"ADAPT_GVEC_S": 4, "ADAPT_GVEC_U": 4}, sms=1)))
+            out.append((f"gvec S4 f16 5x136x1x3 empty slice {kind}", "gvec",
+                        dict(shape=(5, 136, 1, 3), dtype=np.float16, kind=kind, params={"ADAPT_GVEC_S": 4}, sms=1)))
+            out.append((f"gvec S4 128 f32 65x264x1x3 grid-stride {kind}", "gvec",
+                        dict(shape=(65, 264, 1, 3), dtype=np.float32, kind=kind,
+                             params={"ADAPT_GVEC_S": 4, "ADAPT_THREADS": 128}, sms=1)))
+            out.append((f"gvec S2 U16 f16 nan 5x264x7x7 {kind}", "gvec",
+                        dict(shape=(5, 264, 7, 7), dtype=np.float16, kind=kind,
+                             params={"ADAPT_GVEC_S": 2, "ADAPT_GVEC_U": 16}, sms=1, nan_frac=0.02)))
+            out.append((f"gvec S1 f32 5x264x7x7 {kind}", "gvec",
+                        dict(shape=(5, 264, 7, 7), dtype=np.float32, kind=kind, params={}, sms=1)))
     return out
 
 
@@ -741,7 +828,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.only and args.only not in name:
                 continue
             fn = {"conv": check_conv, "dwconv": check_dwconv, "qconv": check_qconv, "bn": check_bn_infer,
-                  "bn-train": check_bn_train, "tiled": check_tiled}[kind]
+                  "bn-train": check_bn_train, "tiled": check_tiled, "gvec": check_gvec}[kind]
             kernel, ok, detail = fn(be, rng, work, **kw)
             failed += not ok
             print(f"{'ok  ' if ok else 'FAIL'} {name:44s} {kernel:18s} {detail}", flush=True)
