@@ -34,7 +34,7 @@ from hal.backends.cuda import CudaBackend, CudaBuffer
 from hal.errors import KernelCompileError, OutOfMemory
 
 RESULTS: list[dict[str, Any]] = []
-CONV_MATCH = ""  # --match: run only the conv cases whose name contains this (e.g. "dw pipe")
+CONV_MATCH = ""  # --match: run only the conv and adaptive cases whose name contains this (e.g. "dw pipe")
 
 #: the code-changing parameter sets the checks use (built in parallel up front)
 CHECK_BUILDS: dict[str, list[dict[str, int]]] = {
@@ -438,6 +438,8 @@ def check_adaptive(
     nan_frac: float = 0.0,
 ) -> None:
     """One adaptive_pool2d launch against the oracle (values, NaN pattern, indices)."""
+    if CONV_MATCH and CONV_MATCH not in name:
+        return
     full = f"adaptive[{name} {kind}{' idx' if indices else ''} {np.dtype(dtype).name} {layout}]"
     try:
         sp = S.adaptive_pool2d_spec(kind, geometry(shape, layout, dtype), out, indices)
@@ -1148,7 +1150,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="",
                     help="suites: pool,adaptive,conv,bn,runtime,quant,one (one launch per kernel), "
                          "tiled (the tiled direct conv alone)")
-    ap.add_argument("--match", default="", help="conv cases: only those whose name contains this")
+    ap.add_argument("--match", default="", help="conv and adaptive cases: only those whose name contains this")
     args = ap.parse_args(argv)
     global CONV_MATCH
     CONV_MATCH = args.match
