@@ -355,13 +355,13 @@ _SCHEMAS: dict[str, KernelSchema] = {
                   "computed; on the H200 as fast as the DW_COLS walks, not faster), tried before DW_COLS; 0 = off"),
             Param("DW_PIPE_COLS", (1, 2), 1,
                   "with DW_PIPE: output columns per thread (2: conv2d_dw_pipe{rows}x2_k3s1, tiles twice as wide, "
-                  "each input pixel converted once for two columns' taps; not yet run on a GPU)"),
+                  "each input pixel converted once for two columns' taps; serves float16 on sm_90, session 15)"),
             Param("DW_TC", (0, 1, 2), 0,
                   "float16 NCHW depthwise 3x3 stride 1 (IW % 8 == 0, left padding <= 1, sm_75+) on tensor cores: "
                   "a row's taps as a banded matrix, a warp per 16 x 32 output tile (1: conv2d_dw_tc_k3s1, a warp "
                   "a tile; 2: conv2d_dw_tc_persist_k3s1, persistent warps with the next tile's loads in flight; "
-                  "session 20); "
-                  "opt-in: an Inf or NaN input makes NaN of nearby outputs of its rows (the matrix's zeros times Inf)"),
+                  "session 20); opt-in: slower than the DW_ROWS strips on the H200, and an Inf or NaN input makes "
+                  "NaN of nearby outputs of its rows (the matrix's zeros times Inf)"),
             Param("GRP_TILED", (0, 1), 1,
                   "specs no other kernel takes (grouped but not depthwise, channel multipliers, strides, "
                   "dilations, other kernel sizes): 1 = the register-tiled direct kernel (conv2d_grp_k3s1, "
@@ -372,8 +372,8 @@ _SCHEMAS: dict[str, KernelSchema] = {
                   "tiled direct kernel: output columns per tile at most (the tile narrows to the output's width)"),
             Param("GRP_TC", (0, 1), 0,
                   "float16 grouped convs, stride 1, no dilation, KH, KW <= 3, at most 16 channels a group in "
-                  "and out, sm_75+: 1 = on tensor cores (conv2d_grp_tc8 / conv2d_grp_tc16; checked on the host "
-                  "emulator, not yet run on a GPU), 0 = the tiled direct kernel"),
+                  "and out, sm_75+: 1 = on tensor cores (conv2d_grp_tc8 / conv2d_grp_tc16; the sm_90 float16 "
+                  "NHWC groups-8 entry, session 20), 0 = the tiled direct kernel"),
             Param("GRP_TC_ROWS", (4, 8, 16, 32), 16,
                   "with GRP_TC: output rows per tile (tiles are 32 columns wide; no taller than the output)"),
             Param("GRP_OCC", (0, 1024, 1536), 0,

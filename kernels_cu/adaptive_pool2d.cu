@@ -169,8 +169,8 @@ ADAPT_VEC_KERNEL(adaptive_pool2d_avg_vec, WIN_AVG, false)
 // in; no shared memory, no barrier. Each load instruction of a warp reads S runs of 512 / S
 // contiguous bytes. S > 1 combines the slices' partials by shuffles in a fixed tree
 // ((0, 1), (2, 3), then the pairs: deterministic); S == 1 is a thread per pair, the fold
-// order of adaptive_vec (the same sums). S > 1 was meant to give float16 (half float32's
-// vectors per image) more threads; not yet timed on a GPU.
+// order of adaptive_vec (the same sums). S > 1 gives float16 (half float32's vectors per
+// image) more threads: S 2 with 4 loads in flight serves sm_90 float16 (session 20).
 #ifndef ADAPT_GVEC_U
 #define ADAPT_GVEC_U 8
 #endif

@@ -4,8 +4,9 @@ One float16 conv through ``conv2d_k3_tc_pipe`` (NCHW: staged rows, the transposi
 staged output) and one uint8 x int8 QLinearConv through ``qconv2d_k3_tc`` (NHWC: the
 zero-point algebra and the mma of ones), BatchNorm's flat inference with its first loads
 early, BatchNorm training (its statistics' shifted-sum chunks) and the tiled direct conv
-(grouped 3x3, a strided 7x7), the grouped tensor-core conv and the float16 NCHW depthwise
-conv on tensor cores, each with the plan the launcher makes for an H200, against the oracle.
+(grouped 3x3, a strided 7x7), the grouped tensor-core conv, the float16 NCHW depthwise
+conv on tensor cores and NHWC global pooling with two lanes a pair, each with the plan the
+launcher makes for an H200, against the oracle.
 tools/cuda_emu.py runs the rest (every type pair, both kernels, more shapes) before device
 time is spent.
 """
@@ -88,6 +89,18 @@ def test_depthwise_conv_on_tensor_cores_matches_the_oracle_on_the_emulator(emu):
     kernel, ok, detail = cuda_emu.check_dwconv(be, np.random.default_rng(9), work, (2, 5, 21, 40), np.float16, 1,
                                                {"DW_TC": 1}, layout="NCHW")
     assert kernel == "conv2d_dw_tc_k3s1"
+    assert ok, detail
+
+
+@pytest.mark.parametrize("kind", ["avg", "max"])
+def test_global_pooling_lanes_per_pair_match_the_oracle_on_the_emulator(emu, kind):
+    """ADAPT_GVEC_S 2 with 4 loads in flight (the sm_90 float16 entry): float16 NHWC global
+    pooling of 5 x 264 x 7 x 7 planned for one multiprocessor, so pairs (165) are no multiple of
+    16 a warp and the last warp is partial; 2 % NaN inputs."""
+    cuda_emu, be, work = emu
+    kernel, ok, detail = cuda_emu.check_gvec(be, np.random.default_rng(10), work, (5, 264, 7, 7), np.float16, kind,
+                                             {"ADAPT_GVEC_S": 2, "ADAPT_GVEC_U": 4}, sms=1, nan_frac=0.02)
+    assert kernel == f"adaptive_pool2d_{kind}_gvec"
     assert ok, detail
 
 
