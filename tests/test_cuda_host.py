@@ -107,6 +107,19 @@ def _h200_without_gpu():
     return be, runs
 
 
+def _conv_plans_on_h200():
+    """An H200 planner whose launch plans are kept whole (not just the kernel names), an aligned
+    and an 8-byte-misaligned buffer, and conv2d.cu's source: what the depthwise plan tests read."""
+    from hal.backends.cuda import CudaBuffer
+    from hal.resources import kernel_source
+
+    be, _ = _h200_without_gpu()
+    plans: list[object] = []
+    be._run = lambda plan, buffers: plans.append(plan)
+    return (be, plans, CudaBuffer(0x10000, 1 << 30, None), CudaBuffer(0x10008, 1 << 30, None),
+            kernel_source("kernels_cu", "conv2d.cu"))
+
+
 def test_cuda_global_pooling_fixes_small_planes_at_build_time():
     """Without a GPU: NCHW global pooling builds small planes fixed (ADAPT_GHW) where the
     lanes' shared-memory strides leave at most 2-way bank conflicts: 7x7 in both dtypes,
@@ -610,15 +623,9 @@ def test_cuda_pipelined_depthwise_plans_without_a_gpu():
     import numpy as np
 
     from hal import spec as S
-    from hal.backends.cuda import _DW_PIPE_MINB, _DW_PIPE_SLICE, _DW_PIPE_THREADS, _SCHEMAS, CudaBuffer
-    from hal.resources import kernel_source
+    from hal.backends.cuda import _DW_PIPE_MINB, _DW_PIPE_SLICE, _DW_PIPE_THREADS, _SCHEMAS
 
-    be, _ = _h200_without_gpu()
-    plans: list[object] = []
-    be._run = lambda plan, buffers: plans.append(plan)
-    buf = CudaBuffer(0x10000, 1 << 30, None)
-    odd = CudaBuffer(0x10008, 1 << 30, None)
-    source = kernel_source("kernels_cu", "conv2d.cu")
+    be, plans, buf, odd, source = _conv_plans_on_h200()
     # the launcher's copy of the kernel's geometry and register bound (namespace dwp, DW_PIPE_KERNEL)
     assert f"constexpr int THREADS = {_DW_PIPE_THREADS};" in source and f"SLICE = {_DW_PIPE_SLICE};" in source
     assert "__launch_bounds__(dwp::THREADS, MINB)" in source
@@ -684,15 +691,9 @@ def test_cuda_tensor_core_depthwise_plans_without_a_gpu():
     import numpy as np
 
     from hal import spec as S
-    from hal.backends.cuda import _DW_TC_PERSIST_MINB, _DW_TC_WARP_SMEM, _DW_TC_WARPS, _SCHEMAS, CudaBuffer, fastdiv
-    from hal.resources import kernel_source
+    from hal.backends.cuda import _DW_TC_PERSIST_MINB, _DW_TC_WARP_SMEM, _DW_TC_WARPS, _SCHEMAS, fastdiv
 
-    be, _ = _h200_without_gpu()
-    plans: list[object] = []
-    be._run = lambda plan, buffers: plans.append(plan)
-    buf = CudaBuffer(0x10000, 1 << 30, None)
-    odd = CudaBuffer(0x10008, 1 << 30, None)
-    source = kernel_source("kernels_cu", "conv2d.cu")
+    be, plans, buf, odd, source = _conv_plans_on_h200()
     # the launcher's copy of the kernel's geometry
     assert f"constexpr int DWTC_WARPS = {_DW_TC_WARPS}, DWTC_ROWS = 18," in source
     assert _DW_TC_WARP_SMEM == 18 * 56 * 2 and "constexpr int DWTC_RS = 56;" in source
