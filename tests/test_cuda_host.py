@@ -832,7 +832,8 @@ def test_cuda_pdl_launch_passes_the_plan_and_packed_arguments():
 
 def test_cuda_pdl_is_off_for_the_float16_nhwc_global_pooling_wave():
     """Without a GPU: the float16 NHWC global pooling kernel (``gvec``, a part of one wave)
-    is planned without programmatic dependent launch, float32's and other kernels with it."""
+    is planned without programmatic dependent launch at one lane a pair, with it at two
+    (ADAPT_GVEC_S 2, the sm_90 entry), float32's and other kernels with it."""
     import numpy as np
 
     from hal import spec as S
@@ -842,11 +843,12 @@ def test_cuda_pdl_is_off_for_the_float16_nhwc_global_pooling_wave():
     plans: list[object] = []
     be._run = lambda plan, buffers: plans.append(plan)
     buf = CudaBuffer(0x10000, 1 << 30, None)
-    for dtype, pdl in ((np.float16, False), (np.float32, True)):
+    for dtype, lanes, pdl in ((np.float16, 1, False), (np.float16, 2, True), (np.float32, 1, True)):
         g = S.plane_geometry(S.TensorGeometry(256, 2048, 7, 7, "NHWC", np.dtype(dtype)))
-        be.adaptive_pool2d(S.adaptive_pool2d_spec("avg", g, 1, False), buf, buf, None, {"ADAPT_GVEC_U": 2})
+        be.adaptive_pool2d(S.adaptive_pool2d_spec("avg", g, 1, False), buf, buf, None,
+                           {"ADAPT_GVEC_U": 4, "ADAPT_GVEC_S": lanes})
         (launch,) = plans[-1]
-        assert launch.kernel == "adaptive_pool2d_avg_gvec" and launch.pdl is pdl, (dtype, launch)
+        assert launch.kernel == "adaptive_pool2d_avg_gvec" and launch.pdl is pdl, (dtype, lanes, launch)
         be.pool2d(S.pool2d_spec("max", g, 3, 2, 1, 1, False, True, None, False), buf, buf, None, {})
         assert all(launch.pdl for launch in plans[-1])
 
