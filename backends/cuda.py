@@ -1656,8 +1656,9 @@ class CudaBackend(Backend):
                 return (
                     # float16 with a thread per pair: a part of one wave (256 blocks on 132 SMs for
                     # 256x2048x7x7), which programmatic dependent launch placed worse: 0.0168 -> 0.0184
-                    # ms (session 17 call2; float32, 512 blocks: 0.0288 -> 0.0268 ms); with 2 or 4
-                    # lanes per pair float16 has float32's blocks or more (its PDL unmeasured)
+                    # ms (session 17 call2; float32, 512 blocks: 0.0288 -> 0.0268 ms); with 2 lanes a
+                    # pair float16 has float32's blocks, and with PDL took 0.0152 ms against 0.0165 for
+                    # one lane without (session 20 call3)
                     Launch("adaptive_pool2d.cu", defines, f"adaptive_pool2d_{spec.kind}_gvec", "PPiii",
                            self._grid_1d(gvec_threads, threads), (threads, 1, 1), 0,
                            ("x", "y", spec.n, spec.c, spec.in_h * spec.in_w),
