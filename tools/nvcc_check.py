@@ -4,7 +4,8 @@ Each ``kernels_cu/*.cu`` file is compiled for sm_75, sm_80, sm_90 and sm_120: ev
 combination of DTYPE_HALF and LAYOUT_NHWC for sm_75 and sm_90, float32 NCHW and float16 NHWC
 for sm_80 and sm_120 (whose code differs from sm_90's in launch bounds only), and with the
 fused-ReLU epilogue (FUSE_RELU=1) for sm_90, as is adaptive_pool2d.cu with a plane size
-fixed at build time (ADAPT_GHW, the launcher's). The quantized kernels (quant_pool2d.cu,
+fixed at build time (ADAPT_GHW, the launcher's) and with two lanes a pair (ADAPT_GVEC_S 2,
+the sm_90 float16 entry's, also for sm_75). The quantized kernels (quant_pool2d.cu,
 quant_conv2d.cu) build instead per integer type (DTYPE_UINT8, W_UINT8, Y_KIND) and layout,
 the same way (every combination for sm_75 and sm_90, the first and last for the others). Tuning parameters
 take the kernels' defaults. Without nvcc the check says so and passes, since a machine
@@ -53,10 +54,13 @@ def variants() -> list[tuple[Path, dict[str, int], tuple[str, ...]]]:
             continue
         out.append((path, {"DTYPE_HALF": 0, "LAYOUT_NHWC": 1, "FUSE_RELU": 1}, ("90",)))
         out.append((path, {"DTYPE_HALF": 1, "LAYOUT_NHWC": 0, "FUSE_RELU": 1}, ("90",)))
-    # a shape the launcher fixes at build time: global pooling's plane size (ADAPT_GHW)
+    # a shape the launcher fixes at build time: global pooling's plane size (ADAPT_GHW); and the
+    # NHWC global pooling's lanes a pair that the sm_90 float16 entry asks for (ADAPT_GVEC_S 2,
+    # ADAPT_GVEC_U 4), whose shuffles the default build leaves out
     adaptive = KERNELS / "adaptive_pool2d.cu"
     if adaptive.exists():
         out.extend((adaptive, {"DTYPE_HALF": half, "LAYOUT_NHWC": 0, "ADAPT_GHW": 49}, ("90",)) for half in (0, 1))
+        out.append((adaptive, {"DTYPE_HALF": 1, "LAYOUT_NHWC": 1, "ADAPT_GVEC_S": 2, "ADAPT_GVEC_U": 4}, ("75", "90")))
     return out
 
 
