@@ -69,13 +69,17 @@ def test_candidates_over_a_kernel_limit_are_replaced_by_spares_not_rejected(monk
     """A per-kernel limit (known after the build) makes a candidate infeasible, not wrong:
     it is reported apart and a spare takes its place, so rapid still measures 8 sets."""
     monkeypatch.setenv("HAL_TUNE_INJECT", "over-limit:2,over-limit:5")
+    # no table entry in the way: whether the served set is one more candidate or one of the
+    # shuffled ones depends on the entries this machine matches (by CPU name and architecture;
+    # on a 2-core AMD EPYC the served bn infer set is among the shuffled ones)
+    monkeypatch.setattr(tuner, "_serving_params", lambda *args: None)
     dev = hal.device("cpu")
     plan = [(w, "float32", "NCHW") for w in workloads.select(["batch_norm"]) if w.name == "bn infer"]
     schema = dev.backend.schemas()["batch_norm"]
     assert sum(schema.validate(c, dev.info) is None for c in schema.candidates()) >= tuner.MODES["rapid"] + 3
     (o,) = tuner.tune(dev, plan, mode="rapid", size="tiny", repeats=3, seed=1)
     assert len(o.over_limit) == 2 and not o.rejected, (o.over_limit, o.rejected)
-    assert o.tried == tuner.MODES["rapid"] + (1 if o.serving_params else 0), o.tried
+    assert o.tried == tuner.MODES["rapid"], o.tried
     assert o.best_params not in [p for p, _ in o.over_limit]
 
 
