@@ -8,7 +8,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.hal-installed
 
-.PHONY: conformance test lint unit wheel-test cuda-compile opencl-nvptx opencl-profiles pocl-then-unit clean
+.PHONY: conformance test lint unit wheel-test cuda-compile opencl-nvptx opencl-profiles clean
 
 # Every HAL_OPENCL_PROFILE runs the op tests on PoCL (emulation: the profile's tuning
 # parameters and code paths on the CPU's OpenCL driver, the real device's limits).
@@ -27,16 +27,7 @@ conformance: $(STAMP)
 	$(BIN)/hal devices
 	$(BIN)/hal conformance
 
-# nvcc's builds (cuda-compile, about 5 minutes of two cores) run beside the PoCL profiles and
-# the unit tests (mostly one core each), which run one after the other: on 2 cores the whole
-# target takes less than one step after another (15 minutes in session 20). Lines of the two
-# jobs' output interleave whole (-Oline).
-test: lint opencl-nvptx wheel-test
-	@$(MAKE) --no-print-directory -j2 -Oline cuda-compile pocl-then-unit
-
-pocl-then-unit: $(STAMP)
-	@$(MAKE) --no-print-directory opencl-profiles
-	@$(MAKE) --no-print-directory unit
+test: lint cuda-compile opencl-nvptx wheel-test opencl-profiles unit
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
