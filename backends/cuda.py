@@ -319,7 +319,7 @@ _SCHEMAS: dict[str, KernelSchema] = {
                   "where it applies, 3x3 and 1x1 with C_in > 64 on the streamed-weight kernels "
                   "(conv2d_k{3,1}_tc_wide: NHWC C_in % 8 == 0, NCHW W % 8 == 0), else 1's kernel; "
                   "3 = the streamed-weight kernels for every 3x3 and 1x1 they take, else 1's kernel; "
-                  "0 = CUDA cores"),
+                  "0 = CUDA cores; every value but 0 sends NHWC 3x3 stride 2 (C_in % 8 == 0) to conv2d_k3s2_tc_wide"),
             Param("TC_WIDE_STAGES", (2, 3, 4), 2,
                   "stage buffers of the streamed-weight tensor-core kernels: stages - 1 in flight under the mma; "
                   "a count whose shared memory does not fit the device serves the next kernel in line (-D)"),
@@ -572,12 +572,12 @@ _TC_SMEM = (9 * 64 * 64 + 6 * 34 * 64) * 2  # conv2d_k3_tc: all weights of 64 ch
 _TC_PIPE_SMEM = {"NHWC": (9 * 64 * 64 + 2 * 10 * 34 * 64) * 2, "NCHW": (9 * 64 * 64 + 10 * 34 * 64 + 64 * 10 * 48) * 2}
 
 
-def _tc_wide_smem(layout: str, k: int, stages: int) -> int:
-    """conv2d_k{3,1}_tc_wide's shared memory (tcw::Geo in conv2d.cu): `stages` stage buffers
-    (TC_WIDE_STAGES), each an 8x32 tile's patch of 32 channels ([pixel][channel] in NHWC, the rows
-    as they lie in NCHW) and those channels' weights, or the tile's results where they are more;
-    NCHW adds the transposed patch."""
-    patch = (8 + k - 1) * (32 + k - 1) * 64
+def _tc_wide_smem(layout: str, k: int, stages: int, stride: int = 1) -> int:
+    """conv2d_k{3,1}_tc_wide's (and NHWC conv2d_k3s2_tc_wide's) shared memory (tcw::Geo in
+    conv2d.cu): `stages` stage buffers (TC_WIDE_STAGES), each an 8x32 output tile's input patch of
+    32 channels ([pixel][channel] in NHWC, the rows as they lie in NCHW) and those channels'
+    weights, or the tile's results where they are more; NCHW adds the transposed patch."""
+    patch = (7 * stride + k) * (31 * stride + k) * 64
     weights = k * k * 64 * 64
     if layout == "NHWC":
         return stages * max(patch + weights, 8 * 32 * 64 * 2)
@@ -586,6 +586,8 @@ def _tc_wide_smem(layout: str, k: int, stages: int) -> int:
 
 _TC_WIDE_SMEM = {(layout, k, st): _tc_wide_smem(layout, k, st)
                  for layout in ("NHWC", "NCHW") for k in (1, 3) for st in (2, 3, 4)}
+#: conv2d_k3s2_tc_wide (NHWC only) by TC_WIDE_STAGES: two stages 215,168 bytes
+_TC_WIDE_S2_SMEM = {st: _tc_wide_smem("NHWC", 3, st, 2) for st in (2, 3, 4)}
 
 
 _SIMT_BUF_FLOATS = {ci: ci * 10 * 36 + ci * 9 * 68 for ci in (4, 8)}
@@ -1932,6 +1934,23 @@ class CudaBackend(Backend):
                     Launch("conv2d.cu", defines, f"conv2d_k{kh}_tc_wide", "PPPP" + "i" * 12, grid, (256, 1, 1),
                            wide_smem, ("x", "wp", "b", "y", n, ci, ih, iw, co, oh, ow, pt, pl,
                                                              tiles_h, tiles_w, nchunk)),
+                )
+            # 3x3 stride 2 (NHWC) on the streamed-weight kernel's stride-2 build, wherever tensor cores are
+            # allowed (CONV_TC > 0): the CUDA-core kernels take 0.8-2 ms here against cuDNN's 0.02 ms
+            s2_smem = _TC_WIDE_S2_SMEM[int(p["TC_WIDE_STAGES"])]
+            if spec.groups == 1 and half and p["CONV_TC"] and spec.layout == "NHWC" and (kh, kw) == (3, 3) \
+                    and (sh, sw, dh, dw) == (2, 2, 1, 1) and ci % 8 == 0 and aligned and self._cc >= (8, 0) \
+                    and s2_smem <= self._max_smem() and n * _cdiv(oh, 8) * _cdiv(ow, 32) < 2**31 \
+                    and tc_wide_weight_halves(ci, co) < 2**31:
+                tiles_h, tiles_w, co_tiles, nchunk = _cdiv(oh, 8), _cdiv(ow, 32), _cdiv(co, 64), _cdiv(ci, 32)
+                total = tc_wide_weight_halves(ci, co)
+                grid = (max(1, min(n * tiles_h * tiles_w, _cdiv(self._sms * self._resident_blocks(s2_smem, 1),
+                                                                co_tiles))), co_tiles, 1)
+                return (
+                    Launch("conv2d.cu", defines, "conv2d_tc_wprep", "PPiiiii", self._grid_1d(total, 256),
+                           (256, 1, 1), 0, ("w", "wp", ci, co, 9, nchunk, total)),
+                    Launch("conv2d.cu", defines, "conv2d_k3s2_tc_wide", "PPPP" + "i" * 12, grid, (256, 1, 1),
+                           s2_smem, ("x", "wp", "b", "y", n, ci, ih, iw, co, oh, ow, pt, pl, tiles_h, tiles_w, nchunk)),
                 )
             # the pipelined kernel's copies: NHWC 16-byte channel chunks, NCHW 16-byte row chunks
             pipe_copies = ci % 8 == 0 if spec.layout == "NHWC" else iw % 8 == 0

@@ -667,6 +667,19 @@ def conv_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
             check_conv(dev, rng, "grouped tc16 cig13 2x3", (2, 26, 11, 37), 26, (2, 3), padding=(1, 0, 0, 2),
                        groups=2, params={"GRP_TC": 1}, **c)
             check_conv(dev, rng, "dense 7x7 s2 stem", (2, 3, 37, 41), 16, 7, stride=2, padding=3, **c)
+            # dense 3x3 stride 2 (float16 NHWC: conv2d_k3s2_tc_wide, session 21): partial 32-channel chunks
+            # and 64-channel output tiles, odd and even sizes (the patch's last column inside or past the
+            # image), asymmetric and zero padding, no bias, more tiles than blocks, a misaligned buffer
+            check_conv(dev, rng, "3x3 s2 64->128", (2, 64, 56, 56), 128, 3, stride=2, padding=1, **c)
+            check_conv(dev, rng, "3x3 s2 40->70 odd", (3, 40, 19, 71), 70, 3, stride=2, padding=1, **c)
+            check_conv(dev, rng, "3x3 s2 24->8 asym", (2, 24, 18, 33), 8, 3, stride=2, padding=(0, 2, 1, 0),
+                       bias=False, **c)
+            check_conv(dev, rng, "3x3 s2 136->64 valid", (2, 136, 17, 66), 64, 3, stride=2, padding=0, **c)
+            check_conv(dev, rng, "3x3 s2 many tiles", (40, 32, 40, 72), 64, 3, stride=2, padding=1, **c)
+            check_conv(dev, rng, "3x3 s2 misaligned", (2, 16, 10, 11), 16, 3, stride=2, padding=1, offset=4, **c)
+            for st in (3, 4):  # stage counts whose shared memory does not fit: the next kernel serves
+                check_conv(dev, rng, f"3x3 s2 stages{st}", (2, 64, 21, 35), 72, 3, stride=2, padding=1,
+                           params={"TC_WIDE_STAGES": st}, **c)
             check_conv(dev, rng, "grouped g4 one thread per output", (2, 16, 9, 11), 12, 3, stride=2, padding=1,
                        groups=4, params={"GRP_TILED": 0}, **c)
             check_conv(dev, rng, "generic dil s2", (2, 6, 15, 14), 5, 3, stride=(2, 1), padding="same",

@@ -485,6 +485,9 @@ def build_cases(quick: bool) -> list[Case]:
             # strided dense convs, which the tiled direct kernel took over from one thread per output
             # (session 19; no PyTorch baseline file has them): a ResNet's 3x3/2 downsampling and its stem
             strided = [{}, {"GRP_PIX": 2}, {"CONV_THREADS": 128}, {"GRP_OCC": 1024}, {"GRP_COT": 4}]
+            if dtype == "float16":  # 3x3/2 NHWC on tensor cores by default since session 21: the CUDA cores,
+                # and L2 fetching the rest of each pixel's channels
+                strided += [{"CONV_TC": 0}, {"TC_WIDE_L2PF": 128}, {"TC_WIDE_L2PF": 256}]
             xs2 = 64 * 64 * 56 * 56
             cases.append(Case(f"conv3x3 s2 64->128 64x56x56 {layout.lower()}", "conv2d", dtype, layout,
                               (xs2 + xs2 // 2 + 128 * 64 * 9) * es, 2 * 64 * 128 * 64 * 9 * 28 * 28,

@@ -864,9 +864,14 @@ extern "C" __global__ void __launch_bounds__(256, 1)
 #endif
 namespace tcw {
 constexpr int TCO = 64, KC = 32, TR = 8, TCOL = 32, STAGES = TC_WIDE_STAGES;
-template <int K>  // K x K taps, stride 1
+template <int K, int S = 1>  // K x K taps, stride S (2: NHWC only)
 struct Geo {
-    static constexpr int TAPS = K * K, IROWS = TR + K - 1, ICOLS = TCOL + K - 1, NPIX = IROWS * ICOLS;
+    static constexpr int TAPS = K * K, IROWS = (TR - 1) * S + K, ICOLS = (TCOL - 1) * S + K, NPIX = IROWS * ICOLS;
+    // stride 2 stores a patch row's even columns first, then its odd ones: the 16 consecutive
+    // outputs an ldmatrix covers then read consecutive staged pixels for every tap (bank-conflict
+    // free under tcw_at's swizzle, as at stride 1), where columns two apart would share banks
+    static constexpr int EVEN_COLS = (ICOLS + 1) / 2;
+    static __device__ __forceinline__ int col_pos(int c) { return S == 1 ? c : (c & 1) ? EVEN_COLS + (c >> 1) : c >> 1; }
     static constexpr int W_HALVES = TAPS * TCO * KC;  // one stage's weights
     static constexpr int IN_BYTES = NPIX * 64, W_BYTES = TAPS * TCO * 64;
 #if LAYOUT_NHWC
@@ -927,14 +932,14 @@ extern "C" __global__ void __launch_bounds__(256) conv2d_tc_wprep(const __half* 
     }
 }
 
-template <int K>
+template <int K, int S = 1>
 __device__ __forceinline__ void tc_wide_body(unsigned char* smem_raw, const __half* __restrict__ x,
                                              const __half* __restrict__ wp,
                                              const float* __restrict__ bias, __half* __restrict__ y, int N, int CI,
                                              int IH, int IW, int CO, int OH, int OW, int PT, int PL, int tiles_h,
                                              int tiles_w, int nchunk) {
     using namespace tcw;
-    using G = Geo<K>;
+    using G = Geo<K, S>;
     constexpr int TAPS = G::TAPS, ICOLS = G::ICOLS, NPIX = G::NPIX, W_HALVES = G::W_HALVES;
     constexpr int BUF_BYTES = G::BUF_BYTES;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -957,14 +962,14 @@ __device__ __forceinline__ void tc_wide_body(unsigned char* smem_raw, const __ha
         unsigned char* s_in = smem_raw + buf * BUF_BYTES;
         const int twi = t % tiles_w, rest = t / tiles_w;
         const int thi = rest % tiles_h, n = rest / tiles_h;
-        const int ih0 = thi * TR - PT, iw0 = twi * TCOL - PL;
+        const int ih0 = thi * TR * S - PT, iw0 = twi * TCOL * S - PL;
         const int c16 = tid & 3, ci = chunk * KC + c16 * 8;
         int pix = tid >> 2, r = pix / ICOLS, c = pix - r * ICOLS;
         for (; pix < NPIX; pix += 64) {
             const int ih = ih0 + r, iw = iw0 + c;
             const bool valid = ci < CI && (unsigned)ih < (unsigned)IH && (unsigned)iw < (unsigned)IW;
             const __half* src = valid ? x + (((long long)n * IH + ih) * IW + iw) * CI + ci : x;
-            tcw_copy16(s_in + tcw_at(pix, c16), src, valid);
+            tcw_copy16(s_in + tcw_at(S == 1 ? pix : r * ICOLS + G::col_pos(c), c16), src, valid);
             c += 64;
             while (c >= ICOLS) {
                 c -= ICOLS;
@@ -1055,13 +1060,14 @@ __device__ __forceinline__ void tc_wide_body(unsigned char* smem_raw, const __ha
 #pragma unroll
                     for (int e = 0; e < 4; ++e) acc[a][b][e] = 0.0f;
         }
-        const int p0 = warp * ICOLS + pr;
+        // output pixel m of the warp's row reads staged row warp * S + kh, column m * S + kw
+        const int p0 = warp * S * ICOLS + pr;
 #pragma unroll
         for (int tap = 0; tap < TAPS; ++tap) {
             const int kh = tap / K, kw = tap % K;
             int pa[2];
 #pragma unroll
-            for (int mt = 0; mt < 2; ++mt) pa[mt] = p0 + kh * ICOLS + mt * 16 + kw;
+            for (int mt = 0; mt < 2; ++mt) pa[mt] = p0 + kh * ICOLS + mt * 16 + G::col_pos(kw);
 #pragma unroll
             for (int kc = 0; kc < 2; ++kc) {  // 16 channels per k step
                 unsigned af[2][4], bf[8][2];
@@ -1102,16 +1108,23 @@ __device__ __forceinline__ void tc_wide_body(unsigned char* smem_raw, const __ha
 #ifndef TC_WIDE_K1_BLOCKS
 #define TC_WIDE_K1_BLOCKS 1
 #endif
-#define TC_WIDE_KERNEL(NAME, K, MINB)                                                                                 \
+#define TC_WIDE_KERNEL(NAME, K, S, MINB)                                                                              \
     extern "C" __global__ void __launch_bounds__(256, MINB)                                                           \
         NAME(const __half* __restrict__ x, const __half* __restrict__ wp, const float* __restrict__ bias,            \
              __half* __restrict__ y, int N, int CI, int IH, int IW, int CO, int OH, int OW, int PT, int PL,           \
              int tiles_h, int tiles_w, int nchunk) { HAL_PDL_ENTRY();                                                 \
         extern __shared__ __align__(16) unsigned char smem_raw[];                                                     \
-        tc_wide_body<K>(smem_raw, x, wp, bias, y, N, CI, IH, IW, CO, OH, OW, PT, PL, tiles_h, tiles_w, nchunk);      \
+        tc_wide_body<K, S>(smem_raw, x, wp, bias, y, N, CI, IH, IW, CO, OH, OW, PT, PL, tiles_h, tiles_w, nchunk);   \
     }
-TC_WIDE_KERNEL(conv2d_k3_tc_wide, 3, 1)
-TC_WIDE_KERNEL(conv2d_k1_tc_wide, 1, TC_WIDE_K1_BLOCKS)
+TC_WIDE_KERNEL(conv2d_k3_tc_wide, 3, 1, 1)
+TC_WIDE_KERNEL(conv2d_k1_tc_wide, 1, 1, TC_WIDE_K1_BLOCKS)
+#if LAYOUT_NHWC
+// 3x3 stride 2 (a ResNet's downsampling conv; session 21): the patch of an 8 x 32 output tile is
+// 17 x 65 input pixels, 107,584 bytes a stage with the weights (two stages: 215,168 bytes, sm_90's
+// 227 KB; the launcher checks the device's limit). NCHW's staged rows and transposed patch do
+// not fit beside them.
+TC_WIDE_KERNEL(conv2d_k3s2_tc_wide, 3, 2, 1)
+#endif
 // end of the tensor-core section
 #endif
 

@@ -151,6 +151,11 @@ def test_batch_norm_training_matches_the_oracle_on_the_emulator(emu, shape, dtyp
     ("7x7 stride 2 float32 NCHW, 4 channels a stage", dict(shape=(1, 6, 23, 29), cout=10, groups=1, layout="NCHW",
                                                           dtype=np.float32, params={"GRP_CIC": 4}, k=(7, 7),
                                                           stride=2, padding=(3, 2, 1, 3), kernel="conv2d_grp_g")),
+    # 3x3 stride 2 on tensor cores (session 21): two 32-channel chunks (the second partial), two
+    # output-channel tiles (the second partial), 10 x 35 outputs (partial 8 x 32 tiles)
+    ("3x3 stride 2 float16 NHWC on tensor cores", dict(shape=(1, 40, 19, 70), cout=70, groups=1, layout="NHWC",
+                                                     dtype=np.float16, params={}, stride=2,
+                                                     kernel="conv2d_k3s2_tc_wide")),
 ])
 def test_tiled_direct_conv_matches_the_oracle_on_the_emulator(emu, name, kw):
     """The register-tiled direct kernel (grouped, strided and other convs), partial tiles,

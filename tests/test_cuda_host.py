@@ -902,3 +902,38 @@ def test_cuda_run_dispatches_pdl_plain_and_capture_launches(monkeypatch):
         log.clear()
         be._run(plan, buffers)
         assert log == want, (pdl, capturing, log)
+
+
+def test_cuda_strided_float16_nhwc_conv_plans_the_stride_2_tensor_core_kernel():
+    """Without a GPU: a float16 NHWC 3x3 stride-2 dense conv (C_in % 8 == 0, aligned, sm_80+,
+    tensor cores allowed) takes the weight layout pass and conv2d_k3s2_tc_wide with the
+    shared memory its stride-2 patch needs (tcw::Geo<3, 2>: 17 x 65 pixels); NCHW, float32,
+    CONV_TC 0, C_in % 8 != 0, a misaligned buffer, stride 1 or a device with less shared
+    memory per block take other kernels."""
+    import numpy as np
+
+    from hal import spec as S
+    from hal.backends.cuda import _TC_WIDE_S2_SMEM
+
+    be, plans, buf, odd, source = _conv_plans_on_h200()
+    assert "TC_WIDE_KERNEL(conv2d_k3s2_tc_wide, 3, 2, 1)" in source
+    assert _TC_WIDE_S2_SMEM[2] == 2 * (17 * 65 * 64 + 9 * 64 * 64) == 215_168
+
+    def kernels(shape=(64, 64, 56, 56), cout=128, dtype=np.float16, layout="NHWC", stride=2, x=buf, **params):
+        sp = S.conv2d_spec(S.TensorGeometry(*shape, layout, np.dtype(dtype)), (cout, shape[1], 3, 3), True, (cout,),
+                           stride, 1, 1, 1)
+        be.conv2d(sp, x, buf, buf, buf, params)
+        return plans[-1]
+
+    wprep, conv = kernels()
+    assert (wprep.kernel, conv.kernel) == ("conv2d_tc_wprep", "conv2d_k3s2_tc_wide")
+    assert conv.shared == 215_168 and conv.block == (256, 1, 1)
+    # 64 images x 4 x 1 tiles of 8 x 32 (28 x 28 outputs), 2 output-channel tiles, one block an SM
+    assert conv.grid == (66, 2, 1)
+    assert conv.args == ("x", "wp", "b", "y", 64, 64, 56, 56, 128, 28, 28, 1, 1, 4, 1, 2)
+    assert wprep.args[2:5] == (64, 128, 9)
+    for other in (dict(layout="NCHW"), dict(dtype=np.float32), dict(CONV_TC=0), dict(shape=(64, 60, 56, 56)),
+                  dict(x=odd), dict(stride=1)):
+        assert all(launch.kernel != "conv2d_k3s2_tc_wide" for launch in kernels(**other)), other
+    be.info = be.info.__class__(**{**be.info.__dict__, "local_mem_bytes": 163 * 1024})  # sm_80's opt-in limit
+    assert all(launch.kernel != "conv2d_k3s2_tc_wide" for launch in kernels())

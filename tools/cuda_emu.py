@@ -323,11 +323,15 @@ def check_tiled(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int,
     want = ref.conv2d_from_spec(sp, x.astype(np.float64), w.astype(np.float64), b)
     scale = ref.conv2d_from_spec(sp, np.abs(x.astype(np.float64)), np.abs(w.astype(np.float64)),
                                  None if b is None else np.abs(b))
+    from hal.backends.cuda import tc_wide_weight_halves
+
     n, c, oh, ow = sp.out_shape
     y = np.full((n, oh, ow, c) if layout == "NHWC" else (n, c, oh, ow), np.nan, dtype)
+    # the streamed-weight kernels' workspace (float16 3x3 stride 2 NHWC), poisoned
+    wp = np.full(tc_wide_weight_halves(shape[1], cout, k[0] * k[1]), np.nan, np.float16)
     dummy = _aligned_buffer()
     r = run_plan(be, lambda: be.conv2d(sp, dummy, dummy, dummy if bias else None, dummy, params),
-                 {"x": _phys(x, layout), "w": w, "b": b, "y": y}, {"y"}, work)
+                 {"x": _phys(x, layout), "w": w, "b": b, "y": y, "wp": wp}, {"y"}, work)
     got = _logical(r.outputs["y"], layout).astype(np.float64)
     cmp = conformance.compare("conv2d", dtype, got, want, np.maximum(scale, 1e-30))
     detail = "" if cmp.ok else f"{cmp.detail} (max err {cmp.max_error:.3g})"
