@@ -1754,13 +1754,20 @@ class CudaBackend(Backend):
         aligned = int(x) % 16 == 0 and int(y) % 16 == 0
         key = ("conv2d", spec, self._pkey(params), aligned, self.force_generic)
         plan = self._planned(key, lambda: self._plan_conv2d(spec, params, aligned))
-        if plan[0].kernel != "conv2d_tc_wprep":
+        if all(launch.kernel not in ("conv2d_tc_wprep", "layout_transpose") for launch in plan):
             self._run(plan, {"x": x, "w": weight, "b": bias, "y": y})
             return
-        with self._lock:  # the workspace is shared: keep the launches of one call together
+        with self._lock:  # the workspaces are shared: keep the launches of one call together
             taps = spec.kernel[0] * spec.kernel[1]
-            wp = self._workspace_buffer("conv_tc_wide_w", 2 * tc_wide_weight_halves(spec.c_in, spec.c_out, taps))
-            self._run(plan, {"x": x, "w": weight, "b": bias, "y": y, "wp": wp})
+            es = spec.dtype.itemsize
+            buffers = {"x": x, "w": weight, "b": bias, "y": y,
+                       "wp": self._workspace_buffer("conv_tc_wide_w",
+                                                    2 * tc_wide_weight_halves(spec.c_in, spec.c_out, taps))}
+            if any(launch.kernel == "layout_transpose" for launch in plan):  # NHWC copies of x and y
+                buffers["xt"] = self._workspace_buffer("conv_nhwc_x", es * spec.n * spec.c_in * spec.in_h * spec.in_w)
+                buffers["yt"] = self._workspace_buffer("conv_nhwc_y",
+                                                       es * spec.n * spec.c_out * spec.out_h * spec.out_w)
+            self._run(plan, buffers)
 
     def qconv2d(
         self,
@@ -1937,20 +1944,37 @@ class CudaBackend(Backend):
                 )
             # 3x3 stride 2 (NHWC) on the streamed-weight kernel's stride-2 build, wherever tensor cores are
             # allowed (CONV_TC > 0): the CUDA-core kernels take 0.8-2 ms here against cuDNN's 0.02 ms
+            # (NCHW: the input transposed to NHWC into a workspace first and the NHWC result back after,
+            # 2 x 16 bytes an output pixel of 64 channels against 0.03x cuDNN on the CUDA cores)
             s2_smem = _TC_WIDE_S2_SMEM[int(p["TC_WIDE_STAGES"])]
-            if spec.groups == 1 and half and p["CONV_TC"] and spec.layout == "NHWC" and (kh, kw) == (3, 3) \
-                    and (sh, sw, dh, dw) == (2, 2, 1, 1) and ci % 8 == 0 and aligned and self._cc >= (8, 0) \
-                    and s2_smem <= self._max_smem() and n * _cdiv(oh, 8) * _cdiv(ow, 32) < 2**31 \
-                    and tc_wide_weight_halves(ci, co) < 2**31:
+            nchw = spec.layout == "NCHW"
+            if spec.groups == 1 and half and p["CONV_TC"] and (kh, kw) == (3, 3) \
+                    and (sh, sw, dh, dw) == (2, 2, 1, 1) and ci % 8 == 0 and (aligned or nchw) \
+                    and self._cc >= (8, 0) and s2_smem <= self._max_smem() \
+                    and n * _cdiv(oh, 8) * _cdiv(ow, 32) < 2**31 and tc_wide_weight_halves(ci, co) < 2**31 \
+                    and (not nchw or (n < 65536 and _cdiv(ih * iw, 64) < 65536 and _cdiv(oh * ow, 64) < 65536
+                                      and n * ci * ih * iw < 2**31 and n * co * oh * ow < 2**31)):
                 tiles_h, tiles_w, co_tiles, nchunk = _cdiv(oh, 8), _cdiv(ow, 32), _cdiv(co, 64), _cdiv(ci, 32)
                 total = tc_wide_weight_halves(ci, co)
                 grid = (max(1, min(n * tiles_h * tiles_w, _cdiv(self._sms * self._resident_blocks(s2_smem, 1),
                                                                 co_tiles))), co_tiles, 1)
-                return (
-                    Launch("conv2d.cu", defines, "conv2d_tc_wprep", "PPiiiii", self._grid_1d(total, 256),
+                nhwc_defines = self.compile_defines("conv2d", spec.dtype, "NHWC", p, spec.relu) if nchw else defines
+                xs, ys = ("xt", "yt") if nchw else ("x", "y")
+                plan = (
+                    Launch("conv2d.cu", nhwc_defines, "conv2d_tc_wprep", "PPiiiii", self._grid_1d(total, 256),
                            (256, 1, 1), 0, ("w", "wp", ci, co, 9, nchunk, total)),
-                    Launch("conv2d.cu", defines, "conv2d_k3s2_tc_wide", "PPPP" + "i" * 12, grid, (256, 1, 1),
-                           s2_smem, ("x", "wp", "b", "y", n, ci, ih, iw, co, oh, ow, pt, pl, tiles_h, tiles_w, nchunk)),
+                    Launch("conv2d.cu", nhwc_defines, "conv2d_k3s2_tc_wide", "PPPP" + "i" * 12, grid, (256, 1, 1),
+                           s2_smem, (xs, "wp", "b", ys, n, ci, ih, iw, co, oh, ow, pt, pl, tiles_h, tiles_w, nchunk)),
+                )
+                if not nchw:
+                    return plan
+                edefines = self.compile_defines("eltwise", spec.dtype, "NCHW", _SCHEMAS["eltwise"].defaults())
+                return (
+                    Launch("eltwise.cu", edefines, "layout_transpose", "PPii",
+                           (_cdiv(ih * iw, 64), _cdiv(ci, 64), n), (64, 4, 1), 0, ("x", "xt", ci, ih * iw)),
+                    *plan,
+                    Launch("eltwise.cu", edefines, "layout_transpose", "PPii",
+                           (_cdiv(co, 64), _cdiv(oh * ow, 64), n), (64, 4, 1), 0, ("yt", "y", oh * ow, co)),
                 )
             # the pipelined kernel's copies: NHWC 16-byte channel chunks, NCHW 16-byte row chunks
             pipe_copies = ci % 8 == 0 if spec.layout == "NHWC" else iw % 8 == 0

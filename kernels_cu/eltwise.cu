@@ -5,6 +5,12 @@
 // eltwise_relu(x, y, COUNT): y = x < 0 ? 0 : x (NaN stays NaN, as torch.relu); x and y
 // may be the same buffer. 16-byte vectors when both are 16-byte aligned, grid-stride.
 //
+// layout_transpose(x, y, R, CC): each image (blockIdx.z) of x is an R x CC row-major matrix;
+// y gets its transpose (CC x R). NCHW -> NHWC is R = C, CC = H * W; NHWC -> NCHW is R = H * W,
+// CC = C. 64 x 64 tiles through shared memory, blocks of 64 x 4 threads, 16 elements a thread
+// each way. The float16 NCHW 3x3 stride-2 conv runs between two of these
+// (CudaBackend._plan_conv2d).
+//
 // hal_spin(NS): one thread busy-waits NS nanoseconds of the GPU's global timer. Not an op:
 // CudaBackend.time_launches queues it ahead of the launches it times, so that the host has
 // enqueued them all before the GPU reaches them (no idle gaps inside the event pairs).
@@ -32,6 +38,30 @@ extern "C" __global__ void __launch_bounds__(ELT_THREADS) eltwise_relu(const act
         for (long long i = nv * HAL_VEC + t0; i < COUNT; i += stride) st_act(y + i, relu_f(ld_act(x + i)));
     } else {
         for (long long i = t0; i < COUNT; i += stride) st_act(y + i, relu_f(ld_act(x + i)));
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256) layout_transpose(const act_t* __restrict__ x, act_t* __restrict__ y,
+                                                                    int R, int CC) {
+    HAL_PDL_ENTRY();
+    // 64 x 64 tiles: a tile row is 128 bytes of float16; rows padded so that the column reads of
+    // a warp fall in 32 distinct banks (2 elements of float16, 1 of float)
+    constexpr int T = 64, PAD = sizeof(act_t) == 2 ? 2 : 1;
+    __shared__ act_t tile[T][T + PAD];
+    const long long image = (long long)blockIdx.z * R * CC;
+    const act_t* xi = x + image;
+    act_t* yi = y + image;
+    const int c0 = blockIdx.x * T, r0 = blockIdx.y * T, tx = threadIdx.x;
+#pragma unroll
+    for (int k = threadIdx.y; k < T; k += 4) {
+        const int r = r0 + k, c = c0 + tx;
+        if (r < R && c < CC) tile[k][tx] = xi[(long long)r * CC + c];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int k = threadIdx.y; k < T; k += 4) {
+        const int c = c0 + k, r = r0 + tx;
+        if (c < CC && r < R) yi[(long long)c * R + r] = tile[tx][k];
     }
 }
 

@@ -907,9 +907,10 @@ def test_cuda_run_dispatches_pdl_plain_and_capture_launches(monkeypatch):
 def test_cuda_strided_float16_nhwc_conv_plans_the_stride_2_tensor_core_kernel():
     """Without a GPU: a float16 NHWC 3x3 stride-2 dense conv (C_in % 8 == 0, aligned, sm_80+,
     tensor cores allowed) takes the weight layout pass and conv2d_k3s2_tc_wide with the
-    shared memory its stride-2 patch needs (tcw::Geo<3, 2>: 17 x 65 pixels); NCHW, float32,
-    CONV_TC 0, C_in % 8 != 0, a misaligned buffer, stride 1 or a device with less shared
-    memory per block take other kernels."""
+    shared memory its stride-2 patch needs (tcw::Geo<3, 2>: 17 x 65 pixels); NCHW takes the
+    same launches, built NHWC, between two transposes through NHWC workspaces (misaligned
+    buffers too); float32, CONV_TC 0, C_in % 8 != 0, a misaligned NHWC buffer, stride 1 or a
+    device with less shared memory per block take other kernels."""
     import numpy as np
 
     from hal import spec as S
@@ -932,8 +933,15 @@ def test_cuda_strided_float16_nhwc_conv_plans_the_stride_2_tensor_core_kernel():
     assert conv.grid == (66, 2, 1)
     assert conv.args == ("x", "wp", "b", "y", 64, 64, 56, 56, 128, 28, 28, 1, 1, 4, 1, 2)
     assert wprep.args[2:5] == (64, 128, 9)
-    for other in (dict(layout="NCHW"), dict(dtype=np.float32), dict(CONV_TC=0), dict(shape=(64, 60, 56, 56)),
-                  dict(x=odd), dict(stride=1)):
+    to_nhwc, wprep2, conv2, to_nchw = kernels(layout="NCHW", x=odd)
+    assert (wprep2.kernel, conv2.kernel) == ("conv2d_tc_wprep", "conv2d_k3s2_tc_wide")
+    assert dict(conv2.defines)["LAYOUT_NHWC"] == 1 and conv2.args[:4] == ("xt", "wp", "b", "yt")
+    assert conv2.args[4:] == conv.args[4:] and conv2.grid == conv.grid
+    assert (to_nhwc.kernel, to_nhwc.file, to_nhwc.args) == ("layout_transpose", "eltwise.cu", ("x", "xt", 64, 3136))
+    assert to_nhwc.grid == (49, 1, 64) and to_nhwc.block == (64, 4, 1)
+    assert (to_nchw.kernel, to_nchw.args, to_nchw.grid) == ("layout_transpose", ("yt", "y", 784, 128), (2, 13, 64))
+    for other in (dict(dtype=np.float32), dict(CONV_TC=0), dict(shape=(64, 60, 56, 56)), dict(x=odd),
+                  dict(stride=1), dict(layout="NCHW", dtype=np.float32)):
         assert all(launch.kernel != "conv2d_k3s2_tc_wide" for launch in kernels(**other)), other
     be.info = be.info.__class__(**{**be.info.__dict__, "local_mem_bytes": 163 * 1024})  # sm_80's opt-in limit
     assert all(launch.kernel != "conv2d_k3s2_tc_wide" for launch in kernels())

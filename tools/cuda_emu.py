@@ -117,6 +117,11 @@ def kernel_source(file: str) -> str:
         text = ("#define WIN_MAX 0\n#define WIN_AVG 1\n#define HAL_NEG_INF (-INFINITY)\n"
                 "inline float max_nan(float best, float v) { return (v > best || std::isnan(v)) ? v : best; }\n"
                 + text[start:text.index("// ---- NCHW tiles")])
+    elif file == "eltwise.cu":
+        # the layout transpose alone; its static tile is the block's shared memory (one block at a time)
+        start = text.index('extern "C" __global__ void __launch_bounds__(256) layout_transpose(')
+        text = text[start:text.index('extern "C" __global__ void hal_spin(')]
+        text = text.replace("__shared__ act_t tile", "static act_t tile")
     else:
         raise ValueError(f"file: {file} is not emulated")
     return text
@@ -327,11 +332,13 @@ def check_tiled(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int,
 
     n, c, oh, ow = sp.out_shape
     y = np.full((n, oh, ow, c) if layout == "NHWC" else (n, c, oh, ow), np.nan, dtype)
-    # the streamed-weight kernels' workspace (float16 3x3 stride 2 NHWC), poisoned
+    # the streamed-weight kernels' workspace (float16 3x3 stride 2), and NCHW's NHWC copies of x and
+    # y, poisoned
     wp = np.full(tc_wide_weight_halves(shape[1], cout, k[0] * k[1]), np.nan, np.float16)
+    xt, yt = np.full(x.size, np.nan, dtype), np.full(y.size, np.nan, dtype)
     dummy = _aligned_buffer()
     r = run_plan(be, lambda: be.conv2d(sp, dummy, dummy, dummy if bias else None, dummy, params),
-                 {"x": _phys(x, layout), "w": w, "b": b, "y": y, "wp": wp}, {"y"}, work)
+                 {"x": _phys(x, layout), "w": w, "b": b, "y": y, "wp": wp, "xt": xt, "yt": yt}, {"y"}, work)
     got = _logical(r.outputs["y"], layout).astype(np.float64)
     cmp = conformance.compare("conv2d", dtype, got, want, np.maximum(scale, 1e-30))
     detail = "" if cmp.ok else f"{cmp.detail} (max err {cmp.max_error:.3g})"
