@@ -319,7 +319,8 @@ _SCHEMAS: dict[str, KernelSchema] = {
                   "where it applies, 3x3 and 1x1 with C_in > 64 on the streamed-weight kernels "
                   "(conv2d_k{3,1}_tc_wide: NHWC C_in % 8 == 0, NCHW W % 8 == 0), else 1's kernel; "
                   "3 = the streamed-weight kernels for every 3x3 and 1x1 they take, else 1's kernel; "
-                  "0 = CUDA cores; every value but 0 sends NHWC 3x3 stride 2 (C_in % 8 == 0) to conv2d_k3s2_tc_wide"),
+                  "0 = CUDA cores; every value but 0 sends 3x3 and 1x1 stride 2 (C_in % 8 == 0) to "
+                  "conv2d_k{3,1}s2_tc_wide"),
             Param("TC_WIDE_STAGES", (2, 3, 4), 2,
                   "stage buffers of the streamed-weight tensor-core kernels: stages - 1 in flight under the mma; "
                   "a count whose shared memory does not fit the device serves the next kernel in line (-D)"),
@@ -586,8 +587,8 @@ def _tc_wide_smem(layout: str, k: int, stages: int, stride: int = 1) -> int:
 
 _TC_WIDE_SMEM = {(layout, k, st): _tc_wide_smem(layout, k, st)
                  for layout in ("NHWC", "NCHW") for k in (1, 3) for st in (2, 3, 4)}
-#: conv2d_k3s2_tc_wide (NHWC only) by TC_WIDE_STAGES: two stages 215,168 bytes
-_TC_WIDE_S2_SMEM = {st: _tc_wide_smem("NHWC", 3, st, 2) for st in (2, 3, 4)}
+#: conv2d_k{3,1}s2_tc_wide (NHWC only) by (K, TC_WIDE_STAGES): 3x3 with two stages 215,168 bytes
+_TC_WIDE_S2_SMEM = {(k, st): _tc_wide_smem("NHWC", k, st, 2) for k in (1, 3) for st in (2, 3, 4)}
 
 
 _SIMT_BUF_FLOATS = {ci: ci * 10 * 36 + ci * 9 * 68 for ci in (4, 8)}
@@ -1942,28 +1943,29 @@ class CudaBackend(Backend):
                            wide_smem, ("x", "wp", "b", "y", n, ci, ih, iw, co, oh, ow, pt, pl,
                                                              tiles_h, tiles_w, nchunk)),
                 )
-            # 3x3 stride 2 (NHWC) on the streamed-weight kernel's stride-2 build, wherever tensor cores are
-            # allowed (CONV_TC > 0): the CUDA-core kernels take 0.8-2 ms here against cuDNN's 0.02 ms
+            # 3x3 and 1x1 stride 2 (NHWC) on the streamed-weight kernel's stride-2 builds, wherever tensor
+            # cores are allowed (CONV_TC > 0): the CUDA-core kernels take 0.8-2 ms for 3x3 against cuDNN's 0.02
             # (NCHW: the input transposed to NHWC into a workspace first and the NHWC result back after,
             # 2 x 16 bytes an output pixel of 64 channels against 0.03x cuDNN on the CUDA cores)
-            s2_smem = _TC_WIDE_S2_SMEM[int(p["TC_WIDE_STAGES"])]
+            s2_smem = _TC_WIDE_S2_SMEM.get((kh, int(p["TC_WIDE_STAGES"])), 0)
             nchw = spec.layout == "NCHW"
-            if spec.groups == 1 and half and p["CONV_TC"] and (kh, kw) == (3, 3) \
+            if spec.groups == 1 and half and p["CONV_TC"] and kh == kw and kh in (1, 3) \
                     and (sh, sw, dh, dw) == (2, 2, 1, 1) and ci % 8 == 0 and (aligned or nchw) \
                     and self._cc >= (8, 0) and s2_smem <= self._max_smem() \
                     and n * _cdiv(oh, 8) * _cdiv(ow, 32) < 2**31 and tc_wide_weight_halves(ci, co) < 2**31 \
                     and (not nchw or (n < 65536 and _cdiv(ih * iw, 64) < 65536 and _cdiv(oh * ow, 64) < 65536
                                       and n * ci * ih * iw < 2**31 and n * co * oh * ow < 2**31)):
                 tiles_h, tiles_w, co_tiles, nchunk = _cdiv(oh, 8), _cdiv(ow, 32), _cdiv(co, 64), _cdiv(ci, 32)
-                total = tc_wide_weight_halves(ci, co)
-                grid = (max(1, min(n * tiles_h * tiles_w, _cdiv(self._sms * self._resident_blocks(s2_smem, 1),
+                total = tc_wide_weight_halves(ci, co, kh * kw)
+                minb = int(p["TC_WIDE_K1_BLOCKS"]) if kh == 1 else 1
+                grid = (max(1, min(n * tiles_h * tiles_w, _cdiv(self._sms * self._resident_blocks(s2_smem, minb),
                                                                 co_tiles))), co_tiles, 1)
                 nhwc_defines = self.compile_defines("conv2d", spec.dtype, "NHWC", p, spec.relu) if nchw else defines
                 xs, ys = ("xt", "yt") if nchw else ("x", "y")
                 plan = (
                     Launch("conv2d.cu", nhwc_defines, "conv2d_tc_wprep", "PPiiiii", self._grid_1d(total, 256),
-                           (256, 1, 1), 0, ("w", "wp", ci, co, 9, nchunk, total)),
-                    Launch("conv2d.cu", nhwc_defines, "conv2d_k3s2_tc_wide", "PPPP" + "i" * 12, grid, (256, 1, 1),
+                           (256, 1, 1), 0, ("w", "wp", ci, co, kh * kw, nchunk, total)),
+                    Launch("conv2d.cu", nhwc_defines, f"conv2d_k{kh}s2_tc_wide", "PPPP" + "i" * 12, grid, (256, 1, 1),
                            s2_smem, (xs, "wp", "b", ys, n, ci, ih, iw, co, oh, ow, pt, pl, tiles_h, tiles_w, nchunk)),
                 )
                 if not nchw:

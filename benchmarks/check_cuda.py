@@ -680,6 +680,12 @@ def conv_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
             for st in (3, 4):  # stage counts whose shared memory does not fit: the next kernel serves
                 check_conv(dev, rng, f"3x3 s2 stages{st}", (2, 64, 21, 35), 72, 3, stride=2, padding=1,
                            params={"TC_WIDE_STAGES": st}, **c)
+            # 1x1 stride 2 (conv2d_k1s2_tc_wide): only even patch rows and columns are copied
+            check_conv(dev, rng, "1x1 s2 256->130", (2, 256, 28, 29), 130, 1, stride=2, **c)
+            check_conv(dev, rng, "1x1 s2 40->24 pad1", (3, 40, 13, 70), 24, 1, stride=2, padding=1, bias=False, **c)
+            check_conv(dev, rng, "1x1 s2 many tiles", (30, 64, 56, 56), 128, 1, stride=2, **c)
+            check_conv(dev, rng, "1x1 s2 stages3 2 blocks", (2, 72, 20, 66), 64, 1, stride=2,
+                       params={"TC_WIDE_STAGES": 3, "TC_WIDE_K1_BLOCKS": 2}, **c)
             check_conv(dev, rng, "grouped g4 one thread per output", (2, 16, 9, 11), 12, 3, stride=2, padding=1,
                        groups=4, params={"GRP_TILED": 0}, **c)
             check_conv(dev, rng, "generic dil s2", (2, 6, 15, 14), 5, 3, stride=(2, 1), padding="same",

@@ -492,6 +492,11 @@ def build_cases(quick: bool) -> list[Case]:
             cases.append(Case(f"conv3x3 s2 64->128 64x56x56 {layout.lower()}", "conv2d", dtype, layout,
                               (xs2 + xs2 // 2 + 128 * 64 * 9) * es, 2 * 64 * 128 * 64 * 9 * 28 * 28,
                               {"shape": (64, 64, 56, 56), "cout": 128, "groups": 1, "stride": 2}, strided))
+            # a ResNet-50 projection shortcut, 1x1 stride 2 256->512 (session 21)
+            xp = 32 * 256 * 56 * 56
+            cases.append(Case(f"conv1x1 s2 256->512 32x56x56 {layout.lower()}", "conv2d", dtype, layout,
+                              (xp + xp // 2 + 512 * 256) * es, 2 * 32 * 512 * 256 * 28 * 28,
+                              {"shape": (32, 256, 56, 56), "cout": 512, "groups": 1, "k": 1, "stride": 2}, strided))
             xst = 32 * 3 * 224 * 224
             cases.append(Case(f"conv7x7 s2 3->64 32x224x224 {layout.lower()}", "conv2d", dtype, layout,
                               (xst + 32 * 64 * 112 * 112 + 64 * 3 * 49) * es, 2 * 32 * 64 * 3 * 49 * 112 * 112,

@@ -969,7 +969,9 @@ __device__ __forceinline__ void tc_wide_body(unsigned char* smem_raw, const __ha
             const int ih = ih0 + r, iw = iw0 + c;
             const bool valid = ci < CI && (unsigned)ih < (unsigned)IH && (unsigned)iw < (unsigned)IW;
             const __half* src = valid ? x + (((long long)n * IH + ih) * IW + iw) * CI + ci : x;
-            tcw_copy16(s_in + tcw_at(S == 1 ? pix : r * ICOLS + G::col_pos(c), c16), src, valid);
+            // 1x1 stride 2 reads even rows and columns of the patch only: the rest is never copied
+            if (!(K == 1 && S == 2 && ((r | c) & 1)))
+                tcw_copy16(s_in + tcw_at(S == 1 ? pix : r * ICOLS + G::col_pos(c), c16), src, valid);
             c += 64;
             while (c >= ICOLS) {
                 c -= ICOLS;
@@ -1124,6 +1126,9 @@ TC_WIDE_KERNEL(conv2d_k1_tc_wide, 1, 1, TC_WIDE_K1_BLOCKS)
 // 227 KB; the launcher checks the device's limit). NCHW's staged rows and transposed patch do
 // not fit beside them.
 TC_WIDE_KERNEL(conv2d_k3s2_tc_wide, 3, 2, 1)
+// 1x1 stride 2 (a ResNet's projection shortcut): a 15 x 63 patch of which the even rows and
+// columns (8 x 32 pixels) are copied, 60,480 + 4,096 bytes a stage
+TC_WIDE_KERNEL(conv2d_k1s2_tc_wide, 1, 2, TC_WIDE_K1_BLOCKS)
 #endif
 // end of the tensor-core section
 #endif

@@ -156,6 +156,10 @@ def test_batch_norm_training_matches_the_oracle_on_the_emulator(emu, shape, dtyp
     ("3x3 stride 2 float16 NHWC on tensor cores", dict(shape=(1, 40, 19, 70), cout=70, groups=1, layout="NHWC",
                                                      dtype=np.float16, params={}, stride=2,
                                                      kernel="conv2d_k3s2_tc_wide")),
+    # 1x1 stride 2: only the patch's even rows and columns are copied (skipping its even columns fails it)
+    ("1x1 stride 2 float16 NHWC on tensor cores", dict(shape=(1, 40, 17, 70), cout=70, groups=1, layout="NHWC",
+                                                     dtype=np.float16, params={}, k=(1, 1), stride=2, padding=0,
+                                                     kernel="conv2d_k1s2_tc_wide")),
     # NCHW: transposed to NHWC and back around the same kernel (its last launch is the transpose)
     ("3x3 stride 2 float16 NCHW on tensor cores", dict(shape=(2, 16, 13, 37), cout=24, groups=1, layout="NCHW",
                                                      dtype=np.float16, params={}, stride=2, padding=(1, 0, 0, 2),

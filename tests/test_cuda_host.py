@@ -918,11 +918,13 @@ def test_cuda_strided_float16_nhwc_conv_plans_the_stride_2_tensor_core_kernel():
 
     be, plans, buf, odd, source = _conv_plans_on_h200()
     assert "TC_WIDE_KERNEL(conv2d_k3s2_tc_wide, 3, 2, 1)" in source
-    assert _TC_WIDE_S2_SMEM[2] == 2 * (17 * 65 * 64 + 9 * 64 * 64) == 215_168
+    assert "TC_WIDE_KERNEL(conv2d_k1s2_tc_wide, 1, 2, TC_WIDE_K1_BLOCKS)" in source
+    assert _TC_WIDE_S2_SMEM[3, 2] == 2 * (17 * 65 * 64 + 9 * 64 * 64) == 215_168
+    assert _TC_WIDE_S2_SMEM[1, 2] == 2 * (15 * 63 * 64 + 64 * 64) == 129_152
 
-    def kernels(shape=(64, 64, 56, 56), cout=128, dtype=np.float16, layout="NHWC", stride=2, x=buf, **params):
-        sp = S.conv2d_spec(S.TensorGeometry(*shape, layout, np.dtype(dtype)), (cout, shape[1], 3, 3), True, (cout,),
-                           stride, 1, 1, 1)
+    def kernels(shape=(64, 64, 56, 56), cout=128, dtype=np.float16, layout="NHWC", stride=2, x=buf, k=3, **params):
+        sp = S.conv2d_spec(S.TensorGeometry(*shape, layout, np.dtype(dtype)), (cout, shape[1], k, k), True, (cout,),
+                           stride, k // 2, 1, 1)
         be.conv2d(sp, x, buf, buf, buf, params)
         return plans[-1]
 
@@ -943,5 +945,14 @@ def test_cuda_strided_float16_nhwc_conv_plans_the_stride_2_tensor_core_kernel():
     for other in (dict(dtype=np.float32), dict(CONV_TC=0), dict(shape=(64, 60, 56, 56)), dict(x=odd),
                   dict(stride=1), dict(layout="NCHW", dtype=np.float32)):
         assert all(launch.kernel != "conv2d_k3s2_tc_wide" for launch in kernels(**other)), other
+    # 1x1 stride 2 (a projection shortcut, 256 -> 512 on 56 x 56): the 1x1 build; its 129 KB keep it
+    # to one block an SM even where TC_WIDE_K1_BLOCKS asks for two
+    wprep1, conv1 = kernels((32, 256, 56, 56), 512, k=1)
+    assert (conv1.kernel, conv1.shared, conv1.grid) == ("conv2d_k1s2_tc_wide", 129_152, (17, 8, 1))
+    assert wprep1.args[2:5] == (256, 512, 1) and conv1.args[4:] == (32, 256, 56, 56, 512, 28, 28, 0, 0, 4, 1, 8)
+    assert kernels((32, 256, 56, 56), 512, k=1, TC_WIDE_K1_BLOCKS=2)[1].grid == (17, 8, 1)
+    assert [launch.kernel for launch in kernels((32, 256, 56, 56), 512, k=1, layout="NCHW")] == [
+        "layout_transpose", "conv2d_tc_wprep", "conv2d_k1s2_tc_wide", "layout_transpose"]
     be.info = be.info.__class__(**{**be.info.__dict__, "local_mem_bytes": 163 * 1024})  # sm_80's opt-in limit
     assert all(launch.kernel != "conv2d_k3s2_tc_wide" for launch in kernels())
+    assert kernels((32, 256, 56, 56), 512, k=1)[1].kernel == "conv2d_k1s2_tc_wide"  # 129 KB fits there
