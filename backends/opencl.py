@@ -993,7 +993,9 @@ class OpenCLBackend(Backend):
             if defines.get("DTYPE_INT8") or defines.get("DTYPE_UINT8"):
                 source += f'\n#line 1 "{QUANT_HEADER}"\n' + kernel_source(FOLDER, QUANT_HEADER)
             source += f'\n#line 1 "{file}"\n' + kernel_source(FOLDER, file)
-            options = [f"-D{k}={v}" for k, v in key[1]]
+            # HAL_OPENCL_BUILD_OPTIONS: extra compiler options for every build (make test passes
+            # -cl-opt-disable to PoCL, whose optimising builds are most of CI's time)
+            options = [f"-D{k}={v}" for k, v in key[1]] + os.environ.get("HAL_OPENCL_BUILD_OPTIONS", "").split()
             try:
                 program = cl.Program(rt.context, source).build(
                     options=options,

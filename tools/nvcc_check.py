@@ -111,10 +111,12 @@ def main() -> int:
     if nvcc is None:
         print("nvcc check: skipped, nvcc not found (install the CUDA toolkit to compile kernels_cu/)")
         return 0
+    # NVCC_JOBS: parallel builds (default: every core)
+    jobs = int(os.environ.get("NVCC_JOBS") or 0) or os.cpu_count() or 2
     # the longest builds first, so that no core idles on the last large file
     todo.sort(key=lambda v: v[0].stat().st_size * (4 * len(v[2]) if v[3] else len(v[2])), reverse=True)
     failed = 0
-    with tempfile.TemporaryDirectory() as work, ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+    with tempfile.TemporaryDirectory() as work, ThreadPoolExecutor(max_workers=jobs) as pool:
         for name, code, log in pool.map(lambda v: compile_one(nvcc, *v, work), todo):
             status = "ok" if code == 0 else "FAILED"
             print(f"nvcc {name}: {status}")
