@@ -1943,10 +1943,10 @@ class CudaBackend(Backend):
                            wide_smem, ("x", "wp", "b", "y", n, ci, ih, iw, co, oh, ow, pt, pl,
                                                              tiles_h, tiles_w, nchunk)),
                 )
-            # 3x3 and 1x1 stride 2 (NHWC) on the streamed-weight kernel's stride-2 builds, wherever tensor
-            # cores are allowed (CONV_TC > 0): the CUDA-core kernels take 0.8-2 ms for 3x3 against cuDNN's 0.02
-            # (NCHW: the input transposed to NHWC into a workspace first and the NHWC result back after,
-            # 2 x 16 bytes an output pixel of 64 channels against 0.03x cuDNN on the CUDA cores)
+            # 3x3 and 1x1 stride 2 on the streamed-weight kernel's stride-2 builds (NHWC), wherever tensor
+            # cores are allowed (CONV_TC > 0): the CUDA-core kernels take 0.8-2 ms for 3x3 against cuDNN's
+            # 0.02-0.06. NCHW: x transposed into an NHWC workspace, the NHWC launches, the result
+            # transposed back (0.69x PyTorch for 3x3 on the H200, where the CUDA cores gave 0.03x)
             s2_smem = _TC_WIDE_S2_SMEM.get((kh, int(p["TC_WIDE_STAGES"])), 0)
             nchw = spec.layout == "NCHW"
             if spec.groups == 1 and half and p["CONV_TC"] and kh == kw and kh in (1, 3) \
