@@ -574,7 +574,7 @@ _TC_PIPE_SMEM = {"NHWC": (9 * 64 * 64 + 2 * 10 * 34 * 64) * 2, "NCHW": (9 * 64 *
 
 
 def _tc_wide_smem(layout: str, k: int, stages: int, stride: int = 1) -> int:
-    """conv2d_k{3,1}_tc_wide's (and NHWC conv2d_k3s2_tc_wide's) shared memory (tcw::Geo in
+    """conv2d_k{3,1}_tc_wide's (and NHWC conv2d_k{3,1}s2_tc_wide's, stride 2) shared memory (tcw::Geo in
     conv2d.cu): `stages` stage buffers (TC_WIDE_STAGES), each an 8x32 output tile's input patch of
     32 channels ([pixel][channel] in NHWC, the rows as they lie in NCHW) and those channels'
     weights, or the tile's results where they are more; NCHW adds the transposed patch."""
@@ -1952,7 +1952,7 @@ class CudaBackend(Backend):
             if spec.groups == 1 and half and p["CONV_TC"] and kh == kw and kh in (1, 3) \
                     and (sh, sw, dh, dw) == (2, 2, 1, 1) and ci % 8 == 0 and (aligned or nchw) \
                     and self._cc >= (8, 0) and s2_smem <= self._max_smem() \
-                    and n * _cdiv(oh, 8) * _cdiv(ow, 32) < 2**31 and tc_wide_weight_halves(ci, co) < 2**31 \
+                    and n * _cdiv(oh, 8) * _cdiv(ow, 32) < 2**31 and tc_wide_weight_halves(ci, co, kh * kw) < 2**31 \
                     and (not nchw or (n < 65536 and _cdiv(ih * iw, 64) < 65536 and _cdiv(oh * ow, 64) < 65536
                                       and n * ci * ih * iw < 2**31 and n * co * oh * ow < 2**31)):
                 tiles_h, tiles_w, co_tiles, nchunk = _cdiv(oh, 8), _cdiv(ow, 32), _cdiv(co, 64), _cdiv(ci, 32)
