@@ -158,6 +158,7 @@ def _check_bn(device, shape, dtype, layout, training, relu, seed, mean=3.0):
         assert r.ok, f"{shape} {dtype} {layout} {name}: {r.detail}"
 
 
+@pytest.mark.forced_params
 @pytest.mark.parametrize("vec", [1, 4, 8])
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
@@ -171,6 +172,7 @@ def test_batch_norm_vector_paths(device, vec, layout, dtype):
                 _check_bn(device, shape, dtype, layout, training, relu=(i + training) % 2 == 1, seed=100 * i + vec)
 
 
+@pytest.mark.forced_params
 @pytest.mark.parametrize("vec", [4, 8])
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
 def test_batch_norm_half_raw(device, vec, layout):
@@ -192,6 +194,7 @@ INFER_LOOP_CASES = [((2, 8, 4, 6), 4, 32), ((5, 32, 17, 19), 8, 32), ((3, 64, 9,
                     ((3, 12, 5, 7), 8, 32)]
 
 
+@pytest.mark.forced_params
 @pytest.mark.parametrize("compute_units", [2, 132])
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_batch_norm_infer_loop(device, monkeypatch, dtype, compute_units):
@@ -213,6 +216,7 @@ def test_batch_norm_infer_loop(device, monkeypatch, dtype, compute_units):
             _check_bn(device, shape, dtype, "NHWC", False, relu=i % 2 == 1, seed=900 + 10 * i + vec)
 
 
+@pytest.mark.forced_params
 @pytest.mark.parametrize("wg", [32, 256])
 @pytest.mark.parametrize("vec", [1, 4, 8])
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
@@ -231,6 +235,7 @@ def test_batch_norm_gpu_grid(device, monkeypatch, wg, vec, layout):
                 _check_bn(device, shape, dtype, layout, True, relu=i % 2 == 1, seed=7 * i + vec)
 
 
+@pytest.mark.forced_params
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
 @pytest.mark.parametrize("vec", [1, 4, 8])
 def test_batch_norm_vector_paths_no_cancellation(device, layout, vec):

@@ -21,6 +21,9 @@ from hal.tensor import poison_outputs
 from hal.tuning.table import Resolved, kernel_key
 from strategies import SETTINGS, dtypes, layouts, pool_oracle, random_input, seeds, shapes
 
+# every test here serves fixed parameters (`forced`): the same under every HAL_OPENCL_PROFILE
+pytestmark = pytest.mark.forced_params
+
 
 @contextlib.contextmanager
 def forced(device: hal.Device, kernel: str, params: Mapping[str, int]) -> Iterator[None]:

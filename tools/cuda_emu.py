@@ -10,7 +10,8 @@ global pooling kernels `adaptive_pool2d_{max,avg}_gvec` (lanes per pair, shuffle
 own source, compiled by g++ (C++20) against `tools/cuda_emu/` (a host `hal_prelude.cuh`, CUDA
 keywords, float16, and the warp collectives: ldmatrix.x4, mma.sync m16n8k16 f16 and m16n8k32
 s8/u8, shfl.xor), launched with the plan the real launcher makes for an H200 (grid, block,
-shared memory, arguments), one std::thread per CUDA thread, blocks one after another.
+shared memory, arguments), one fiber per CUDA thread (a
+switch at each barrier, the direction of each pass over them alternating), blocks one after another.
 
 What it shows: wrong indices, tiles, swizzles, fragment layouts, zero-point algebra, stores
 outside the output (the output is poisoned with NaN or the dtype's extremes; the buffers have
@@ -183,8 +184,7 @@ def _main_source(kernel: str, fmt: str) -> str:
 _BUILT: dict[str, Path] = {}
 _GXX = ["g++", "-std=c++20", "-O1", "-pthread", "-w"]
 # the standard headers and emu.h, none of which reads a kernel's -D macros: precompiled once
-_PCH_HEADERS = ["algorithm", "barrier", "cmath", "cstdint", "cstdio", "cstdlib", "cstring", "functional", "string",
-                "thread", "vector"]
+_PCH_HEADERS = ["algorithm", "cmath", "cstdint", "cstdio", "cstdlib", "cstring", "functional", "string", "vector"]
 
 
 def _gxx(cmd: list[str], what: str) -> None:

@@ -1,13 +1,12 @@
 // Host emulation runtime for CUDA kernels (tools/cuda_emu.py): CUDA keywords, thread
 // indices, barriers, float16, and the warp collectives the tensor-core kernels use
 // (ldmatrix.x4, mma.sync m16n8k16 f16 -> f32 and m16n8k32 s8/u8 -> s32, shfl.xor).
-// A block runs as blockDim.x std::threads; blocks run one after another.
+// A block's threads run as fibers (ucontext) on one OS thread, each until it waits at a barrier
+// or exits; blocks run one after another (runtime.cpp).
 #pragma once
-#include <barrier>
 #include <cstdint>
 #include <cstring>
 #include <functional>
-#include <thread>
 #include <vector>
 
 #define __global__
@@ -39,7 +38,8 @@ inline uint2 make_uint2(unsigned a, unsigned b) { return {a, b}; }
 inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
 inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
 
-extern thread_local dim3 threadIdx, blockIdx;
+// the running fiber's (the scheduler sets them when it switches)
+extern dim3 threadIdx, blockIdx;
 extern dim3 blockDim, gridDim;
 // the block's dynamic shared memory (one block at a time)
 extern unsigned char smem_raw[];
@@ -77,8 +77,17 @@ inline __half2 __floats2half2_rn(float a, float b) { return {__float2half_rn(a),
 inline float2 __half22float2(__half2 h) { return {__half2float(h.x), __half2float(h.y)}; }
 
 // ---- barriers and warp collectives
+// A barrier of `expected` fibers: the last to arrive completes the phase and runs on; the others
+// wait until the scheduler sees the phase move on. A fiber that exits drops out of every later
+// phase (arrive_and_drop, as in C++20's barrier).
+struct EmuBarrier {
+    int expected = 0, arrived = 0;
+    unsigned phase = 0;
+    void arrive_and_wait();
+    void arrive_and_drop();
+};
 struct EmuWarp {
-    std::barrier<> bar{32};
+    EmuBarrier bar;
     unsigned addr[32];
     unsigned a[32][4], b[32][2];
     float cf[32][4];
@@ -86,11 +95,11 @@ struct EmuWarp {
     float sf[32];
 };
 struct EmuBlock {
-    std::barrier<>* bar;
+    EmuBarrier* bar;
     std::vector<EmuWarp>* warps;
 };
 extern EmuBlock emu_block;
-extern thread_local int emu_lane, emu_warp;
+extern int emu_lane, emu_warp;
 
 inline void __syncthreads() { emu_block.bar->arrive_and_wait(); }
 inline void __syncwarp(unsigned = 0xffffffffu) { (*emu_block.warps)[emu_warp].bar.arrive_and_wait(); }
@@ -199,8 +208,9 @@ struct EmuCopy {
     void* dst;
     const void* src;
 };
-extern thread_local std::vector<std::vector<EmuCopy>> emu_groups;  // committed, oldest first
-extern thread_local std::vector<EmuCopy> emu_open;                 // not yet committed
+// the running fiber's (swapped in and out by the scheduler)
+extern std::vector<std::vector<EmuCopy>> emu_groups;  // committed, oldest first
+extern std::vector<EmuCopy> emu_open;                 // not yet committed
 inline void emu_async_copy(void* dst, const void* src) { emu_open.push_back({dst, src}); }
 inline void emu_async_commit() {
     emu_groups.push_back(std::move(emu_open));
@@ -222,5 +232,5 @@ inline void emu_async_wait(int n) {
     emu_groups.erase(emu_groups.begin(), emu_groups.end() - (long)keep);
 }
 
-// run `kernel` over the grid: blocks one after another, each as blockDim.x threads
+// run `kernel` over the grid: blocks one after another, each as blockDim.x fibers
 void emu_launch(dim3 grid, dim3 block, const std::function<void()>& kernel);

@@ -1,5 +1,5 @@
 // Host emulation of the CUDA prelude (tools/cuda_emu.py): the names kernels_cu/*.cu use from
-// hal_prelude.cuh and from CUDA, as plain C++20 running one std::thread per CUDA thread.
+// hal_prelude.cuh and from CUDA, as plain C++20 running one fiber per CUDA thread (runtime.cpp).
 // cp.async copies land at their thread's wait (a missing wait reads stale shared memory);
 // warp collectives (ldmatrix, mma, shuffles) are emulated in emu.h.
 #pragma once

@@ -1,47 +1,152 @@
 // Host emulation runtime (tools/cuda_emu.py): the globals emu.h declares and the launcher.
+//
+// A block's threads are fibers (ucontext) on the one OS thread: each runs until it waits at a
+// barrier (__syncthreads, or a warp's, which every warp collective uses) or exits, then the
+// scheduler moves to the next that can run. Switching fibers costs far less than waking OS
+// threads (the std::thread version spent most of its time in futexes), and the schedule is
+// deterministic. Each pass over the fibers alternates direction, so a read of another thread's
+// shared-memory write with no barrier between them sees it unwritten for some pair of threads
+// (a missing __syncthreads then fails against the oracle), whichever of the two is lower.
+#include <ucontext.h>
+
+#include <algorithm>
+
 #include <cstdio>
 #include <cstdlib>
 
 #include "emu.h"
 
-thread_local dim3 threadIdx, blockIdx;
+dim3 threadIdx, blockIdx;
 dim3 blockDim, gridDim;
 alignas(128) unsigned char smem_raw[EMU_SMEM];
 EmuBlock emu_block;
-thread_local int emu_lane, emu_warp;
-thread_local std::vector<std::vector<EmuCopy>> emu_groups;
-thread_local std::vector<EmuCopy> emu_open;
+int emu_lane, emu_warp;
+std::vector<std::vector<EmuCopy>> emu_groups;
+std::vector<EmuCopy> emu_open;
+
+namespace {
+
+constexpr size_t STACK_BYTES = 256 * 1024;  // the mma collectives keep 3 KB of matrices on the stack
+
+struct Fiber {
+    ucontext_t ctx;
+    char* stack = nullptr;
+    dim3 tid;
+    int lane = 0, warp = 0;
+    std::vector<std::vector<EmuCopy>> groups;
+    std::vector<EmuCopy> open;
+    const EmuBarrier* waiting = nullptr;  // waits until this barrier's phase moves past wait_phase
+    unsigned wait_phase = 0;
+    bool done = false;
+};
+
+ucontext_t scheduler;
+std::vector<Fiber> fibers;
+Fiber* running = nullptr;
+const std::function<void()>* kernel_fn = nullptr;
+
+void fiber_main() {
+    (*kernel_fn)();
+    if (!emu_groups.empty() || !emu_open.empty()) {
+        std::fprintf(stderr, "cuda_emu: a thread exited with cp.async copies never waited for\n");
+        std::abort();
+    }
+    // an exited thread no longer holds the others at a barrier
+    emu_block.bar->arrive_and_drop();
+    (*emu_block.warps)[emu_warp].bar.arrive_and_drop();
+    running->done = true;
+}  // returns to `scheduler` (uc_link)
+
+void wait_phase(const EmuBarrier* bar, unsigned phase) {
+    running->waiting = bar;
+    running->wait_phase = phase;
+    swapcontext(&running->ctx, &scheduler);
+    running->waiting = nullptr;
+}
+
+// run fiber f until it waits or exits, with its thread state in emu.h's globals meanwhile
+void resume(Fiber& f) {
+    threadIdx = f.tid;
+    emu_lane = f.lane;
+    emu_warp = f.warp;
+    emu_groups.swap(f.groups);
+    emu_open.swap(f.open);
+    running = &f;
+    swapcontext(&scheduler, &f.ctx);
+    running = nullptr;
+    emu_groups.swap(f.groups);
+    emu_open.swap(f.open);
+}
+
+}  // namespace
+
+void EmuBarrier::arrive_and_wait() {
+    const unsigned p = phase;
+    if (++arrived == expected) {  // the last one completes the phase and runs on
+        arrived = 0;
+        ++phase;
+        return;
+    }
+    wait_phase(this, p);
+}
+
+void EmuBarrier::arrive_and_drop() {
+    --expected;
+    if (arrived > 0 && arrived == expected) {
+        arrived = 0;
+        ++phase;
+    }
+}
 
 void emu_launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
     gridDim = grid;
     blockDim = block;
+    kernel_fn = &kernel;
     const unsigned n = block.x * block.y * block.z;
+    if (fibers.size() < n) fibers.resize(n);
+    for (unsigned t = 0; t < n; ++t)
+        if (!fibers[t].stack) fibers[t].stack = static_cast<char*>(std::malloc(STACK_BYTES));
     for (unsigned bz = 0; bz < grid.z; ++bz)
         for (unsigned by = 0; by < grid.y; ++by)
             for (unsigned bx = 0; bx < grid.x; ++bx) {
                 std::memset(smem_raw, 0xA5, EMU_SMEM);  // garbage, as on a device
-                std::barrier<> bar((std::ptrdiff_t)n);
+                EmuBarrier bar;
+                bar.expected = (int)n;
                 std::vector<EmuWarp> warps((n + 31) / 32);
+                for (unsigned w = 0; w < warps.size(); ++w) warps[w].bar.expected = (int)std::min(32u, n - 32 * w);
                 emu_block = EmuBlock{&bar, &warps};
-                std::vector<std::thread> threads;
-                threads.reserve(n);
-                for (unsigned t = 0; t < n; ++t)
-                    threads.emplace_back([&, t] {
-                        blockIdx = dim3{bx, by, bz};
-                        threadIdx = dim3{t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
-                        emu_lane = (int)(t % 32);
-                        emu_warp = (int)(t / 32);
-                        emu_groups.clear();
-                        emu_open.clear();
-                        kernel();
-                        if (!emu_groups.empty() || !emu_open.empty()) {
-                            std::fprintf(stderr, "cuda_emu: a thread exited with cp.async copies never waited for\n");
-                            std::abort();
-                        }
-                        // an exited thread no longer holds the others at a barrier
-                        bar.arrive_and_drop();
-                        warps[t / 32].bar.arrive_and_drop();
-                    });
-                for (auto& th : threads) th.join();
+                blockIdx = dim3{bx, by, bz};
+                for (unsigned t = 0; t < n; ++t) {
+                    Fiber& f = fibers[t];
+                    f.tid = dim3{t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
+                    f.lane = (int)(t % 32);
+                    f.warp = (int)(t / 32);
+                    f.groups.clear();
+                    f.open.clear();
+                    f.waiting = nullptr;
+                    f.done = false;
+                    getcontext(&f.ctx);
+                    f.ctx.uc_stack.ss_sp = f.stack;
+                    f.ctx.uc_stack.ss_size = STACK_BYTES;
+                    f.ctx.uc_link = &scheduler;
+                    makecontext(&f.ctx, fiber_main, 0);
+                }
+                for (bool forward = true;; forward = !forward) {
+                    bool left = false, ran = false;
+                    for (unsigned i = 0; i < n; ++i) {
+                        Fiber& f = fibers[forward ? i : n - 1 - i];
+                        if (f.done) continue;
+                        left = true;
+                        if (f.waiting && f.waiting->phase == f.wait_phase) continue;
+                        resume(f);
+                        ran = true;
+                    }
+                    if (!left) break;
+                    if (!ran) {
+                        std::fprintf(stderr, "cuda_emu: block (%u, %u, %u): every thread left waits at a barrier "
+                                             "the others never reach (a barrier in divergent code)\n", bx, by, bz);
+                        std::abort();
+                    }
+                }
             }
 }
