@@ -330,6 +330,17 @@ _SCHEMAS: dict[str, KernelSchema] = {
             Param("TC_WIDE_K1_BLOCKS", (1, 2), 1,
                   "resident blocks per SM conv2d_k1_tc_wide is built and launched for (2: 128 registers); "
                   "the grid keeps to what the shared memory allows (-D)"),
+            Param("CONV_K1_GEMM", (0, 1), 0,
+                  "float16 dense 1x1 convs (any stride and padding, C_in % 8 == 0, 16-byte aligned NHWC buffers, "
+                  "sm_80+): 1 = one GEMM on tensor cores before the CONV_TC kernels (conv2d_k1_gemm: 128 output "
+                  "pixels x K1G_BN output channels a block, 32 input channels a cp.async stage, the weights read "
+                  "as they lie; NCHW between two layout transposes through NHWC workspaces); 0 = the CONV_TC "
+                  "kernels (session 22, not yet measured on a GPU)"),
+            Param("K1G_STAGES", (2, 3, 4), 3,
+                  "conv2d_k1_gemm: cp.async stage buffers, stages - 1 in flight under the mma (-D)"),
+            Param("K1G_BN", (64, 128), 128,
+                  "conv2d_k1_gemm: output channels per block tile (2 x 4 warps of 64 x 32 for 128, 4 x 2 of "
+                  "32 x 32 for 64); 64 wherever C_out <= 64, whatever this says (-D)"),
             Param("DW_TILE_H", (1, 2, 4, 8, 16, 32), 32, "depthwise: output rows per block"),
             Param("DW_TILE_W", (4, 8, 16, 32), 8, "depthwise NHWC: output columns per tile"),
             Param("DW_SMEM_KB", (8, 16, 24, 32, 48), 32, "depthwise: shared-memory budget per block, KiB"),
@@ -429,7 +440,7 @@ _COMPILE_PARAMS = {
     "pool2d": ("POOL_THREADS", "POOL_OCC", "POOL_SPLIT", "POOL_H2", "POOL_H2AVG"),
     "adaptive_pool2d": ("ADAPT_THREADS", "ADAPT_GSTAGES", "ADAPT_VSPLIT_U", "ADAPT_GVEC_U", "ADAPT_GVEC_S"),
     "conv2d": ("CONV_THREADS", "CONV_SIMT_CI", "CONV_OCC", "DW_HALF4", "DW_H2", "DW_PREFETCH", "TC_WIDE_STAGES",
-               "TC_WIDE_L2PF", "TC_WIDE_K1_BLOCKS", "GRP_COT", "GRP_PIX", "GRP_OCC"),
+               "TC_WIDE_L2PF", "TC_WIDE_K1_BLOCKS", "K1G_STAGES", "K1G_BN", "GRP_COT", "GRP_PIX", "GRP_OCC"),
     "batch_norm": ("BN_THREADS", "BN_UNROLL", "BN_L2_HINT", "BN_INFER_OCC", "BN_INFER_EARLY", "BN_STATS_SUMS"),
     "eltwise": ("ELT_THREADS",),
     "qconv2d": (),
@@ -589,6 +600,13 @@ _TC_WIDE_SMEM = {(layout, k, st): _tc_wide_smem(layout, k, st)
                  for layout in ("NHWC", "NCHW") for k in (1, 3) for st in (2, 3, 4)}
 #: conv2d_k{3,1}s2_tc_wide (NHWC only) by (K, TC_WIDE_STAGES): 3x3 with two stages 215,168 bytes
 _TC_WIDE_S2_SMEM = {(k, st): _tc_wide_smem("NHWC", k, st, 2) for k in (1, 3) for st in (2, 3, 4)}
+
+
+def _k1g_smem(stages: int, bn: int) -> int:
+    """conv2d_k1_gemm's shared memory (k1g::SMEM in conv2d.cu): `stages` stage buffers (K1G_STAGES) of
+    128 pixels and `bn` output channels (K1G_BN) x 32 input channels (64-byte rows), or the block's
+    128 x `bn` float16 results, staged for the stores, where they are more."""
+    return max(stages * (128 + bn) * 64, 128 * bn * 2)
 
 
 _SIMT_BUF_FLOATS = {ci: ci * 10 * 36 + ci * 9 * 68 for ci in (4, 8)}
@@ -1753,17 +1771,19 @@ class CudaBackend(Backend):
         """2-D convolution."""
         self._float_only("conv2d", spec.dtype, spec)
         aligned = int(x) % 16 == 0 and int(y) % 16 == 0
-        key = ("conv2d", spec, self._pkey(params), aligned, self.force_generic)
-        plan = self._planned(key, lambda: self._plan_conv2d(spec, params, aligned))
+        w_aligned = int(weight) % 16 == 0  # conv2d_k1_gemm reads the weights as they lie, 16 bytes a copy
+        key = ("conv2d", spec, self._pkey(params), aligned, self.force_generic, w_aligned)
+        plan = self._planned(key, lambda: self._plan_conv2d(spec, params, aligned, w_aligned))
         if all(launch.kernel not in ("conv2d_tc_wprep", "layout_transpose") for launch in plan):
             self._run(plan, {"x": x, "w": weight, "b": bias, "y": y})
             return
         with self._lock:  # the workspaces are shared: keep the launches of one call together
             taps = spec.kernel[0] * spec.kernel[1]
             es = spec.dtype.itemsize
-            buffers = {"x": x, "w": weight, "b": bias, "y": y,
-                       "wp": self._workspace_buffer("conv_tc_wide_w",
-                                                    2 * tc_wide_weight_halves(spec.c_in, spec.c_out, taps))}
+            buffers = {"x": x, "w": weight, "b": bias, "y": y}
+            if any(launch.kernel == "conv2d_tc_wprep" for launch in plan):  # the streamed weights' layout
+                buffers["wp"] = self._workspace_buffer("conv_tc_wide_w",
+                                                       2 * tc_wide_weight_halves(spec.c_in, spec.c_out, taps))
             if any(launch.kernel == "layout_transpose" for launch in plan):  # NHWC copies of x and y
                 buffers["xt"] = self._workspace_buffer("conv_nhwc_x", es * spec.n * spec.c_in * spec.in_h * spec.in_w)
                 buffers["yt"] = self._workspace_buffer("conv_nhwc_y",
@@ -1908,7 +1928,8 @@ class CudaBackend(Backend):
                    (txn * th, 1, 1), shared, ("x", "w", "b", "y", blob)),
         )
 
-    def _plan_conv2d(self, spec: Conv2dSpec, params: Mapping[str, int], aligned: bool) -> tuple[Launch, ...]:
+    def _plan_conv2d(self, spec: Conv2dSpec, params: Mapping[str, int], aligned: bool,
+                     w_aligned: bool = True) -> tuple[Launch, ...]:
         p = {**_SCHEMAS["conv2d"].defaults(), **params}
         threads = int(p["CONV_THREADS"])
         simt_ci = int(p["CONV_SIMT_CI"])
@@ -1922,6 +1943,11 @@ class CudaBackend(Backend):
         n, ci, co, ih, iw, oh, ow = spec.n, spec.c_in, spec.c_out, spec.in_h, spec.in_w, spec.out_h, spec.out_w
         unit = (sh, sw, dh, dw) == (1, 1, 1, 1)
         if not self.force_generic:
+            # CONV_K1_GEMM: float16 1x1 convs, any stride and padding, as one GEMM on tensor cores
+            if p["CONV_K1_GEMM"] and (kh, kw) == (1, 1) and w_aligned:
+                gemm = self._plan_conv_k1_gemm(spec, p, aligned, defines)
+                if gemm is not None:
+                    return gemm
             # the streamed-weight kernels' copies: NHWC 16-byte channel chunks (C_in % 8), NCHW row chunks (W % 8)
             wide_copies = ci % 8 == 0 if spec.layout == "NHWC" else iw % 8 == 0
             # CONV_TC 3: the streamed-weight kernels wherever they apply; 2: where the pipelined and
@@ -2054,6 +2080,47 @@ class CudaBackend(Backend):
         return (
             Launch("conv2d.cu", defines, "conv2d", "PPPP" + "i" * 16, self._grid_1d(total, threads), (threads, 1, 1),
                    0, args),
+        )
+
+    def _plan_conv_k1_gemm(
+        self, spec: Conv2dSpec, p: Mapping[str, int], aligned: bool, defines: tuple[tuple[str, int], ...]
+    ) -> tuple[Launch, ...] | None:
+        """conv2d_k1_gemm (CONV_K1_GEMM) for a float16 dense 1x1 conv, or None where it does not apply:
+        C_in % 8 == 0 (16-byte channel chunks), x and y 16-byte aligned (NHWC; the weights always, which
+        the caller checks), sm_80+, its shared memory (K1G_STAGES, K1G_BN) within the device's, and
+        M = N * OH * OW (+ a tile) and the grid within int32. One block per 128-pixel x K1G_BN-channel
+        output tile (K1G_BN 64 wherever C_out <= 64: a 128-wide tile would multiply zero weights for
+        half its mma), the N tiles of an M tile adjacent. NCHW: x transposed into an NHWC workspace,
+        the NHWC build, the result transposed back (the stride-2 tensor-core path's way; any
+        alignment of x and y)."""
+        n, ci, co, ih, iw, oh, ow = spec.n, spec.c_in, spec.c_out, spec.in_h, spec.in_w, spec.out_h, spec.out_w
+        sh, sw = spec.stride
+        pt, _, pl, _ = spec.pads
+        nchw = spec.layout == "NCHW"
+        bn = 64 if co <= 64 else int(p["K1G_BN"])
+        smem = _k1g_smem(int(p["K1G_STAGES"]), bn)
+        m = n * oh * ow
+        grid = _cdiv(m, 128) * _cdiv(co, bn)
+        if not (spec.groups == 1 and spec.kernel == (1, 1) and spec.dtype == np.float16 and ci % 8 == 0
+                and (aligned or nchw) and self._cc >= (8, 0) and smem <= self._max_smem()
+                and m + 128 < 2**31 and grid < 2**31
+                and (not nchw or (n < 65536 and _cdiv(ih * iw, 64) < 65536 and _cdiv(oh * ow, 64) < 65536
+                                  and n * ci * ih * iw < 2**31 and n * co * oh * ow < 2**31))):
+            return None
+        if nchw or bn != p["K1G_BN"]:  # the NHWC build, of the tile width served
+            defines = self.compile_defines("conv2d", spec.dtype, "NHWC", {**p, "K1G_BN": bn}, spec.relu)
+        xs, ys = ("xt", "yt") if nchw else ("x", "y")
+        gemm = Launch("conv2d.cu", defines, "conv2d_k1_gemm", "PPPP" + "i" * 11, (grid, 1, 1), (256, 1, 1),
+                      smem, (xs, "w", "b", ys, n, ci, ih, iw, co, oh, ow, sh, sw, pt, pl))
+        if not nchw:
+            return (gemm,)
+        edefines = self.compile_defines("eltwise", spec.dtype, "NCHW", _SCHEMAS["eltwise"].defaults())
+        return (
+            Launch("eltwise.cu", edefines, "layout_transpose", "PPii", (_cdiv(ih * iw, 64), _cdiv(ci, 64), n),
+                   (64, 4, 1), 0, ("x", "xt", ci, ih * iw)),
+            gemm,
+            Launch("eltwise.cu", edefines, "layout_transpose", "PPii", (_cdiv(co, 64), _cdiv(oh * ow, 64), n),
+                   (64, 4, 1), 0, ("yt", "y", oh * ow, co)),
         )
 
     # -- batch_norm --------------------------------------------------------------------------------

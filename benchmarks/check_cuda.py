@@ -554,9 +554,10 @@ def adaptive_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
 def check_conv(
     dev: Dev, rng: np.random.Generator, name: str, shape: tuple[int, int, int, int], cout: int, k: Any, dtype: Any,
     layout: str, stride: Any = 1, padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
-    params: dict | None = None, offset: int = 0,
+    params: dict | None = None, offset: int = 0, relu: bool = False, w_offset: int = 0,
 ) -> None:
-    """One conv2d launch against the oracle (tolerance relative to sum |x||w|)."""
+    """One conv2d launch against the oracle (tolerance relative to sum |x||w|); `relu` fuses ReLU;
+    `offset` shifts x and y, `w_offset` the weights, that many bytes off their allocation's alignment."""
     full = f"conv2d[{name} {np.dtype(dtype).name} {layout}]"
     if CONV_MATCH and CONV_MATCH not in name:
         return
@@ -568,11 +569,12 @@ def check_conv(
         x = rand(rng, shape, dtype)
         w = (rng.standard_normal(wshape) / np.sqrt(np.prod(wshape[1:]))).astype(dtype)
         b = rng.standard_normal(cout).astype(np.float32) if bias else None
-        want = ref.conv2d_from_spec(sp, x.astype(np.float64), w.astype(np.float64), b)
         scale = ref.conv2d_from_spec(sp, np.abs(x.astype(np.float64)), np.abs(w.astype(np.float64)),
                                      None if b is None else np.abs(b))
+        sp = dataclasses.replace(sp, relu=relu)
+        want = ref.conv2d_from_spec(sp, x.astype(np.float64), w.astype(np.float64), b)
         xb = dev.put(phys(x, layout), offset)
-        wb = dev.put(w)
+        wb = dev.put(w, w_offset)
         bb = dev.put(b) if b is not None else None
         oshape = phys_shape(sp.out_shape, layout)
         yb = dev.poison(oshape, dtype, offset)
@@ -686,6 +688,39 @@ def conv_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
             check_conv(dev, rng, "1x1 s2 many tiles", (30, 64, 56, 56), 128, 1, stride=2, **c)
             check_conv(dev, rng, "1x1 s2 stages3 2 blocks", (2, 72, 20, 66), 64, 1, stride=2,
                        params={"TC_WIDE_STAGES": 3, "TC_WIDE_K1_BLOCKS": 2}, **c)
+            # the 1x1 GEMM kernel (CONV_K1_GEMM, conv2d_k1_gemm, session 22; float16, NCHW between two
+            # transposes; float32 serves the other kernels): M = N*OH*OW no multiple of 128, C_out % 8 != 0
+            # (scalar stores) and over 128 (several N tiles), C_in 40 (a partial 32-channel stage) and 264,
+            # stride 2 with padding 1, asymmetric padding and stride (2, 1), ReLU, no bias, more tiles than
+            # one wave, the benchmark's shapes, K1G_BN 64 / 128 x K1G_STAGES 2 / 3 / 4, and C_in % 8 != 0 or a
+            # misaligned buffer or weight (the other kernels serve)
+            k1g = {"CONV_K1_GEMM": 1}
+            check_conv(dev, rng, "k1g 256->64", (4, 256, 28, 29), 64, 1, params=k1g, **c)
+            check_conv(dev, rng, "k1g 40->70 odd", (3, 40, 13, 17), 70, 1, params=k1g, **c)
+            check_conv(dev, rng, "k1g 264->130 relu", (2, 264, 9, 40), 130, 1, params=k1g, relu=True, **c)
+            check_conv(dev, rng, "k1g 16->24 pad1 nobias", (2, 16, 9, 9), 24, 1, padding=1, bias=False, params=k1g,
+                       **c)
+            check_conv(dev, rng, "k1g s2 pad1 40->70", (3, 40, 13, 70), 70, 1, stride=2, padding=1, params=k1g, **c)
+            check_conv(dev, rng, "k1g s2 256->130 odd relu", (2, 256, 28, 29), 130, 1, stride=2, params=k1g,
+                       relu=True, **c)
+            check_conv(dev, rng, "k1g s(2,1) asym", (2, 24, 18, 33), 24, 1, stride=(2, 1), padding=(0, 2, 1, 0),
+                       bias=False, params=k1g, **c)
+            check_conv(dev, rng, "k1g many tiles", (30, 64, 56, 56), 128, 1, params=k1g, **c)
+            if dtype == np.float16:  # the benchmark's shapes (float32 would time the oracle and the CUDA cores)
+                check_conv(dev, rng, "k1g 32x256x56x56 256->64", (32, 256, 56, 56), 64, 1, params=k1g, **c)
+                check_conv(dev, rng, "k1g s2 32x256x56x56 256->512", (32, 256, 56, 56), 512, 1, stride=2,
+                           params=k1g, **c)
+            for bn in (64, 128):
+                for st in (2, 3, 4):
+                    k1gv = {**k1g, "K1G_BN": bn, "K1G_STAGES": st}
+                    check_conv(dev, rng, f"k1g bn{bn} stages{st} 136->72", (2, 136, 19, 23), 72, 1, params=k1gv, **c)
+                    check_conv(dev, rng, f"k1g bn{bn} stages{st} s2 pad1 40->70", (2, 40, 19, 23), 70, 1, stride=2,
+                               padding=1, params=k1gv, relu=True, **c)
+            check_conv(dev, rng, "k1g ci12", (2, 12, 10, 11), 20, 1, params=k1g, **c)
+            check_conv(dev, rng, "k1g misaligned", (2, 16, 10, 11), 16, 1, offset=4, params=k1g, **c)
+            check_conv(dev, rng, "k1g s2 misaligned", (2, 16, 10, 11), 16, 1, stride=2, padding=1, offset=4,
+                       params=k1g, **c)
+            check_conv(dev, rng, "k1g misaligned weights", (2, 16, 10, 11), 24, 1, w_offset=8, params=k1g, **c)
             check_conv(dev, rng, "grouped g4 one thread per output", (2, 16, 9, 11), 12, 3, stride=2, padding=1,
                        groups=4, params={"GRP_TILED": 0}, **c)
             check_conv(dev, rng, "generic dil s2", (2, 6, 15, 14), 5, 3, stride=(2, 1), padding="same",
@@ -1074,6 +1109,8 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
                        params={"CONV_TC": 3, "TC_WIDE_STAGES": 3}, **c)
             check_conv(dev, rng, "one 1x1 tc wide stages4", (1, 72, 9, 16), 70, 1,
                        params={"CONV_TC": 3, "TC_WIDE_STAGES": 4}, **c)
+            check_conv(dev, rng, "one 1x1 k1g s2 pad1", (2, 40, 17, 19), 70, 1, stride=2, padding=1,
+                       params={"CONV_K1_GEMM": 1}, **c)
             for pf in (128, 256):  # the input copies' L2 prefetch hint (TC_WIDE_L2PF)
                 check_conv(dev, rng, f"one 3x3 tc wide l2pf{pf}", (1, 72, 9, 16), 70, 3, padding=1,
                            params={"CONV_TC": 3, "TC_WIDE_L2PF": pf}, **c)

@@ -373,6 +373,13 @@ def same_size_copy_ms(torch: Any, nbytes: float) -> tuple[float, float]:
 # ----------------------------------------------------------------------------------
 
 
+#: the 1x1 GEMM kernel (CONV_K1_GEMM, conv2d_k1_gemm, session 22) over its stage counts and (C_out > 64:
+#: the launcher takes 64 below) tile widths: the float16 1x1 cases' candidates beside the kernels that
+#: serve them without it
+K1_GEMM = [{"CONV_K1_GEMM": 1, "K1G_STAGES": st} for st in (3, 2, 4)]
+K1_GEMM_BN = K1_GEMM + [{"CONV_K1_GEMM": 1, "K1G_BN": 64, "K1G_STAGES": st} for st in (3, 2, 4)]
+
+
 def build_cases(quick: bool) -> list[Case]:
     """The baseline file's cases, plus the candidates swept for each."""
     cases: list[Case] = []
@@ -459,7 +466,7 @@ def build_cases(quick: bool) -> list[Case]:
                 x56 = 32 * 256 * 56 * 56  # 1x1 256->64, a ResNet bottleneck: the generic kernel or CONV_TC=3
                 cases.append(Case(f"conv1x1 256->64 32x56x56 {layout.lower()}", "conv2d", dtype, layout,
                                   (x56 + x56 // 4 + 256 * 64) * es, 2 * 32 * 256 * 64 * 56 * 56,
-                                  {"shape": (32, 256, 56, 56), "cout": 64, "groups": 1, "k": 1}, wide))
+                                  {"shape": (32, 256, 56, 56), "cout": 64, "groups": 1, "k": 1}, wide + K1_GEMM))
             # the register-tiled direct kernel (session 19) against the one-thread-per-output kernel
             # (GRP_TILED 0) and over its tile shapes
             grp = [{}, {"GRP_PIX": 2}, {"CONV_THREADS": 128}, {"CONV_THREADS": 128, "GRP_PIX": 2},
@@ -496,7 +503,8 @@ def build_cases(quick: bool) -> list[Case]:
             xp = 32 * 256 * 56 * 56
             cases.append(Case(f"conv1x1 s2 256->512 32x56x56 {layout.lower()}", "conv2d", dtype, layout,
                               (xp + xp // 2 + 512 * 256) * es, 2 * 32 * 512 * 256 * 28 * 28,
-                              {"shape": (32, 256, 56, 56), "cout": 512, "groups": 1, "k": 1, "stride": 2}, strided))
+                              {"shape": (32, 256, 56, 56), "cout": 512, "groups": 1, "k": 1, "stride": 2},
+                              strided + (K1_GEMM_BN if dtype == "float16" else [])))
             xst = 32 * 3 * 224 * 224
             cases.append(Case(f"conv7x7 s2 3->64 32x224x224 {layout.lower()}", "conv2d", dtype, layout,
                               (xst + 32 * 64 * 112 * 112 + 64 * 3 * 49) * es, 2 * 32 * 64 * 3 * 49 * 112 * 112,

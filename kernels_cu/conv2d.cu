@@ -22,6 +22,9 @@
 //   conv2d_tc_wprep(w, wp, CI, CO, taps, nchunk, total) + conv2d_k{3,1}_tc_wide(x, wp, bias, y, N,
 //       CI, IH, IW, CO, OH, OW, PT, PL, tiles_h, tiles_w, nchunk): float16 NHWC dense 3x3 / 1x1,
 //       stride 1, any C_in % 8 == 0, weights streamed 32 channels at a time (CONV_TC=3; see there)
+//   conv2d_k1_gemm(x, w, bias, y, N, CI, IH, IW, CO, OH, OW, SH, SW, PT, PL): float16 NHWC 1x1, any
+//       stride and padding, C_in % 8 == 0, as one GEMM on tensor cores (CONV_K1_GEMM, K1G_STAGES [3],
+//       K1G_BN [128]; see there)
 //   conv2d_dw_rows{2,4}_k3s1, conv2d_dw_cols{2,4,8}_k3s1, conv2d_dw_cols{2,4}r{4,8}_k3s1
 //       (x, w, bias, y, DwRegParams) depthwise 3x3 stride 1 from registers (see there)
 //   conv2d_dw_pipe{4,8,16}_k3s1(x, w, bias, y, N, C, IH, IW, OH, OW, PT, PL, tiles_h, tiles_w)
@@ -1129,6 +1132,203 @@ TC_WIDE_KERNEL(conv2d_k3s2_tc_wide, 3, 2, 1)
 // 1x1 stride 2 (a ResNet's projection shortcut): a 15 x 63 patch of which the even rows and
 // columns (8 x 32 pixels) are copied, 60,480 + 4,096 bytes a stage
 TC_WIDE_KERNEL(conv2d_k1s2_tc_wide, 1, 2, TC_WIDE_K1_BLOCKS)
+
+// ---------------------------------------------------------------------------------
+// float16 NHWC 1x1 convolution as a GEMM on tensor cores (CONV_K1_GEMM; session 22): any stride and
+// padding, C_in % 8 == 0. Y[M = N*OH*OW, CO] = X'[M, CI] * W^T, where row m of X' is the input pixel
+// (n, oh*SH - PT, ow*SW - PL) (zero outside the image) and W is the weight [CO][CI] as it lies: its
+// rows are K-contiguous, the "col" B operand of mma.sync and a plain ldmatrix (no weight pass).
+//   Block tile 128 pixels (M) x K1G_BN output channels (N) x 32 input channels (K), 8 warps: BN 128
+//   as 2 x 4 warps of 64 x 32, BN 64 as 4 x 2 of 32 x 32 (6 or 4 ldmatrix.x4 per 16 or 8 mma a
+//   16-channel step). K1G_STAGES cp.async stages of [128 pixels][32 ch] + [BN channels][32 ch]
+//   (16 + 8 KB for BN 128), STAGES - 1 in flight under the mma; copies are 16 bytes, zero-filled for
+//   pixels outside the image or past M, channels past C_in and output channels past C_out. Each
+//   64-byte row's 16-byte chunks are XOR-swizzled by (row / 2) % 4 (tcw_at): the 8 rows an ldmatrix
+//   reads fall in 8 different bank groups. A thread's copy rows (pixel -> input offset) are worked
+//   out once per block; the K loop only adds the chunk's channel offset.
+//   Grid: one block per (M tile, N tile), the N tiles of one M tile adjacent (blocks that read the
+//   same input rows run together, the later ones from L2); not persistent.
+//   Epilogue: bias (float, may be NULL), ReLU (FUSE_RELU), float16 through shared memory
+//   ([128][BN], 16-byte chunks XOR row % 8: conflict-free both ways) to 16-byte stores along each
+//   output pixel's channels (C_out % 8 == 0 and y 16-byte aligned), scalar stores otherwise.
+// Needs x and w 16-byte aligned, C_in % 8 == 0, N*OH*OW + 128 < 2^31; shared memory
+// max(STAGES x (128 + BN) x 64, 128 x BN x 2) bytes (k1g::SMEM: 49,152 for 3 stages of BN 128).
+// ---------------------------------------------------------------------------------
+// K1G_STAGES [3]: stage buffers of conv2d_k1_gemm (2..4); K1G_BN [128]: its tile's output channels
+// (64 or 128; the launcher builds 64 wherever C_out <= 64)
+#ifndef K1G_STAGES
+#define K1G_STAGES 3
+#endif
+#ifndef K1G_BN
+#define K1G_BN 128
+#endif
+namespace k1g {
+constexpr int BM = 128, BN = K1G_BN, BK = 32, STAGES = K1G_STAGES, THREADS = 256;
+static_assert(BN == 64 || BN == 128, "K1G_BN: 64 or 128");
+static_assert(STAGES >= 2 && STAGES <= 4, "K1G_STAGES: 2, 3 or 4");
+constexpr int WARPS_N = BN == 128 ? 4 : 2, WARPS_M = 8 / WARPS_N;
+constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N, MT = WM / 16, NT = WN / 8;
+constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
+constexpr int OUT_BYTES = BM * BN * 2;
+constexpr int SMEM = STAGES * STAGE_BYTES > OUT_BYTES ? STAGES * STAGE_BYTES : OUT_BYTES;
+static_assert(SMEM >= OUT_BYTES && SMEM <= 227 * 1024, "k1g::SMEM: the staged output tile fits");
+// 16-byte copies a thread makes per stage: rows tid / 4 + 64 i, chunk tid % 4
+constexpr int A_LOADS = BM * (BK / 8) / THREADS, B_LOADS = BN * (BK / 8) / THREADS;
+constexpr int ROW_STEP = THREADS / (BK / 8);
+// resident blocks per SM the registers allow: 2 (128 registers) for BN 128, 3 (85) for BN 64
+constexpr int MINB = BN == 128 ? 2 : 3;
+}  // namespace k1g
+
+extern "C" __global__ void __launch_bounds__(256, k1g::MINB)
+    conv2d_k1_gemm(const __half* __restrict__ x, const __half* __restrict__ w, const float* __restrict__ bias,
+                   __half* __restrict__ y, int N, int CI, int IH, int IW, int CO, int OH, int OW, int SH, int SW,
+                   int PT, int PL) {
+    HAL_PDL_ENTRY();
+    using namespace k1g;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp % WARPS_M, wn = warp / WARPS_M;
+    const int ntn = (CO + BN - 1) / BN;
+    const int mtile = blockIdx.x / ntn, ntile = blockIdx.x - mtile * ntn;
+    const int m0 = mtile * BM, n0 = ntile * BN;
+    const int OHW = OH * OW, M = N * OHW;
+    const int KT = (CI + BK - 1) / BK;
+
+    // this thread's copy rows: pixels m0 + r0 + ROW_STEP i (NULL: a zero row), output channels
+    // n0 + r0 + ROW_STEP i, each at its 16-byte chunk c16 of the stage's 32 channels
+    const int c16 = tid & 3, r0 = tid >> 2;
+    const __half* a_src[A_LOADS];
+    const __half* b_src[B_LOADS];
+#pragma unroll
+    for (int i = 0; i < A_LOADS; ++i) {
+        const int m = m0 + r0 + ROW_STEP * i;
+        a_src[i] = nullptr;
+        if (m < M) {
+            const int n = m / OHW, rem = m - n * OHW;
+            const int oh = rem / OW, ow = rem - oh * OW;
+            const int ih = oh * SH - PT, iw = ow * SW - PL;
+            if ((unsigned)ih < (unsigned)IH && (unsigned)iw < (unsigned)IW)
+                a_src[i] = x + (((long long)n * IH + ih) * IW + iw) * CI + c16 * 8;
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < B_LOADS; ++i) {
+        const int co = n0 + r0 + ROW_STEP * i;
+        b_src[i] = co < CO ? w + (long long)co * CI + c16 * 8 : nullptr;
+    }
+    // stage kt (input channels 32 kt ..) into buffer `buf`
+    auto load_stage = [&](int kt, int buf) {
+        unsigned char* sa = smem_raw + buf * STAGE_BYTES;
+        unsigned char* sb = sa + A_BYTES;
+        const int k0 = kt * BK;
+        const bool kin = k0 + c16 * 8 < CI;  // C_in % 8 == 0: a chunk is all inside or all past C_in
+#pragma unroll
+        for (int i = 0; i < A_LOADS; ++i) {
+            const bool valid = kin && a_src[i] != nullptr;
+            cp_async16_zfill(sa + tcw_at(r0 + ROW_STEP * i, c16), valid ? a_src[i] + k0 : x, valid);
+        }
+#pragma unroll
+        for (int i = 0; i < B_LOADS; ++i) {
+            const bool valid = kin && b_src[i] != nullptr;
+            cp_async16_zfill(sb + tcw_at(r0 + ROW_STEP * i, c16), valid ? b_src[i] + k0 : w, valid);
+        }
+    };
+
+    // the bias of the lane's accumulator columns: n0 + wn WN + 8 nt + 2 (lane % 4) + {0, 1}
+    float bv[NT][2];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const int co = n0 + wn * WN + nt * 8 + (lane & 3) * 2 + e;
+            bv[nt][e] = (bias && co < CO) ? bias[co] : 0.0f;
+        }
+
+    // stage kt lives in buffer kt % STAGES; the first STAGES - 1 go out before the loop (one commit
+    // group each, empty past the last, so that the group count stays exact)
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < KT) load_stage(s, s);
+        cp_async_commit();
+    }
+    float acc[MT][NT][4];
+#pragma unroll
+    for (int a = 0; a < MT; ++a)
+#pragma unroll
+        for (int b = 0; b < NT; ++b)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[a][b][e] = 0.0f;
+    // per-lane ldmatrix rows: A = pixels (matrices: rows 0-7 / 8-15 x channels 0-7 / 8-15), B = output
+    // channels (matrices: channels 0-7 x k 0-7, 8-15, then channels 8-15)
+    const int a_row = wm * WM + (lane & 7) + ((lane >> 3) & 1) * 8, a_half = lane >> 4;
+    const int b_row = wn * WN + (lane & 7) + (lane >> 4) * 8, b_half = (lane >> 3) & 1;
+    const unsigned smem_u = smem_u32(smem_raw);
+    int buf = 0, nbuf = STAGES - 1;
+    for (int kt = 0; kt < KT; ++kt) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();  // stage kt has landed; every warp is done with stage kt - 1's buffer
+        if (kt + STAGES - 1 < KT) load_stage(kt + STAGES - 1, nbuf);  // into stage kt - 1's buffer
+        cp_async_commit();
+        const unsigned a_u = smem_u + buf * STAGE_BYTES, b_u = a_u + A_BYTES;
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; ++kk) {  // 16 channels per k step
+            unsigned af[MT][4], bf[NT][2];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+                ldsm_x4(a_u + tcw_at(a_row + mt * 16, kk * 2 + a_half), af[mt][0], af[mt][1], af[mt][2], af[mt][3]);
+#pragma unroll
+            for (int np = 0; np < NT / 2; ++np)
+                ldsm_x4(b_u + tcw_at(b_row + np * 16, kk * 2 + b_half), bf[2 * np][0], bf[2 * np][1],
+                        bf[2 * np + 1][0], bf[2 * np + 1][1]);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt) mma16816(acc[mt][nt], af[mt], bf[nt][0], bf[nt][1]);
+        }
+        buf = buf + 1 == STAGES ? 0 : buf + 1;
+        nbuf = nbuf + 1 == STAGES ? 0 : nbuf + 1;
+    }
+    cp_async_wait<0>();  // (the trailing groups are empty)
+    __syncthreads();     // every warp is done reading the stages: they become the output staging area
+
+    // results -> [128 pixels][BN channels] float16, chunk ch of row r at (ch ^ (r % 8)): a lane holds
+    // pixels lane / 4 (+ 8) of each m16 tile, channels 2 (lane % 4) + {0, 1} of each n8 tile
+    __half* stage = reinterpret_cast<__half*>(smem_raw);
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int hsel = 0; hsel < 2; ++hsel) {
+            const int r = wm * WM + mt * 16 + (lane >> 2) + hsel * 8;
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+                const int ch = wn * (WN / 8) + nt;
+                *reinterpret_cast<__half2*>(stage + r * BN + ((ch ^ (r & 7)) << 3) + (lane & 3) * 2) =
+                    __floats2half2_rn(out_act(acc[mt][nt][hsel * 2] + bv[nt][0]),
+                                      out_act(acc[mt][nt][hsel * 2 + 1] + bv[nt][1]));
+            }
+        }
+    __syncthreads();
+    // 16-byte chunks out: consecutive threads take consecutive chunks of a pixel's channels (output
+    // pixel m's channels start at m * CO in NHWC)
+    const bool vec_out = (CO % 8 == 0) && aligned16(y);
+    constexpr int CPR = BN / 8;
+#pragma unroll
+    for (int it = 0; it < BM * CPR / THREADS; ++it) {
+        const int i = it * THREADS + tid, r = i / CPR, ch = i % CPR;
+        const int m = m0 + r, co = n0 + ch * 8;
+        if (m >= M || co >= CO) continue;
+        const uint4 u = *reinterpret_cast<const uint4*>(stage + r * BN + ((ch ^ (r & 7)) << 3));
+        __half* yp = y + (long long)m * CO + co;
+        if (vec_out) {
+            *reinterpret_cast<uint4*>(yp) = u;
+        } else {
+            const __half* h = reinterpret_cast<const __half*>(&u);
+#pragma unroll
+            for (int j = 0; j < 8; ++j)
+                if (co + j < CO) yp[j] = h[j];
+        }
+    }
+}
 #endif
 // end of the tensor-core section
 #endif

@@ -1,11 +1,12 @@
 """The CUDA tensor-core kernels on the host emulator (tools/cuda_emu.py), without a GPU.
 
 One float16 conv through ``conv2d_k3_tc_pipe`` (NCHW: staged rows, the transposition, the
-staged output) and one uint8 x int8 QLinearConv through ``qconv2d_k3_tc`` (NHWC: the
-zero-point algebra and the mma of ones), BatchNorm's flat inference with its first loads
-early, BatchNorm training (its statistics' shifted-sum chunks) and the tiled direct conv
-(grouped 3x3, a strided 7x7), the grouped tensor-core conv, the float16 NCHW depthwise
-conv on tensor cores and NHWC global pooling with two lanes a pair, each with the plan the
+staged output), one float16 1x1 conv through ``conv2d_k1_gemm`` and one uint8 x int8
+QLinearConv through ``qconv2d_k3_tc`` (NHWC: the zero-point algebra and the mma of ones),
+BatchNorm's flat inference with its first loads early, BatchNorm training (its statistics'
+shifted-sum chunks) and the tiled direct conv (grouped 3x3, a strided 7x7), the grouped
+tensor-core conv, the float16 NCHW depthwise conv on tensor cores and NHWC global pooling
+with two lanes a pair, each with the plan the
 launcher makes for an H200, against the oracle.
 tools/cuda_emu.py runs the rest (every type pair, both kernels, more shapes) before device
 time is spent.
@@ -68,6 +69,17 @@ def test_streamed_weight_float16_conv_matches_the_oracle_on_the_emulator(emu):
     kernel, ok, detail = cuda_emu.check_conv(be, np.random.default_rng(7), work, (1, 72, 9, 16), 70, "NHWC", 1,
                                              {"CONV_TC": 3})
     assert kernel == "conv2d_k3_tc_wide"
+    assert ok, detail
+
+
+def test_gemm_1x1_conv_matches_the_oracle_on_the_emulator(emu):
+    """CONV_K1_GEMM (opt-in): conv2d_k1_gemm, float16 NHWC 1x1 stride 2 padding 1 (zero rows), 2 x 10 x 11
+    outputs (M = 220: a partial second 128-pixel tile), 40 input channels (a partial second 32-channel
+    stage), 70 output channels (a partial tile, C_out % 8 != 0: the scalar stores), one launch."""
+    cuda_emu, be, work = emu
+    kernel, ok, detail = cuda_emu.check_k1_gemm(be, np.random.default_rng(12), work, (2, 40, 17, 19), 70, stride=2,
+                                                padding=1)
+    assert kernel == "conv2d_k1_gemm"
     assert ok, detail
 
 

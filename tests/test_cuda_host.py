@@ -956,3 +956,74 @@ def test_cuda_strided_float16_nhwc_conv_plans_the_stride_2_tensor_core_kernel():
     be.info = be.info.__class__(**{**be.info.__dict__, "local_mem_bytes": 163 * 1024})  # sm_80's opt-in limit
     assert all(launch.kernel != "conv2d_k3s2_tc_wide" for launch in kernels())
     assert kernels((32, 256, 56, 56), 512, k=1)[1].kernel == "conv2d_k1s2_tc_wide"  # 129 KB fits there
+
+
+def test_cuda_float16_1x1_conv_plans_the_gemm_kernel_with_conv_k1_gemm():
+    """Without a GPU: CONV_K1_GEMM 1 sends a float16 dense 1x1 conv (any stride and padding, C_in % 8 == 0,
+    16-byte aligned x, y and weights, sm_80+) to conv2d_k1_gemm alone: one block per 128-pixel x K1G_BN
+    output tile (K1G_STAGES, K1G_BN build it and size its shared memory; 64 channels wherever C_out <= 64),
+    no weight pass or workspace;
+    NCHW runs it between two transposes (any x and y alignment). CONV_K1_GEMM 0 (the default), C_in % 8
+    != 0, float32, a misaligned NHWC buffer or weight, other windows, groups and sm_75 take other kernels."""
+    import numpy as np
+
+    from hal import spec as S
+    from hal.backends.cuda import _SCHEMAS, CudaBuffer, _k1g_smem
+
+    be, _, buf, odd, source = _conv_plans_on_h200()
+    runs: list[tuple[object, dict]] = []
+    be._run = lambda plan, buffers: runs.append((plan, buffers))
+    assert "conv2d_k1_gemm(" in source and "namespace k1g {" in source
+    assert _SCHEMAS["conv2d"].defaults()["CONV_K1_GEMM"] == 0
+    assert _k1g_smem(3, 128) == 49_152 and _k1g_smem(4, 128) == 65_536 and _k1g_smem(3, 64) == 36_864
+    assert _k1g_smem(2, 64) == 24_576  # the 128 x 64 output tile (16 KB) fits in the stages
+
+    def plan(shape=(32, 256, 56, 56), cout=64, k=1, stride=1, padding=0, layout="NHWC", dtype=np.float16, x=buf,
+             w=buf, groups=1, backend=be, **params):
+        sp = S.conv2d_spec(S.TensorGeometry(*shape, layout, np.dtype(dtype)), (cout, shape[1] // groups, k, k), True,
+                           (cout,), stride, padding, 1, groups)
+        backend.conv2d(sp, x, w, buf, buf, {"CONV_K1_GEMM": 1, **params})
+        return runs[-1] if backend is be else None
+
+    (gemm,), buffers = plan()  # 1x1 256 -> 64: C_out <= 64 narrows the tile to K1G_BN 64
+    assert gemm.kernel == "conv2d_k1_gemm" and gemm.file == "conv2d.cu" and gemm.block == (256, 1, 1)
+    assert gemm.shared == 36_864 and gemm.grid == (32 * 56 * 56 // 128, 1, 1)  # 784 M tiles x 1 N tile
+    assert gemm.fmt == "PPPP" + "i" * 11
+    assert gemm.args == ("x", "w", "b", "y", 32, 256, 56, 56, 64, 56, 56, 1, 1, 0, 0)
+    assert ("K1G_STAGES", 3) in gemm.defines and ("K1G_BN", 64) in gemm.defines
+    assert "wp" not in buffers and "xt" not in buffers
+    (gemm,), _ = plan(cout=65)  # past 64 channels: K1G_BN as asked (128 by default), 49,152 bytes
+    assert ("K1G_BN", 128) in gemm.defines and gemm.shared == 49_152 and gemm.grid == (784, 1, 1)
+    (gemm,), _ = plan(cout=65, K1G_BN=64)
+    assert ("K1G_BN", 64) in gemm.defines and gemm.grid == (784 * 2, 1, 1)
+    # 1x1 stride 2 256 -> 512 (a projection shortcut): 196 M tiles x 4 N tiles, N tiles of an M tile adjacent
+    (gemm,), _ = plan(cout=512, stride=2)
+    assert gemm.grid == (196 * 4, 1, 1) and gemm.args[4:] == (32, 256, 56, 56, 512, 28, 28, 2, 2, 0, 0)
+    (gemm,), _ = plan((2, 40, 17, 19), 70, stride=(2, 1), padding=(1, 0, 2, 1), K1G_BN=64, K1G_STAGES=4)
+    assert gemm.kernel == "conv2d_k1_gemm" and gemm.shared == _k1g_smem(4, 64) == 49_152
+    assert ("K1G_BN", 64) in gemm.defines and ("K1G_STAGES", 4) in gemm.defines
+    assert gemm.args[4:] == (2, 40, 17, 19, 70, 9, 22, 2, 1, 1, 2) and gemm.grid == (4 * 2, 1, 1)  # M 396
+    # fused ReLU: the -D the epilogue reads
+    sp = S.conv2d_spec(S.TensorGeometry(2, 64, 9, 9, "NHWC", np.dtype(np.float16)), (64, 64, 1, 1), False, None, 1, 0,
+                       1, 1)
+    be.conv2d(S.Conv2dSpec(**{**sp.__dict__, "relu": True}), buf, buf, None, buf, {"CONV_K1_GEMM": 1})
+    assert dict(runs[-1][0][0].defines)["FUSE_RELU"] == 1 and runs[-1][0][0].kernel == "conv2d_k1_gemm"
+    # NCHW: transposed into the NHWC workspaces and back, the NHWC build between; misaligned x is fine there
+    (to_nhwc, gemm, to_nchw), buffers = plan(cout=512, stride=2, layout="NCHW", x=odd)
+    assert (to_nhwc.kernel, to_nhwc.args) == ("layout_transpose", ("x", "xt", 256, 3136))
+    assert gemm.kernel == "conv2d_k1_gemm" and gemm.args[:4] == ("xt", "w", "b", "yt")
+    assert dict(gemm.defines)["LAYOUT_NHWC"] == 1
+    assert (to_nchw.kernel, to_nchw.args) == ("layout_transpose", ("yt", "y", 784, 512))
+    assert "xt" in buffers and "yt" in buffers and "wp" not in buffers
+    # elsewhere: the kernels that served before
+    for other in (dict(CONV_K1_GEMM=0), dict(shape=(32, 60, 56, 56)), dict(dtype=np.float32), dict(x=odd),
+                  dict(w=CudaBuffer(0x10008, 1 << 30, None)), dict(k=3, padding=1), dict(groups=2)):
+        assert all(launch.kernel != "conv2d_k1_gemm" for launch in plan(**other)[0]), other
+    assert [launch.kernel for launch in plan(CONV_K1_GEMM=0, CONV_TC=2)[0]] == ["conv2d_tc_wprep", "conv2d_k1_tc_wide"]
+    assert plan(CONV_K1_GEMM=0, cout=512, stride=2)[0][-1].kernel == "conv2d_k1s2_tc_wide"
+    old, _ = _h200_without_gpu()
+    old._cc = (7, 5)  # no cp.async: the kernel is built there, but never planned
+    kept: list[object] = []
+    old._run = lambda plan, buffers: kept.append(plan)
+    plan(backend=old)
+    assert all(launch.kernel != "conv2d_k1_gemm" for launch in kept[-1])

@@ -1,7 +1,8 @@
 """Run CUDA tensor-core kernels on the host, without a GPU, against the oracle.
 
 The device time on the H200 is scarce (30 minutes a session); this checks the indexing of
-`conv2d_k3_tc`, `conv2d_k3_tc_pipe`, the depthwise `conv2d_dw_pipe*_k3s1` and register walks,
+`conv2d_k3_tc`, `conv2d_k3_tc_pipe`, the 1x1 GEMM `conv2d_k1_gemm` (`check_k1_gemm`), the depthwise
+`conv2d_dw_pipe*_k3s1` and register walks,
 the tiled direct convs `conv2d_grp_k3s1` / `conv2d_grp_g` and the grouped tensor-core
 `conv2d_grp_tc8` / `conv2d_grp_tc16` (kernels_cu/conv2d.cu), the int8 convs of `quant_conv2d.cu` (`qconv2d_k3_tc`,
 `qconv2d_co4`, `qconv2d`), BatchNorm's flat inference kernels (`batch_norm_infer_flat`,
@@ -34,7 +35,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -333,6 +334,44 @@ def check_conv(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, 
     return r.kernel, ok, "" if ok else f"max rel err {np.nanmax(err):.3g}, {int((~np.isfinite(got)).sum())} unwritten"
 
 
+def check_k1_gemm(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], cout: int,
+                  layout: str = "NHWC", stride: Any = 1, padding: Any = 0, params: dict[str, int] | None = None,
+                  bias: bool = True, relu: bool = False) -> tuple[str, bool, str]:
+    """A float16 1x1 conv through the launcher's plan with CONV_K1_GEMM on (and `params`), which must
+    launch ``conv2d_k1_gemm`` (NCHW: between two layout transposes); y (and NCHW's NHWC workspaces)
+    poisoned with NaN, against the float64 oracle under check_conv's tolerance; `relu` fuses ReLU."""
+    from hal import reference as ref
+    from hal import spec as S
+
+    sp = S.conv2d_spec(S.TensorGeometry(*shape, layout, np.dtype(np.float16)), (cout, shape[1], 1, 1), bias,
+                       (cout,) if bias else None, stride, padding, 1, 1)
+    sp = replace(sp, relu=relu)
+    ps = {"CONV_K1_GEMM": 1, **(params or {})}
+    x = rng.standard_normal(shape).astype(np.float16)
+    w = (rng.standard_normal(sp.weight_shape) / np.sqrt(shape[1])).astype(np.float16)
+    b = rng.standard_normal(cout).astype(np.float32) if bias else None
+    want = ref.conv2d_from_spec(sp, x.astype(np.float64), w.astype(np.float64), b)
+    scale = ref.conv2d_from_spec(replace(sp, relu=False), np.abs(x.astype(np.float64)),
+                                 np.abs(w.astype(np.float64)), None if b is None else np.abs(b))
+    n, c, oh, ow = sp.out_shape
+    y = np.full((n, oh, ow, c) if layout == "NHWC" else (n, c, oh, ow), np.nan, np.float16)
+    xt, yt = np.full(x.size, np.nan, np.float16), np.full(y.size, np.nan, np.float16)
+    dummy = _aligned_buffer()
+    plans: list[Any] = []
+    be._run = lambda plan, bufs: plans.append(plan)
+    be.conv2d(sp, dummy, dummy, dummy if bias else None, dummy, ps)
+    kernels = [launch.kernel for launch in plans[-1]]
+    if "conv2d_k1_gemm" not in kernels:
+        return kernels[-1], False, f"planned {kernels}, not conv2d_k1_gemm"
+    r = run_plan(be, lambda: be.conv2d(sp, dummy, dummy, dummy if bias else None, dummy, ps),
+                 {"x": _phys(x, layout), "w": w, "b": b, "y": y, "xt": xt, "yt": yt}, {"y"}, work)
+    got = _logical(r.outputs["y"], layout).astype(np.float64)
+    err = np.abs(got - want) / (scale + np.abs(want) + 1e-30)
+    ok = bool(np.isfinite(got).all() and (err <= 1.5e-3).all())
+    detail = "" if ok else f"max rel err {np.nanmax(err):.3g}, {int((~np.isfinite(got)).sum())} unwritten"
+    return "conv2d_k1_gemm", ok, detail
+
+
 def check_tiled(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], cout: int,
                 groups: int, layout: str, dtype: Any, params: dict[str, int], k: tuple[int, int] = (3, 3),
                 stride: Any = 1, padding: Any = 1, dilation: Any = 1, bias: bool = True,
@@ -619,6 +658,33 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
                              params={"CONV_TC": 2}, bias=False)))
             out.append((f"conv tc2 pad3 {layout}", "conv",
                         dict(shape=(1, 16, 7, 16), cout=16, layout=layout, padding=3, params={"CONV_TC": 2})))
+    # the 1x1 GEMM kernel (CONV_K1_GEMM, conv2d_k1_gemm): M = N*OH*OW no multiple of 128, C_in 40 (a
+    # partial 32-channel stage) and 264 (9 stages: the ring of stage buffers wraps), C_out 70 (a partial
+    # N tile; C_out % 8 != 0: the scalar stores) and 136 / 72 (16-byte stores, a second N tile), stride 1,
+    # 2 and (2, 1), padding 0, 1 and asymmetric, ReLU, no bias, K1G_BN 64 (asked for, and C_out <= 64),
+    # K1G_STAGES 2 and 4, NCHW
+    out.append(("k1g s1 40->70 NHWC", "k1g", dict(shape=(2, 40, 9, 13), cout=70)))
+    out.append(("k1g s2 pad1 40->70 NHWC", "k1g", dict(shape=(2, 40, 17, 19), cout=70, stride=2, padding=1)))
+    if not quick:
+        out.append(("k1g s1 40->136 relu nobias NHWC", "k1g",
+                    dict(shape=(1, 40, 11, 13), cout=136, relu=True, bias=False)))
+        out.append(("k1g s2 264->72 relu NHWC", "k1g", dict(shape=(1, 264, 21, 30), cout=72, stride=2, relu=True)))
+        out.append(("k1g s1 pad1 bn64 40->70 NHWC", "k1g",
+                    dict(shape=(1, 40, 7, 9), cout=70, padding=1, params={"K1G_BN": 64})))
+        out.append(("k1g s1 bn64 104->136 relu NHWC", "k1g",
+                    dict(shape=(1, 104, 9, 16), cout=136, relu=True, params={"K1G_BN": 64})))
+        # (C_out <= 64 narrows the tile to K1G_BN 64 whatever the parameter: 104->24)
+        out.append(("k1g s1 stages2 104->72 NHWC", "k1g", dict(shape=(1, 104, 9, 16), cout=72,
+                                                                params={"K1G_STAGES": 2})))
+        out.append(("k1g s1 stages4 104->136 NHWC", "k1g", dict(shape=(1, 104, 9, 16), cout=136,
+                                                                 params={"K1G_STAGES": 4})))
+        out.append(("k1g s1 stages4 narrowed 104->24 NHWC", "k1g", dict(shape=(1, 104, 9, 16), cout=24,
+                                                                         params={"K1G_STAGES": 4})))
+        out.append(("k1g s(2,1) asym pad 16->24 NHWC", "k1g",
+                    dict(shape=(1, 16, 10, 9), cout=24, stride=(2, 1), padding=(1, 0, 2, 1))))
+        out.append(("k1g s2 pad1 40->70 NCHW", "k1g",
+                    dict(shape=(2, 40, 9, 13), cout=70, stride=2, padding=1, layout="NCHW")))
+        out.append(("k1g s1 40->72 relu NCHW", "k1g", dict(shape=(1, 40, 9, 13), cout=72, relu=True, layout="NCHW")))
     # the pipelined depthwise kernel (DW_PIPE): float32 and float16, shapes no multiple of a tile,
     # padding 0, 1, 2, partial channel slices, and (on 2 SMs) several tiles per persistent block;
     # against the register walk (DW_COLS 4, DW_CROWS 8) bit for bit: the same FMA order
@@ -863,7 +929,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.only and args.only not in name:
                 continue
             fn = {"conv": check_conv, "dwconv": check_dwconv, "qconv": check_qconv, "bn": check_bn_infer,
-                  "bn-train": check_bn_train, "tiled": check_tiled, "gvec": check_gvec}[kind]
+                  "bn-train": check_bn_train, "tiled": check_tiled, "gvec": check_gvec, "k1g": check_k1_gemm}[kind]
             kernel, ok, detail = fn(be, rng, work, **kw)
             failed += not ok
             print(f"{'ok  ' if ok else 'FAIL'} {name:44s} {kernel:18s} {detail}", flush=True)
