@@ -335,7 +335,7 @@ _SCHEMAS: dict[str, KernelSchema] = {
                   "sm_80+): 1 = one GEMM on tensor cores before the CONV_TC kernels (conv2d_k1_gemm: 128 output "
                   "pixels x K1G_BN output channels a block, 32 input channels a cp.async stage, the weights read "
                   "as they lie; NCHW between two layout transposes through NHWC workspaces); 0 = the CONV_TC "
-                  "kernels (session 22, not yet measured on a GPU)"),
+                  "kernels (session 22; the sm_90 table asks for it: NHWC 1x1 at stride 1 and 2, NCHW at stride 2)"),
             Param("K1G_STAGES", (2, 3, 4), 3,
                   "conv2d_k1_gemm: cp.async stage buffers, stages - 1 in flight under the mma (-D)"),
             Param("K1G_BN", (64, 128), 128,
