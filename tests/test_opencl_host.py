@@ -154,3 +154,29 @@ def test_qpool2d_strip_division_table_is_exact():
     for d in range(2, 10):
         assert magic[d] < 1 << 32
         assert np.array_equal((u * np.uint64(magic[d])) >> np.uint64(32), u // np.uint64(d)), d
+
+
+def test_make_runs_each_distinct_emulated_profile_once(monkeypatch, tmp_path) -> None:
+    """tools/opencl_profiles.py (make test's profile list): profiles that match the same table
+    entries run once, the later ones named with the one they duplicate (the three AMD profiles
+    share the vendor rows); a user table's entry for one family sets that profile apart."""
+    import json
+    import sys
+    from pathlib import Path
+
+    monkeypatch.delenv("HAL_TUNING_PATH", raising=False)
+    monkeypatch.setenv("HAL_CACHE_DIR", str(tmp_path / "cache"))  # no user tables of this machine
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / "tools"))
+    sys.modules.pop("opencl_profiles", None)
+    import opencl_profiles
+
+    amd = ["amd-gcn", "amd-cdna", "amd-rdna", "nvidia"]
+    assert opencl_profiles.distinct(amd) == (["amd-gcn", "nvidia"], [("amd-cdna", "amd-gcn"), ("amd-rdna", "amd-gcn")])
+    user = tmp_path / "user.json"
+    user.write_text(json.dumps({"format": "hal-tuning-table", "version": 1, "backend": "opencl", "entries": [
+        {"level": "arch_family", "match": "cdna", "kernel": "pool2d", "key": {}, "params": {"WG": 64},
+         "provenance": "test entry"}]}))
+    monkeypatch.setenv("HAL_TUNING_PATH", str(user))
+    assert opencl_profiles.distinct(amd) == (["amd-gcn", "amd-cdna", "nvidia"], [("amd-rdna", "amd-gcn")])
+    with pytest.raises(SystemExit, match="not a profile"):
+        opencl_profiles.distinct(["mali-t999"])
