@@ -11,13 +11,13 @@ global pooling kernels `adaptive_pool2d_{max,avg}_gvec` (lanes per pair, shuffle
 own source, compiled by g++ (C++20) against `tools/cuda_emu/` (a host `hal_prelude.cuh`, CUDA
 keywords, float16, and the warp collectives: ldmatrix.x4, mma.sync m16n8k16 f16 and m16n8k32
 s8/u8, shfl.xor), launched with the plan the real launcher makes for an H200 (grid, block,
-shared memory, arguments), one fiber per CUDA thread (a
-switch at each barrier, the direction of each pass over them alternating), blocks one after another.
+shared memory, arguments), one fiber per CUDA thread (a switch at each barrier, each pass over
+them in the other direction), blocks one after another.
 
 What it shows: wrong indices, tiles, swizzles, fragment layouts, zero-point algebra, stores
 outside the output (the output is poisoned with NaN or the dtype's extremes; the buffers have
 guard bytes), and missing cp.async waits (a copy lands only when its thread waits for its
-group). What it cannot show: races between threads (no schedule is forced), timing, and
+group). What it cannot show: races that its one schedule does not expose, timing, and
 anything of the GPU's own arithmetic order (mma sums in float in k order here).
 
     python3 tools/cuda_emu.py [--quick] [--only SUBSTR] [--seed N] [--fuzz N]
