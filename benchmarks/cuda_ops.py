@@ -467,6 +467,15 @@ def build_cases(quick: bool) -> list[Case]:
                 cases.append(Case(f"conv1x1 256->64 32x56x56 {layout.lower()}", "conv2d", dtype, layout,
                                   (x56 + x56 // 4 + 256 * 64) * es, 2 * 32 * 256 * 64 * 56 * 56,
                                   {"shape": (32, 256, 56, 56), "cout": 64, "groups": 1, "k": 1}, wide + K1_GEMM))
+                # 1x1 64->256 (a bottleneck's expansion): C_in <= 64, which the sm_90 NHWC 1x1 entry also sends to
+                # the GEMM; against the session 14 entry's kernels (CONV_K1_GEMM 0)
+                x64 = 32 * 64 * 56 * 56
+                cases.append(Case(f"conv1x1 64->256 32x56x56 {layout.lower()}", "conv2d", dtype, layout,
+                                  (x64 + 4 * x64 + 256 * 64) * es, 2 * 32 * 64 * 256 * 56 * 56,
+                                  {"shape": (32, 64, 56, 56), "cout": 256, "groups": 1, "k": 1},
+                                  [{"CONV_K1_GEMM": 0, "CONV_TC": 2, "TC_WIDE_STAGES": 3, "TC_WIDE_K1_BLOCKS": 2},
+                                   {"CONV_K1_GEMM": 0, "CONV_TC": 3, "TC_WIDE_STAGES": 3, "TC_WIDE_K1_BLOCKS": 2},
+                                   *K1_GEMM, *({**g, "K1G_BN": 64} for g in K1_GEMM)]))
             # the register-tiled direct kernel (session 19) against the one-thread-per-output kernel
             # (GRP_TILED 0) and over its tile shapes
             grp = [{}, {"GRP_PIX": 2}, {"CONV_THREADS": 128}, {"CONV_THREADS": 128, "GRP_PIX": 2},
