@@ -475,6 +475,7 @@ def build_cases(quick: bool) -> list[Case]:
                                   {"shape": (32, 64, 56, 56), "cout": 256, "groups": 1, "k": 1},
                                   [{"CONV_K1_GEMM": 0, "CONV_TC": 2, "TC_WIDE_STAGES": 3, "TC_WIDE_K1_BLOCKS": 2},
                                    {"CONV_K1_GEMM": 0, "CONV_TC": 3, "TC_WIDE_STAGES": 3, "TC_WIDE_K1_BLOCKS": 2},
+                                   {"CONV_K1_GEMM": 0, "CONV_TC": 3, "TC_WIDE_STAGES": 2, "TC_WIDE_K1_BLOCKS": 2},
                                    *K1_GEMM, *({**g, "K1G_BN": 64} for g in K1_GEMM)]))
             # the register-tiled direct kernel (session 19) against the one-thread-per-output kernel
             # (GRP_TILED 0) and over its tile shapes
