@@ -602,6 +602,15 @@ _TC_WIDE_SMEM = {(layout, k, st): _tc_wide_smem(layout, k, st)
 _TC_WIDE_S2_SMEM = {(k, st): _tc_wide_smem("NHWC", k, st, 2) for k in (1, 3) for st in (2, 3, 4)}
 
 
+def _transposes_fit(spec: Conv2dSpec) -> bool:
+    """Whether CudaBackend._through_nhwc can carry `spec` (layout_transpose's grid: images and
+    64-element tiles below 65536 a dimension; int32 element counts)."""
+    n, ci, co = spec.n, spec.c_in, spec.c_out
+    hw_in, hw_out = spec.in_h * spec.in_w, spec.out_h * spec.out_w
+    return (n < 65536 and _cdiv(hw_in, 64) < 65536 and _cdiv(hw_out, 64) < 65536
+            and n * ci * hw_in < 2**31 and n * co * hw_out < 2**31)
+
+
 def _k1g_smem(stages: int, bn: int) -> int:
     """conv2d_k1_gemm's shared memory (k1g::SMEM in conv2d.cu): `stages` stage buffers (K1G_STAGES) of
     128 pixels and `bn` output channels (K1G_BN) x 32 input channels (64-byte rows), or the block's
@@ -1979,8 +1988,7 @@ class CudaBackend(Backend):
                     and (sh, sw, dh, dw) == (2, 2, 1, 1) and ci % 8 == 0 and (aligned or nchw) \
                     and self._cc >= (8, 0) and s2_smem <= self._max_smem() \
                     and n * _cdiv(oh, 8) * _cdiv(ow, 32) < 2**31 and tc_wide_weight_halves(ci, co, kh * kw) < 2**31 \
-                    and (not nchw or (n < 65536 and _cdiv(ih * iw, 64) < 65536 and _cdiv(oh * ow, 64) < 65536
-                                      and n * ci * ih * iw < 2**31 and n * co * oh * ow < 2**31)):
+                    and (not nchw or _transposes_fit(spec)):
                 tiles_h, tiles_w, co_tiles, nchunk = _cdiv(oh, 8), _cdiv(ow, 32), _cdiv(co, 64), _cdiv(ci, 32)
                 total = tc_wide_weight_halves(ci, co, kh * kw)
                 minb = int(p["TC_WIDE_K1_BLOCKS"]) if kh == 1 else 1
@@ -1994,16 +2002,7 @@ class CudaBackend(Backend):
                     Launch("conv2d.cu", nhwc_defines, f"conv2d_k{kh}s2_tc_wide", "PPPP" + "i" * 12, grid, (256, 1, 1),
                            s2_smem, (xs, "wp", "b", ys, n, ci, ih, iw, co, oh, ow, pt, pl, tiles_h, tiles_w, nchunk)),
                 )
-                if not nchw:
-                    return plan
-                edefines = self.compile_defines("eltwise", spec.dtype, "NCHW", _SCHEMAS["eltwise"].defaults())
-                return (
-                    Launch("eltwise.cu", edefines, "layout_transpose", "PPii",
-                           (_cdiv(ih * iw, 64), _cdiv(ci, 64), n), (64, 4, 1), 0, ("x", "xt", ci, ih * iw)),
-                    *plan,
-                    Launch("eltwise.cu", edefines, "layout_transpose", "PPii",
-                           (_cdiv(co, 64), _cdiv(oh * ow, 64), n), (64, 4, 1), 0, ("yt", "y", oh * ow, co)),
-                )
+                return self._through_nhwc(spec, plan) if nchw else plan
             # the pipelined kernel's copies: NHWC 16-byte channel chunks, NCHW 16-byte row chunks
             pipe_copies = ci % 8 == 0 if spec.layout == "NHWC" else iw % 8 == 0
             if spec.groups == 1 and unit and half and p["CONV_TC"] == 2 and (kh, kw) == (3, 3) and ci <= 64 \
@@ -2104,23 +2103,27 @@ class CudaBackend(Backend):
         if not (spec.groups == 1 and spec.kernel == (1, 1) and spec.dtype == np.float16 and ci % 8 == 0
                 and (aligned or nchw) and self._cc >= (8, 0) and smem <= self._max_smem()
                 and m + 128 < 2**31 and grid < 2**31
-                and (not nchw or (n < 65536 and _cdiv(ih * iw, 64) < 65536 and _cdiv(oh * ow, 64) < 65536
-                                  and n * ci * ih * iw < 2**31 and n * co * oh * ow < 2**31))):
+                and (not nchw or _transposes_fit(spec))):
             return None
         if nchw or bn != p["K1G_BN"]:  # the NHWC build, of the tile width served
             defines = self.compile_defines("conv2d", spec.dtype, "NHWC", {**p, "K1G_BN": bn}, spec.relu)
         xs, ys = ("xt", "yt") if nchw else ("x", "y")
         gemm = Launch("conv2d.cu", defines, "conv2d_k1_gemm", "PPPP" + "i" * 11, (grid, 1, 1), (256, 1, 1),
                       smem, (xs, "w", "b", ys, n, ci, ih, iw, co, oh, ow, sh, sw, pt, pl))
-        if not nchw:
-            return (gemm,)
+        return self._through_nhwc(spec, (gemm,)) if nchw else (gemm,)
+
+    def _through_nhwc(self, spec: Conv2dSpec, plan: tuple[Launch, ...]) -> tuple[Launch, ...]:
+        """An NCHW conv as `plan` (NHWC launches on the workspaces "xt" and "yt") between two
+        layout_transpose launches: x into "xt", then "yt" back into y (see _transposes_fit)."""
+        n, ci, co = spec.n, spec.c_in, spec.c_out
+        hw_in, hw_out = spec.in_h * spec.in_w, spec.out_h * spec.out_w
         edefines = self.compile_defines("eltwise", spec.dtype, "NCHW", _SCHEMAS["eltwise"].defaults())
         return (
-            Launch("eltwise.cu", edefines, "layout_transpose", "PPii", (_cdiv(ih * iw, 64), _cdiv(ci, 64), n),
-                   (64, 4, 1), 0, ("x", "xt", ci, ih * iw)),
-            gemm,
-            Launch("eltwise.cu", edefines, "layout_transpose", "PPii", (_cdiv(co, 64), _cdiv(oh * ow, 64), n),
-                   (64, 4, 1), 0, ("yt", "y", oh * ow, co)),
+            Launch("eltwise.cu", edefines, "layout_transpose", "PPii", (_cdiv(hw_in, 64), _cdiv(ci, 64), n),
+                   (64, 4, 1), 0, ("x", "xt", ci, hw_in)),
+            *plan,
+            Launch("eltwise.cu", edefines, "layout_transpose", "PPii", (_cdiv(co, 64), _cdiv(hw_out, 64), n),
+                   (64, 4, 1), 0, ("yt", "y", hw_out, co)),
         )
 
     # -- batch_norm --------------------------------------------------------------------------------
