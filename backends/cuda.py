@@ -351,6 +351,10 @@ _SCHEMAS: dict[str, KernelSchema] = {
             Param("DW_ROWS", (0, 2, 4), 0,
                   "NCHW depthwise 3x3 stride 1, width a multiple of 16 bytes: output rows per thread of the "
                   "register row-strip kernel (no shared memory); 0 = the shared-memory tiles"),
+            Param("DW_SHFL", (0, 1), 0,
+                  "with DW_ROWS, padding 1 on every side: each thread loads only its own rows, and the rows "
+                  "above and below and the halo columns come from neighbouring lanes by shuffles "
+                  "(conv2d_dw_rows{2,4}s_k3s1, the same outputs bit for bit; session 23)"),
             Param("DW_COLS", (0, 2, 4, 8), 0,
                   "NHWC depthwise 3x3 stride 1, C % 4 == 0: output pixels per thread of the register kernel "
                   "that walks a row with its 3x3 window in registers; 0 = the shared-memory tiles"),
@@ -1592,7 +1596,9 @@ class CudaBackend(Backend):
             if rows == 0 or iw % vec or pl > 1 or pt > 2:
                 return None
             a, b, cc = _cdiv(ow, vec), _cdiv(oh, rows), c
-            kernel = f"conv2d_dw_rows{rows}_k3s1"
+            # DW_SHFL: halos by shuffles where every pad is 1 (so the output is the input's size)
+            shfl = p["DW_SHFL"] and spec.pads == (1, 1, 1, 1) and threads % 32 == 0
+            kernel = f"conv2d_dw_rows{rows}{'s' if shfl else ''}_k3s1"
             items = n * c * b * a
         else:
             cols, crows = int(p["DW_COLS"]), int(p["DW_CROWS"])

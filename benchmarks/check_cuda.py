@@ -736,12 +736,21 @@ def conv_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
                        params={"DW_HALF4": 0}, **c)
             # the register kernels (session 5): NCHW row strips (width a multiple of 16 bytes), NHWC walks
             for reg in ({"DW_ROWS": 2}, {"DW_ROWS": 4}, {"DW_COLS": 2}, {"DW_COLS": 4}, {"DW_COLS": 8},
-                        *({"DW_COLS": m, "DW_CROWS": r} for m in (2, 4) for r in (4, 8))):
+                        *({"DW_COLS": m, "DW_CROWS": r} for m in (2, 4) for r in (4, 8)),
+                        {"DW_ROWS": 2, "DW_SHFL": 1}, {"DW_ROWS": 4, "DW_SHFL": 1}):
                 check_conv(dev, rng, f"dw regs {reg}", (2, 24, 19, 32), 24, 3, padding=1, groups=24, params=reg, **c)
                 check_conv(dev, rng, f"dw regs {reg} asym", (3, 20, 13, 16), 20, 3, padding=(1, 0, 0, 1),
                            groups=20, bias=False, params=reg, **c)
                 check_conv(dev, rng, f"dw regs {reg} misaligned", (2, 16, 10, 16), 16, 3, padding=1, groups=16,
                            offset=4, params=reg, **c)
+            # the row strips with halos by shuffles (DW_SHFL, padding 1): a warp that is a whole plane
+            # (32 x 32 float16 with 4 rows), rows crossing warps and planes, rows of 32 lanes or more
+            if layout == "NCHW":
+                for rows in (2, 4):
+                    for shape in ((2, 8, 32, 32), (1, 6, 30, 40), (1, 3, 9, 264)):
+                        check_conv(dev, rng, f"dw shfl rows{rows} {shape}", shape, shape[1], 3, padding=1,
+                                   groups=shape[1], params={"DW_ROWS": rows, "DW_SHFL": 1, "CONV_THREADS": 128},
+                                   **c)
             # the pipelined depthwise kernel (DW_PIPE, NHWC, C a multiple of 16 bytes): shapes no multiple of
             # a tile, padding 0, 1, 2 and asymmetric, partial 128-byte channel slices (C24, C40, C72, C136),
             # no bias, and a shape with several tiles per persistent block ("many tiles")
@@ -1117,7 +1126,8 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
             check_conv(dev, rng, "one dw k3s1", (2, 16, 10, 11), 16, 3, padding=1, groups=16, **c)
             check_conv(dev, rng, "one dw k3s1 C24", (1, 24, 7, 9), 24, 3, padding=1, groups=24, **c)
             for reg in ({"DW_ROWS": 2}, {"DW_ROWS": 4}, {"DW_COLS": 2}, {"DW_COLS": 4}, {"DW_COLS": 8},
-                        *({"DW_COLS": m, "DW_CROWS": r} for m in (2, 4) for r in (4, 8))):
+                        *({"DW_COLS": m, "DW_CROWS": r} for m in (2, 4) for r in (4, 8)),
+                        {"DW_ROWS": 2, "DW_SHFL": 1}, {"DW_ROWS": 4, "DW_SHFL": 1}):
                 check_conv(dev, rng, f"one dw {reg}", (2, 16, 11, 16), 16, 3, padding=1, groups=16, params=reg, **c)
                 check_conv(dev, rng, f"one dw {reg} asym", (1, 8, 7, 24), 8, 3, padding=(0, 1, 1, 0), groups=8,
                            bias=False, params=reg, **c)

@@ -531,7 +531,10 @@ def build_cases(quick: bool) -> list[Case]:
                             {"CONV_OCC": 0, "DW_TILE_W": 16, "DW_TILE_H": 8, "DW_SMEM_KB": 48}]
             # the register kernels (no shared memory) against the tiles
             dwc += ([{"DW_ROWS": 2}, {"DW_ROWS": 4}, {"DW_ROWS": 2, "CONV_THREADS": 128},
-                     {"DW_ROWS": 4, "CONV_THREADS": 128}] if layout == "NCHW" else
+                     {"DW_ROWS": 4, "CONV_THREADS": 128}]
+                    # halos by shuffles (session 23)
+                    + [{"DW_ROWS": r, "DW_SHFL": 1, "CONV_THREADS": t} for r in (2, 4) for t in (128, 256)]
+                    if layout == "NCHW" else
                     [{"DW_COLS": 4}, {"DW_COLS": 8}, {"DW_COLS": 4, "CONV_THREADS": 128},
                      {"DW_COLS": 8, "CONV_THREADS": 128}, {"DW_COLS": 2}, {"DW_COLS": 2, "CONV_THREADS": 128}]
                     # 2-D register blocks (session 6)
@@ -546,7 +549,9 @@ def build_cases(quick: bool) -> list[Case]:
                 x112 = 32 * 96 * 112 * 112
                 cases.append(Case("dwconv3x3 32x96x112x112 nchw", "conv2d", dtype, layout, 2 * x112 * es,
                                   2 * x112 * 9, {"shape": (32, 96, 112, 112), "cout": 96, "groups": 96},
-                                  [{}, {"DW_TC": 1}, {"DW_TC": 2}, {"DW_ROWS": 4, "CONV_THREADS": 128}]))
+                                  [{}, {"DW_TC": 1}, {"DW_TC": 2}, {"DW_ROWS": 4, "CONV_THREADS": 128},
+                                   {"DW_ROWS": 4, "DW_SHFL": 1, "CONV_THREADS": 128},
+                                   {"DW_ROWS": 2, "DW_SHFL": 1, "CONV_THREADS": 128}]))
         bnc = [{}, {"BN_L2_HINT": 0}, {"BN_THREADS": 512, "BN_BLOCKS_PER_SM": 2}, {"BN_UNROLL": 8},
                {"BN_UNROLL": 2, "BN_BLOCKS_PER_SM": 8}, {"BN_BLOCKS_PER_SM": 2}, {"BN_BLOCKS_PER_SM": 8}]
         # inference only: the flat persistent kernel's occupancy / unroll, and the old kernel

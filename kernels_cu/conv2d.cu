@@ -1353,6 +1353,65 @@ __device__ __forceinline__ void dw_weights(const act_t* __restrict__ w, int c, f
     for (int k = 0; k < 9; ++k) wt[k] = to_f(w[c * 9 + k]);
 }
 
+// NCHW row strips, the arithmetic and stores shared by both ways of loading: raw[r] is input
+// row ih0 + r at columns [c0, c0 + V) (zero outside the input), hl[r] / hr[r] the halo columns
+// as floats (zero outside): c0 - 1 and c0 + V for PL = 1, c0 + V and c0 + V + 1 for PL = 0.
+template <int R, int PL>
+__device__ __forceinline__ void dw_rows_finish(const uint4 (&raw)[R + 2], const float (&hl)[R + 2],
+                                               const float (&hr)[R + 2], bool vin, int ih0, int IH, int c0,
+                                               const act_t* __restrict__ w, const float* __restrict__ bias,
+                                               act_t* __restrict__ y, unsigned plane, int c, int oh0, int OH,
+                                               int OW) {
+    constexpr int V = HAL_VEC, NR = R + 2;
+    float wt[9];
+    dw_weights(w, c, wt);
+    const float b0 = bias ? bias[c] : 0.0f;
+    float acc[R][V];
+#pragma unroll
+    for (int s = 0; s < R; ++s)
+#pragma unroll
+        for (int i = 0; i < V; ++i) acc[s][i] = b0;
+#pragma unroll
+    for (int r = 0; r < NR; ++r) {
+        if ((unsigned)(ih0 + r) >= (unsigned)IH) continue;  // zero padding rows
+        float f[V + 2];  // f[e]: column c0 - PL + e (zero outside the input)
+        float v[V];
+        unpack_vec(raw[r], v);
+        const int vo = PL;  // index of column c0 in f
+#pragma unroll
+        for (int e = 0; e < V; ++e) f[vo + e] = vin ? v[e] : 0.0f;
+        if (PL) {
+            f[0] = hl[r];
+            f[V + 1] = hr[r];
+        } else {
+            f[V] = hl[r];
+            f[V + 1] = hr[r];
+        }
+#pragma unroll
+        for (int s = 0; s < R; ++s) {
+            const int kh = r - s;  // compile-time after unrolling
+            if (kh < 0 || kh > 2) continue;
+#pragma unroll
+            for (int i = 0; i < V; ++i)
+#pragma unroll
+                for (int k = 0; k < 3; ++k) acc[s][i] = fmaf(f[i + k], wt[kh * 3 + k], acc[s][i]);
+        }
+    }
+    act_t* __restrict__ yp = y + ((size_t)plane * OH + oh0) * OW + c0;
+#pragma unroll
+    for (int s = 0; s < R; ++s) {
+        if (oh0 + s >= OH) break;
+        act_t* op = yp + (size_t)s * OW;
+        if (c0 + V <= OW && aligned16(op)) {
+            st_vec(op, acc[s]);
+        } else {
+#pragma unroll
+            for (int i = 0; i < V; ++i)
+                if (c0 + i < OW) st_act(op + i, acc[s][i]);
+        }
+    }
+}
+
 // NCHW: a thread owns one aligned 16-byte vector column of a plane (input columns
 // [c0, c0 + V), IW % V == 0) and a strip of R output rows; its outputs are the V columns
 // ow in [c0, c0 + V), which read columns c0 - PL .. c0 + V + 1 - PL: the vector and two
@@ -1389,55 +1448,13 @@ __device__ __forceinline__ void dw_rows(const act_t* __restrict__ x, const act_t
             if (h1in) h1[r] = rp[hc1];
         }
     }
-    float wt[9];
-    dw_weights(w, c, wt);
-    const float b0 = bias ? bias[c] : 0.0f;
-    float acc[R][V];
-#pragma unroll
-    for (int s = 0; s < R; ++s)
-#pragma unroll
-        for (int i = 0; i < V; ++i) acc[s][i] = b0;
+    float hl[NR], hr[NR];
 #pragma unroll
     for (int r = 0; r < NR; ++r) {
-        if ((unsigned)(ih0 + r) >= (unsigned)IH) continue;  // zero padding rows
-        float f[V + 2];  // f[e]: column c0 - PL + e (zero outside the input)
-        float v[V];
-        unpack_vec(raw[r], v);
-        const int vo = PL;  // index of column c0 in f
-#pragma unroll
-        for (int e = 0; e < V; ++e) f[vo + e] = vin ? v[e] : 0.0f;
-        const float a0 = h0in ? to_f(h0[r]) : 0.0f, a1 = h1in ? to_f(h1[r]) : 0.0f;
-        if (PL) {
-            f[0] = a0;
-            f[V + 1] = a1;
-        } else {
-            f[V] = a0;
-            f[V + 1] = a1;
-        }
-#pragma unroll
-        for (int s = 0; s < R; ++s) {
-            const int kh = r - s;  // compile-time after unrolling
-            if (kh < 0 || kh > 2) continue;
-#pragma unroll
-            for (int i = 0; i < V; ++i)
-#pragma unroll
-                for (int k = 0; k < 3; ++k) acc[s][i] = fmaf(f[i + k], wt[kh * 3 + k], acc[s][i]);
-        }
+        hl[r] = h0in ? to_f(h0[r]) : 0.0f;
+        hr[r] = h1in ? to_f(h1[r]) : 0.0f;
     }
-    const int OH = p.OH, OW = p.OW;
-    act_t* __restrict__ yp = y + ((size_t)plane * OH + oh0) * OW + c0;
-#pragma unroll
-    for (int s = 0; s < R; ++s) {
-        if (oh0 + s >= OH) break;
-        act_t* op = yp + (size_t)s * OW;
-        if (c0 + V <= OW && aligned16(op)) {
-            st_vec(op, acc[s]);
-        } else {
-#pragma unroll
-            for (int i = 0; i < V; ++i)
-                if (c0 + i < OW) st_act(op + i, acc[s][i]);
-        }
-    }
+    dw_rows_finish<R, PL>(raw, hl, hr, vin, ih0, IH, c0, w, bias, y, plane, c, oh0, p.OH, p.OW);
 }
 
 #define DW_ROWS_KERNEL(NAME, R)                                                                                  \
@@ -1451,6 +1468,88 @@ __device__ __forceinline__ void dw_rows(const act_t* __restrict__ x, const act_t
     }
 DW_ROWS_KERNEL(conv2d_dw_rows2_k3s1, 2)
 DW_ROWS_KERNEL(conv2d_dw_rows4_k3s1, 4)
+
+// The row strips with their halos from neighbouring lanes (DW_SHFL; padding 1 on every side,
+// so OH == IH and OW == IW). A thread loads only its own R rows, once; the row above and the
+// row below come from the lanes a vector column (p.fd_a.d threads) up and down, the halo
+// columns from the lanes either side, by shuffles. Only where that lane lies outside the warp
+// (or the row outside the plane) does a thread load the halo itself. For a 32 x 32 float16
+// plane with R = 4 a warp is the whole plane: 4 loads of 16 bytes a thread and nothing read
+// twice, where the plain strips load 6 vectors and 12 scalars. Same FMA order as dw_rows<R, 1>,
+// so the outputs are bit for bit those of dw_rows. Every lane of a warp runs the shuffles:
+// lanes past the last item load nothing and store nothing.
+__device__ __forceinline__ float dw_elem(unsigned word, bool high) {
+#if DTYPE_HALF
+    return __half2float(__ushort_as_half((unsigned short)(high ? word >> 16 : word & 0xffffu)));
+#else
+    (void)high;
+    return __uint_as_float(word);
+#endif
+}
+__device__ __forceinline__ uint4 dw_shfl_up4(const uint4& v, int d) {
+    return make_uint4(__shfl_up_sync(0xffffffffu, v.x, d), __shfl_up_sync(0xffffffffu, v.y, d),
+                      __shfl_up_sync(0xffffffffu, v.z, d), __shfl_up_sync(0xffffffffu, v.w, d));
+}
+__device__ __forceinline__ uint4 dw_shfl_down4(const uint4& v, int d) {
+    return make_uint4(__shfl_down_sync(0xffffffffu, v.x, d), __shfl_down_sync(0xffffffffu, v.y, d),
+                      __shfl_down_sync(0xffffffffu, v.z, d), __shfl_down_sync(0xffffffffu, v.w, d));
+}
+template <int R>
+__device__ __forceinline__ void dw_rows_shfl(const act_t* __restrict__ x, const act_t* __restrict__ w,
+                                             const float* __restrict__ bias, act_t* __restrict__ y,
+                                             const DwRegParams& p) {
+    constexpr int V = HAL_VEC, NR = R + 2;
+    const unsigned it = blockIdx.x * blockDim.x + threadIdx.x;
+    const bool active = it < p.items;
+    const int lane = (int)(threadIdx.x & 31u);
+    const unsigned itc = active ? it : p.items - 1;
+    const unsigned q = fdiv(itc, p.fd_a);
+    const int a = (int)p.fd_a.d;  // vector columns a row: the lane a row down is lane + a
+    const int j = (int)(itc - q * p.fd_a.d);
+    const unsigned plane = fdiv(q, p.fd_b);
+    const int oh0 = (int)(q - plane * p.fd_b.d) * R;
+    const int c = (int)(plane - fdiv(plane, p.fd_c) * p.fd_c.d);
+    const int IH = p.IH, IW = p.IW;
+    const int ih0 = oh0 - 1, c0 = j * V;
+    const act_t* __restrict__ xp = x + (size_t)plane * IH * IW + c0;
+    uint4 raw[NR];
+#pragma unroll
+    for (int r = 1; r <= R; ++r) {
+        raw[r] = make_uint4(0u, 0u, 0u, 0u);
+        if (active && ih0 + r < IH) raw[r] = __ldg(reinterpret_cast<const uint4*>(xp + (size_t)(ih0 + r) * IW));
+    }
+    // the rows above and below: the last own row of the strip above, the first of the one below
+    const int d = a < 32 ? a : 0;
+    const uint4 up = dw_shfl_up4(raw[R], d), dn = dw_shfl_down4(raw[1], d);
+    raw[0] = raw[R + 1] = make_uint4(0u, 0u, 0u, 0u);
+    if (active && ih0 >= 0)
+        raw[0] = d && lane >= d ? up : __ldg(reinterpret_cast<const uint4*>(xp + (size_t)ih0 * IW));
+    if (active && ih0 + R + 1 < IH)
+        raw[R + 1] = d && lane + d < 32 ? dn : __ldg(reinterpret_cast<const uint4*>(xp + (size_t)(ih0 + R + 1) * IW));
+    // the halo columns: the left lane's last element, the right lane's first
+    const bool left = j > 0, right = j + 1 < a;
+    float hl[NR], hr[NR];
+#pragma unroll
+    for (int r = 0; r < NR; ++r) {
+        const unsigned lw = __shfl_up_sync(0xffffffffu, raw[r].w, 1);
+        const unsigned rw = __shfl_down_sync(0xffffffffu, raw[r].x, 1);
+        hl[r] = hr[r] = 0.0f;
+        const bool row_in = (unsigned)(ih0 + r) < (unsigned)IH;
+        if (active && row_in && left) hl[r] = lane > 0 ? dw_elem(lw, true) : to_f(xp[(size_t)(ih0 + r) * IW - 1]);
+        if (active && row_in && right) hr[r] = lane < 31 ? dw_elem(rw, false) : to_f(xp[(size_t)(ih0 + r) * IW + V]);
+    }
+    if (!active) return;
+    dw_rows_finish<R, 1>(raw, hl, hr, true, ih0, IH, c0, w, bias, y, plane, c, oh0, p.OH, p.OW);
+}
+
+#define DW_ROWS_SHFL_KERNEL(NAME, R)                                                                             \
+    extern "C" __global__ void __launch_bounds__(CONV_THREADS)                                                   \
+        NAME(const act_t* __restrict__ x, const act_t* __restrict__ w, const float* __restrict__ bias,          \
+             act_t* __restrict__ y, DwRegParams p) { HAL_PDL_ENTRY();                                            \
+        dw_rows_shfl<R>(x, w, bias, y, p);                                                                       \
+    }
+DW_ROWS_SHFL_KERNEL(conv2d_dw_rows2s_k3s1, 2)
+DW_ROWS_SHFL_KERNEL(conv2d_dw_rows4s_k3s1, 4)
 
 // NHWC: a thread owns 4 channels (C % 4 == 0: 16 bytes in float32, 8 in float16) of M
 // consecutive output pixels of one output row; it walks the row left to right keeping the

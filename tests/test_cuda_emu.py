@@ -5,7 +5,8 @@ staged output), one float16 1x1 conv through ``conv2d_k1_gemm`` and one uint8 x 
 QLinearConv through ``qconv2d_k3_tc`` (NHWC: the zero-point algebra and the mma of ones),
 BatchNorm's flat inference with its first loads early, BatchNorm training (its statistics'
 shifted-sum chunks) and the tiled direct conv (grouped 3x3, a strided 7x7), the grouped
-tensor-core conv, the float16 NCHW depthwise conv on tensor cores and NHWC global pooling
+tensor-core conv, the float16 NCHW depthwise conv on tensor cores and its row strips with
+halos by shuffles, and NHWC global pooling
 with two lanes a pair, each with the plan the
 launcher makes for an H200, against the oracle.
 tools/cuda_emu.py runs the rest (every type pair, both kernels, more shapes) before device
@@ -183,3 +184,15 @@ def test_tiled_direct_conv_matches_the_oracle_on_the_emulator(emu, name, kw):
     cuda_emu, be, work = emu
     kernel, ok, detail = cuda_emu.check_tiled(be, np.random.default_rng(11), work, **kw)
     assert ok, f"{name}: {kernel}: {detail}"
+
+
+def test_depthwise_row_strips_with_shuffled_halos_match_the_plain_strips_on_the_emulator(emu):
+    """DW_SHFL (opt-in): conv2d_dw_rows4s_k3s1 on float16 NCHW 1x5x30x40, padding 1: 5 vector columns a
+    row, so warps cross strips and planes (halos from lanes and from memory), and the last strip of each
+    plane is partial; against the oracle and bit for bit against the plain strips (the same FMA order)."""
+    cuda_emu, be, work = emu
+    kernel, ok, detail = cuda_emu.check_dwconv(be, np.random.default_rng(13), work, (1, 5, 30, 40), np.float16, 1,
+                                               {"DW_ROWS": 4, "DW_SHFL": 1}, layout="NCHW",
+                                               same_as={"DW_ROWS": 4}, kernel="conv2d_dw_rows4s_k3s1")
+    assert kernel == "conv2d_dw_rows4s_k3s1"
+    assert ok, detail

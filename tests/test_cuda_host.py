@@ -738,6 +738,36 @@ def test_cuda_tensor_core_depthwise_plans_without_a_gpu():
     assert _SCHEMAS["conv2d"].defaults()["DW_TC"] == 0
 
 
+def test_cuda_depthwise_row_strips_with_shuffled_halos_plan_without_a_gpu():
+    """Without a GPU: DW_SHFL with DW_ROWS plans ``conv2d_dw_rows{2,4}s_k3s1`` for NCHW depthwise 3x3
+    stride-1 convs padded 1 on every side, with the plain strips' grid and arguments (the same
+    threads, each loading its own rows only); other paddings keep the plain strips, and DW_SHFL
+    is off by default."""
+    import numpy as np
+
+    from hal import spec as S
+    from hal.backends.cuda import _SCHEMAS
+
+    be, plans, buf, _, source = _conv_plans_on_h200()
+
+    def plan(shape=(256, 64, 32, 32), dtype=np.float16, pad=1, **params):
+        c = shape[1]
+        sp = S.conv2d_spec(S.TensorGeometry(*shape, "NCHW", np.dtype(dtype)), (c, 1, 3, 3), True, (c,), 1, pad, 1,
+                           c)
+        be.conv2d(sp, buf, buf, buf, buf, {"DW_ROWS": 4, "CONV_THREADS": 128, **params})
+        (launch,) = plans[-1]
+        return launch
+
+    shfl, plain = plan(DW_SHFL=1), plan()
+    assert shfl.kernel == "conv2d_dw_rows4s_k3s1" and plain.kernel == "conv2d_dw_rows4_k3s1"
+    assert "DW_ROWS_SHFL_KERNEL(conv2d_dw_rows4s_k3s1, 4)" in source
+    assert (shfl.grid, shfl.block, shfl.args) == (plain.grid, plain.block, plain.args)
+    assert plan((2, 8, 16, 24), np.float32, DW_SHFL=1, DW_ROWS=2).kernel == "conv2d_dw_rows2s_k3s1"
+    for pad in (0, (1, 1, 0, 1), (1, 0, 1, 1)):
+        assert plan((2, 8, 16, 24), pad=pad, DW_SHFL=1).kernel == "conv2d_dw_rows4_k3s1", pad
+    assert _SCHEMAS["conv2d"].defaults()["DW_SHFL"] == 0
+
+
 def test_cuda_time_launches_queues_the_calls_behind_a_spin():
     """Without a GPU: ``queued=True`` enqueues ``hal_spin`` before the first event pair, for at
     least the host time the enqueues take (from the fastest warm-up call), and still one

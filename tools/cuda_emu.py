@@ -411,10 +411,12 @@ def check_tiled(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int,
 
 def check_dwconv(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], dtype: Any,
                  padding: Any, params: dict[str, int], bias: bool = True, sms: int | None = None,
-                 same_as: dict[str, int] | None = None, layout: str = "NHWC") -> tuple[str, bool, str]:
+                 same_as: dict[str, int] | None = None, layout: str = "NHWC",
+                 kernel: str | None = None) -> tuple[str, bool, str]:
     """A depthwise 3x3 stride-1 conv (NHWC unless `layout`) through the launcher's plan (on `sms` multiprocessors
     if given: fewer persistent blocks, several tiles each), against the float64 oracle under
-    the conformance tolerance; with `same_as`, also bit for bit against the plan of those params."""
+    the conformance tolerance; with `same_as`, also bit for bit against the plan of those params;
+    with `kernel`, the plan must launch that kernel."""
     from hal import conformance
     from hal import reference as ref
     from hal import spec as S
@@ -445,6 +447,8 @@ def check_dwconv(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int
         other = outs[1].outputs["y"]
         if not np.array_equal(outs[0].outputs["y"].view(np.uint8), other.view(np.uint8)):
             detail = f"differs bitwise from {outs[1].kernel} in {int((outs[0].outputs['y'] != other).sum())} places"
+    if not detail and kernel and outs[0].kernel != kernel:
+        detail = f"served by {outs[0].kernel}, not {kernel}"
     return outs[0].kernel, not detail, detail
 
 
@@ -721,6 +725,20 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
         out.append(("dwconv pipe8x2 f16 1SM persistent 3x72x21x70", "dwconv",
                     dict(shape=(3, 72, 21, 70), dtype=np.float16, padding=1, params={"DW_PIPE": 8, "DW_PIPE_COLS": 2},
                          sms=1, same_as=regs)))
+    # the NCHW row strips with halos by shuffles (DW_SHFL): a warp that is one whole 32 x 32 plane,
+    # rows that cross warps and planes (5 vector columns), partial strips, a last warp with idle
+    # lanes, rows of 32 or more lanes (every halo loaded), float32; bit for bit against the plain strips
+    shfl_cases = [("f16 2x3x32x32", (2, 3, 32, 32), np.float16, 4, True, 128),
+                  ("f16 1x5x30x40 partial strips", (1, 5, 30, 40), np.float16, 4, True, 256),
+                  ("f32 2x3x17x16 rows2 nobias", (2, 3, 17, 16), np.float32, 2, False, 128),
+                  ("f16 1x3x7x24 idle lanes", (1, 3, 7, 24), np.float16, 4, True, 128),
+                  ("f16 1x2x9x264 wide rows", (1, 2, 9, 264), np.float16, 2, True, 256)]
+    for name, shape, dt, rows, bias, threads in shfl_cases[:2 if quick else None]:
+        out.append((f"dwconv rows{rows} shfl {name}", "dwconv",
+                    dict(shape=shape, dtype=dt, padding=1, bias=bias, layout="NCHW",
+                         params={"DW_ROWS": rows, "DW_SHFL": 1, "CONV_THREADS": threads},
+                         same_as={"DW_ROWS": rows, "CONV_THREADS": threads},
+                         kernel=f"conv2d_dw_rows{rows}s_k3s1")))
     # the float16 NCHW depthwise kernel on tensor cores (DW_TC): widths past one 32-column tile
     # and not a multiple of 32, heights past one 16-row tile, padding 0 and 1 (asymmetric too),
     # odd output widths (scalar stores), no bias

@@ -93,6 +93,7 @@ struct EmuWarp {
     float cf[32][4];
     int ci[32][4];
     float sf[32];
+    unsigned su[32];
 };
 struct EmuBlock {
     EmuBarrier* bar;
@@ -199,6 +200,25 @@ inline float __shfl_down_sync(unsigned, float v, int delta) {
     w.sf[emu_lane] = v;
     w.bar.arrive_and_wait();
     const float r = emu_lane + delta < 32 ? w.sf[emu_lane + delta] : v;
+    w.bar.arrive_and_wait();
+    return r;
+}
+
+// __shfl_up_sync / __shfl_down_sync on 32-bit words: lanes whose source lies outside the warp keep
+// their own value, as on the GPU (every lane of the warp takes part)
+inline unsigned __shfl_up_sync(unsigned, unsigned v, int delta) {
+    EmuWarp& w = (*emu_block.warps)[emu_warp];
+    w.su[emu_lane] = v;
+    w.bar.arrive_and_wait();
+    const unsigned r = emu_lane - delta >= 0 ? w.su[emu_lane - delta] : v;
+    w.bar.arrive_and_wait();
+    return r;
+}
+inline unsigned __shfl_down_sync(unsigned, unsigned v, int delta) {
+    EmuWarp& w = (*emu_block.warps)[emu_warp];
+    w.su[emu_lane] = v;
+    w.bar.arrive_and_wait();
+    const unsigned r = emu_lane + delta < 32 ? w.su[emu_lane + delta] : v;
     w.bar.arrive_and_wait();
     return r;
 }
