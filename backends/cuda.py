@@ -351,10 +351,14 @@ _SCHEMAS: dict[str, KernelSchema] = {
             Param("DW_ROWS", (0, 2, 4), 0,
                   "NCHW depthwise 3x3 stride 1, width a multiple of 16 bytes: output rows per thread of the "
                   "register row-strip kernel (no shared memory); 0 = the shared-memory tiles"),
-            Param("DW_SHFL", (0, 1), 0,
+            Param("DW_SHFL", (0, 1, 2), 0,
                   "with DW_ROWS, padding 1 on every side: each thread loads only its own rows, and the rows "
                   "above and below and the halo columns come from neighbouring lanes by shuffles "
-                  "(conv2d_dw_rows{2,4}s_k3s1, the same outputs bit for bit; session 23)"),
+                  "(1: conv2d_dw_rows{2,4}s_k3s1; 2: conv2d_dw_rows{2,4}p_k3s1, a persistent grid whose threads "
+                  "load their next item's rows while computing the current one; the same outputs bit for bit "
+                  "as the plain strips; session 23)"),
+            Param("DW_SHFL_OCC", (512, 640, 768, 1024), 640,
+                  "with DW_SHFL 2: resident threads per SM the persistent kernel is built and launched for (-D)"),
             Param("DW_COLS", (0, 2, 4, 8), 0,
                   "NHWC depthwise 3x3 stride 1, C % 4 == 0: output pixels per thread of the register kernel "
                   "that walks a row with its 3x3 window in registers; 0 = the shared-memory tiles"),
@@ -443,8 +447,9 @@ _SCHEMAS: dict[str, KernelSchema] = {
 _COMPILE_PARAMS = {
     "pool2d": ("POOL_THREADS", "POOL_OCC", "POOL_SPLIT", "POOL_H2", "POOL_H2AVG"),
     "adaptive_pool2d": ("ADAPT_THREADS", "ADAPT_GSTAGES", "ADAPT_VSPLIT_U", "ADAPT_GVEC_U", "ADAPT_GVEC_S"),
-    "conv2d": ("CONV_THREADS", "CONV_SIMT_CI", "CONV_OCC", "DW_HALF4", "DW_H2", "DW_PREFETCH", "TC_WIDE_STAGES",
-               "TC_WIDE_L2PF", "TC_WIDE_K1_BLOCKS", "K1G_STAGES", "K1G_BN", "GRP_COT", "GRP_PIX", "GRP_OCC"),
+    "conv2d": ("CONV_THREADS", "CONV_SIMT_CI", "CONV_OCC", "DW_HALF4", "DW_H2", "DW_PREFETCH", "DW_SHFL_OCC",
+               "TC_WIDE_STAGES", "TC_WIDE_L2PF", "TC_WIDE_K1_BLOCKS", "K1G_STAGES", "K1G_BN", "GRP_COT", "GRP_PIX",
+               "GRP_OCC"),
     "batch_norm": ("BN_THREADS", "BN_UNROLL", "BN_L2_HINT", "BN_INFER_OCC", "BN_INFER_EARLY", "BN_STATS_SUMS"),
     "eltwise": ("ELT_THREADS",),
     "qconv2d": (),
@@ -1597,10 +1602,12 @@ class CudaBackend(Backend):
                 return None
             a, b, cc = _cdiv(ow, vec), _cdiv(oh, rows), c
             # DW_SHFL: halos by shuffles where every pad is 1 (so the output is the input's size)
-            shfl = p["DW_SHFL"] and spec.pads == (1, 1, 1, 1) and threads % 32 == 0
-            kernel = f"conv2d_dw_rows{rows}{'s' if shfl else ''}_k3s1"
+            shfl = int(p["DW_SHFL"]) if spec.pads == (1, 1, 1, 1) and threads % 32 == 0 else 0
+            kernel = f"conv2d_dw_rows{rows}{('', 's', 'p')[shfl]}_k3s1"
+            persistent = shfl == 2
             items = n * c * b * a
         else:
+            persistent = False
             cols, crows = int(p["DW_COLS"]), int(p["DW_CROWS"])
             if cols == 0 or c % 4:
                 return None
@@ -1614,6 +1621,11 @@ class CudaBackend(Backend):
         if items >= 2**31 or n * c * ih * iw >= 2**62:
             return None
         blob = struct.pack("<7iI9I", c, ih, iw, oh, ow, pt, pl, items, *fastdiv(a), *fastdiv(b), *fastdiv(cc))
+        grid = _cdiv(items, threads)
+        if persistent:  # DW_SHFL 2: at most the resident blocks, every thread the same steps
+            per_sm = max(1, min(int(p["DW_SHFL_OCC"]), self._threads_per_sm()) // threads)
+            steps = _cdiv(items, min(grid, self._sms * per_sm) * threads)
+            grid = _cdiv(items, steps * threads)
         return (
             Launch("conv2d.cu", defines, kernel, f"PPPP{len(blob)}s", (_cdiv(items, threads), 1, 1),
                    (threads, 1, 1), 0, ("x", "w", "b", "y", blob)),

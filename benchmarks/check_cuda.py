@@ -751,6 +751,11 @@ def conv_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
                         check_conv(dev, rng, f"dw shfl rows{rows} {shape}", shape, shape[1], 3, padding=1,
                                    groups=shape[1], params={"DW_ROWS": rows, "DW_SHFL": 1, "CONV_THREADS": 128},
                                    **c)
+                    # the persistent grid: 132 x 5 blocks, several items a thread at these sizes
+                    for shape in ((16, 128, 32, 32), (4, 96, 30, 40), (2, 64, 9, 264)):
+                        check_conv(dev, rng, f"dw shfl persist rows{rows} {shape}", shape, shape[1], 3, padding=1,
+                                   groups=shape[1], params={"DW_ROWS": rows, "DW_SHFL": 2, "CONV_THREADS": 128},
+                                   **c)
             # the pipelined depthwise kernel (DW_PIPE, NHWC, C a multiple of 16 bytes): shapes no multiple of
             # a tile, padding 0, 1, 2 and asymmetric, partial 128-byte channel slices (C24, C40, C72, C136),
             # no bias, and a shape with several tiles per persistent block ("many tiles")
@@ -1127,7 +1132,8 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
             check_conv(dev, rng, "one dw k3s1 C24", (1, 24, 7, 9), 24, 3, padding=1, groups=24, **c)
             for reg in ({"DW_ROWS": 2}, {"DW_ROWS": 4}, {"DW_COLS": 2}, {"DW_COLS": 4}, {"DW_COLS": 8},
                         *({"DW_COLS": m, "DW_CROWS": r} for m in (2, 4) for r in (4, 8)),
-                        {"DW_ROWS": 2, "DW_SHFL": 1}, {"DW_ROWS": 4, "DW_SHFL": 1}):
+                        {"DW_ROWS": 2, "DW_SHFL": 1}, {"DW_ROWS": 4, "DW_SHFL": 1},
+                        {"DW_ROWS": 2, "DW_SHFL": 2}, {"DW_ROWS": 4, "DW_SHFL": 2}):
                 check_conv(dev, rng, f"one dw {reg}", (2, 16, 11, 16), 16, 3, padding=1, groups=16, params=reg, **c)
                 check_conv(dev, rng, f"one dw {reg} asym", (1, 8, 7, 24), 8, 3, padding=(0, 1, 1, 0), groups=8,
                            bias=False, params=reg, **c)

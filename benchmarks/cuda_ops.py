@@ -534,6 +534,9 @@ def build_cases(quick: bool) -> list[Case]:
                      {"DW_ROWS": 4, "CONV_THREADS": 128}]
                     # halos by shuffles (session 23)
                     + [{"DW_ROWS": r, "DW_SHFL": 1, "CONV_THREADS": t} for r in (2, 4) for t in (128, 256)]
+                    # ... on a persistent grid, the next item's rows loaded under the current one's FMAs
+                    + [{"DW_ROWS": r, "DW_SHFL": 2, "CONV_THREADS": t, "DW_SHFL_OCC": o}
+                       for r in (2, 4) for t in (128, 256) for o in (512, 640, 1024)]
                     if layout == "NCHW" else
                     [{"DW_COLS": 4}, {"DW_COLS": 8}, {"DW_COLS": 4, "CONV_THREADS": 128},
                      {"DW_COLS": 8, "CONV_THREADS": 128}, {"DW_COLS": 2}, {"DW_COLS": 2, "CONV_THREADS": 128}]
@@ -551,7 +554,9 @@ def build_cases(quick: bool) -> list[Case]:
                                   2 * x112 * 9, {"shape": (32, 96, 112, 112), "cout": 96, "groups": 96},
                                   [{}, {"DW_TC": 1}, {"DW_TC": 2}, {"DW_ROWS": 4, "CONV_THREADS": 128},
                                    {"DW_ROWS": 4, "DW_SHFL": 1, "CONV_THREADS": 128},
-                                   {"DW_ROWS": 2, "DW_SHFL": 1, "CONV_THREADS": 128}]))
+                                   {"DW_ROWS": 2, "DW_SHFL": 1, "CONV_THREADS": 128},
+                                   {"DW_ROWS": 4, "DW_SHFL": 2, "CONV_THREADS": 128},
+                                   {"DW_ROWS": 4, "DW_SHFL": 2, "CONV_THREADS": 256, "DW_SHFL_OCC": 1024}]))
         bnc = [{}, {"BN_L2_HINT": 0}, {"BN_THREADS": 512, "BN_BLOCKS_PER_SM": 2}, {"BN_UNROLL": 8},
                {"BN_UNROLL": 2, "BN_BLOCKS_PER_SM": 8}, {"BN_BLOCKS_PER_SM": 2}, {"BN_BLOCKS_PER_SM": 8}]
         # inference only: the flat persistent kernel's occupancy / unroll, and the old kernel

@@ -1494,12 +1494,31 @@ __device__ __forceinline__ uint4 dw_shfl_down4(const uint4& v, int d) {
     return make_uint4(__shfl_down_sync(0xffffffffu, v.x, d), __shfl_down_sync(0xffffffffu, v.y, d),
                       __shfl_down_sync(0xffffffffu, v.z, d), __shfl_down_sync(0xffffffffu, v.w, d));
 }
+// item it's own R rows (zero outside the input; nothing for lanes past the last item)
 template <int R>
-__device__ __forceinline__ void dw_rows_shfl(const act_t* __restrict__ x, const act_t* __restrict__ w,
+__device__ __forceinline__ void dw_shfl_own(const act_t* __restrict__ x, const DwRegParams& p, unsigned it,
+                                            uint4 (&own)[R]) {
+    constexpr int V = HAL_VEC;
+    const bool active = it < p.items;
+    const unsigned itc = active ? it : p.items - 1;
+    const unsigned q = fdiv(itc, p.fd_a);
+    const int j = (int)(itc - q * p.fd_a.d);
+    const unsigned plane = fdiv(q, p.fd_b);
+    const int oh0 = (int)(q - plane * p.fd_b.d) * R;
+    const act_t* __restrict__ xp = x + ((size_t)plane * p.IH + oh0) * p.IW + j * V;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        own[r] = make_uint4(0u, 0u, 0u, 0u);
+        if (active && oh0 + r < p.IH) own[r] = __ldg(reinterpret_cast<const uint4*>(xp + (size_t)r * p.IW));
+    }
+}
+// item it from its own rows: the halos by shuffles (or loads where the lane is outside the
+// warp), then dw_rows_finish. Every lane of the warp calls it, for items of one warp-wide step.
+template <int R>
+__device__ __forceinline__ void dw_shfl_item(const act_t* __restrict__ x, const act_t* __restrict__ w,
                                              const float* __restrict__ bias, act_t* __restrict__ y,
-                                             const DwRegParams& p) {
+                                             const DwRegParams& p, unsigned it, const uint4 (&own)[R]) {
     constexpr int V = HAL_VEC, NR = R + 2;
-    const unsigned it = blockIdx.x * blockDim.x + threadIdx.x;
     const bool active = it < p.items;
     const int lane = (int)(threadIdx.x & 31u);
     const unsigned itc = active ? it : p.items - 1;
@@ -1514,10 +1533,7 @@ __device__ __forceinline__ void dw_rows_shfl(const act_t* __restrict__ x, const 
     const act_t* __restrict__ xp = x + (size_t)plane * IH * IW + c0;
     uint4 raw[NR];
 #pragma unroll
-    for (int r = 1; r <= R; ++r) {
-        raw[r] = make_uint4(0u, 0u, 0u, 0u);
-        if (active && ih0 + r < IH) raw[r] = __ldg(reinterpret_cast<const uint4*>(xp + (size_t)(ih0 + r) * IW));
-    }
+    for (int r = 0; r < R; ++r) raw[r + 1] = own[r];
     // the rows above and below: the last own row of the strip above, the first of the one below
     const int d = a < 32 ? a : 0;
     const uint4 up = dw_shfl_up4(raw[R], d), dn = dw_shfl_down4(raw[1], d);
@@ -1538,18 +1554,50 @@ __device__ __forceinline__ void dw_rows_shfl(const act_t* __restrict__ x, const 
         if (active && row_in && left) hl[r] = lane > 0 ? dw_elem(lw, true) : to_f(xp[(size_t)(ih0 + r) * IW - 1]);
         if (active && row_in && right) hr[r] = lane < 31 ? dw_elem(rw, false) : to_f(xp[(size_t)(ih0 + r) * IW + V]);
     }
-    if (!active) return;
-    dw_rows_finish<R, 1>(raw, hl, hr, true, ih0, IH, c0, w, bias, y, plane, c, oh0, p.OH, p.OW);
+    if (active) dw_rows_finish<R, 1>(raw, hl, hr, true, ih0, IH, c0, w, bias, y, plane, c, oh0, p.OH, p.OW);
 }
 
 #define DW_ROWS_SHFL_KERNEL(NAME, R)                                                                             \
     extern "C" __global__ void __launch_bounds__(CONV_THREADS)                                                   \
         NAME(const act_t* __restrict__ x, const act_t* __restrict__ w, const float* __restrict__ bias,          \
              act_t* __restrict__ y, DwRegParams p) { HAL_PDL_ENTRY();                                            \
-        dw_rows_shfl<R>(x, w, bias, y, p);                                                                       \
+        const unsigned it = blockIdx.x * blockDim.x + threadIdx.x;                                               \
+        uint4 own[R];                                                                                            \
+        dw_shfl_own<R>(x, p, it, own);                                                                           \
+        dw_shfl_item<R>(x, w, bias, y, p, it, own);                                                              \
     }
 DW_ROWS_SHFL_KERNEL(conv2d_dw_rows2s_k3s1, 2)
 DW_ROWS_SHFL_KERNEL(conv2d_dw_rows4s_k3s1, 4)
+
+// DW_SHFL 2: the same items on a persistent grid (the launcher's: at most the resident blocks,
+// sized so every thread gets the same number of steps), each thread striding by the grid with
+// the next item's own rows loaded before the current item's shuffles, FMAs and stores: the
+// loads of one step are in flight while the previous one computes, where a block of the
+// one-item kernel loads, then computes, then ends (4.4 waves of them for 256x64x32x32).
+// DW_SHFL_OCC [640]: resident threads per SM the kernel is built for (float16 with 4 rows on
+// sm_90: 96 registers at 640 without spills, 80 with spills at 768).
+#ifndef DW_SHFL_OCC
+#define DW_SHFL_OCC 640
+#endif
+#define DW_SHFL_MINB (DW_SHFL_OCC >= 2 * CONV_THREADS ? DW_SHFL_OCC / CONV_THREADS : 1)
+#define DW_ROWS_PERSIST_KERNEL(NAME, R)                                                                          \
+    extern "C" __global__ void __launch_bounds__(CONV_THREADS, DW_SHFL_MINB)                                     \
+        NAME(const act_t* __restrict__ x, const act_t* __restrict__ w, const float* __restrict__ bias,          \
+             act_t* __restrict__ y, DwRegParams p) { HAL_PDL_ENTRY();                                            \
+        const unsigned stride = gridDim.x * blockDim.x;                                                          \
+        unsigned it = blockIdx.x * blockDim.x + threadIdx.x;                                                     \
+        const unsigned warp0 = it - (threadIdx.x & 31u); /* the loop's bound is the same for the whole warp */   \
+        uint4 cur[R];                                                                                            \
+        dw_shfl_own<R>(x, p, it, cur);                                                                           \
+        for (unsigned base = warp0; base < p.items; base += stride, it += stride) {                              \
+            uint4 nxt[R];                                                                                        \
+            dw_shfl_own<R>(x, p, it + stride, nxt);                                                              \
+            dw_shfl_item<R>(x, w, bias, y, p, it, cur);                                                          \
+            _Pragma("unroll") for (int r = 0; r < R; ++r) cur[r] = nxt[r];                                       \
+        }                                                                                                        \
+    }
+DW_ROWS_PERSIST_KERNEL(conv2d_dw_rows2p_k3s1, 2)
+DW_ROWS_PERSIST_KERNEL(conv2d_dw_rows4p_k3s1, 4)
 
 // NHWC: a thread owns 4 channels (C % 4 == 0: 16 bytes in float32, 8 in float16) of M
 // consecutive output pixels of one output row; it walks the row left to right keeping the

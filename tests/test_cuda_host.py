@@ -746,7 +746,7 @@ def test_cuda_depthwise_row_strips_with_shuffled_halos_plan_without_a_gpu():
     import numpy as np
 
     from hal import spec as S
-    from hal.backends.cuda import _SCHEMAS
+    from hal.backends.cuda import _SCHEMAS, _cdiv
 
     be, plans, buf, _, source = _conv_plans_on_h200()
 
@@ -764,8 +764,16 @@ def test_cuda_depthwise_row_strips_with_shuffled_halos_plan_without_a_gpu():
     assert (shfl.grid, shfl.block, shfl.args) == (plain.grid, plain.block, plain.args)
     assert plan((2, 8, 16, 24), np.float32, DW_SHFL=1, DW_ROWS=2).kernel == "conv2d_dw_rows2s_k3s1"
     for pad in (0, (1, 1, 0, 1), (1, 0, 1, 1)):
-        assert plan((2, 8, 16, 24), pad=pad, DW_SHFL=1).kernel == "conv2d_dw_rows4_k3s1", pad
+        for shfl in (1, 2):
+            assert plan((2, 8, 16, 24), pad=pad, DW_SHFL=shfl).kernel == "conv2d_dw_rows4_k3s1", (pad, shfl)
     assert _SCHEMAS["conv2d"].defaults()["DW_SHFL"] == 0
+    # DW_SHFL 2, the persistent grid: 132 SMs x 5 blocks of 128 (DW_SHFL_OCC 640) would give each
+    # thread 6.2 steps of 256x64x32x32's 524,288 items; 7 steps each need 586 blocks
+    persist = plan(DW_SHFL=2)
+    assert persist.kernel == "conv2d_dw_rows4p_k3s1" and "DW_ROWS_PERSIST_KERNEL(conv2d_dw_rows4p_k3s1, 4)" in source
+    assert persist.grid == (586, 1, 1) and persist.args == plain.args and ("DW_SHFL_OCC", 640) in persist.defines
+    assert plan(DW_SHFL=2, DW_SHFL_OCC=1024, CONV_THREADS=256).grid == (_cdiv(524288, 4 * 256), 1, 1)
+    assert plan((1, 2, 8, 16), DW_SHFL=2).grid == (1, 1, 1)  # 16 items: one block, one step
 
 
 def test_cuda_time_launches_queues_the_calls_behind_a_spin():

@@ -739,6 +739,19 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
                          params={"DW_ROWS": rows, "DW_SHFL": 1, "CONV_THREADS": threads},
                          same_as={"DW_ROWS": rows, "CONV_THREADS": threads},
                          kernel=f"conv2d_dw_rows{rows}s_k3s1")))
+    # the persistent grid (DW_SHFL 2) on 1 or 2 multiprocessors: each thread walks 2 to 4 items, the
+    # next one's rows loaded while the current one computes, the last step with idle lanes or warps
+    persist_cases = [("f16 2x20x32x32", (2, 20, 32, 32), np.float16, 4, True, 128),
+                     ("f16 1x20x30x40 partial strips", (1, 20, 30, 40), np.float16, 4, True, 256),
+                     ("f32 2x24x17x16 rows2 nobias", (2, 24, 17, 16), np.float32, 2, False, 128),
+                     ("f16 1x12x9x264 wide rows", (1, 12, 9, 264), np.float16, 2, True, 256)]
+    for name, shape, dt, rows, bias, threads in persist_cases[:1 if quick else None]:
+        for sms in (1, 2):
+            out.append((f"dwconv rows{rows} persist {sms}SM {name}", "dwconv",
+                        dict(shape=shape, dtype=dt, padding=1, bias=bias, layout="NCHW", sms=sms,
+                             params={"DW_ROWS": rows, "DW_SHFL": 2, "CONV_THREADS": threads},
+                             same_as={"DW_ROWS": rows, "CONV_THREADS": threads},
+                             kernel=f"conv2d_dw_rows{rows}p_k3s1")))
     # the float16 NCHW depthwise kernel on tensor cores (DW_TC): widths past one 32-column tile
     # and not a multiple of 32, heights past one 16-row tile, padding 0 and 1 (asymmetric too),
     # odd output widths (scalar stores), no bias
