@@ -341,6 +341,17 @@ _SCHEMAS: dict[str, KernelSchema] = {
             Param("K1G_BN", (64, 128), 128,
                   "conv2d_k1_gemm: output channels per block tile (2 x 4 warps of 64 x 32 for 128, 4 x 2 of "
                   "32 x 32 for 64); 64 wherever C_out <= 64, whatever this says (-D)"),
+            Param("CONV_K1_SIMT", (0, 1), 0,
+                  "float32 dense 1x1 convs (groups 1, any stride and padding, any C_in, C_out and alignment): "
+                  "1 = one SGEMM on CUDA cores, both layouts natively (conv2d_k1_simt: 128 output pixels x K1S_BN "
+                  "output channels a block, K1S_BK input channels a double-buffered shared-memory stage, 8 x 8 "
+                  "outputs a thread, fp32 FMAs only: no tensor cores, no TF32), ahead of the tiled direct "
+                  "kernel; 0 = the tiled direct kernel or one thread per output (session 23: checked on the "
+                  "emulator, opt-in until measured on a GPU)"),
+            Param("K1S_BN", (64, 128), 128,
+                  "conv2d_k1_simt: output channels per block tile (256 threads for 128, 128 for 64); 64 "
+                  "wherever C_out <= 64, whatever this says (-D)"),
+            Param("K1S_BK", (8, 16), 8, "conv2d_k1_simt: input channels per shared-memory stage (-D)"),
             Param("DW_TILE_H", (1, 2, 4, 8, 16, 32), 32, "depthwise: output rows per block"),
             Param("DW_TILE_W", (4, 8, 16, 32), 8, "depthwise NHWC: output columns per tile"),
             Param("DW_SMEM_KB", (8, 16, 24, 32, 48), 32, "depthwise: shared-memory budget per block, KiB"),
@@ -448,8 +459,8 @@ _COMPILE_PARAMS = {
     "pool2d": ("POOL_THREADS", "POOL_OCC", "POOL_SPLIT", "POOL_H2", "POOL_H2AVG"),
     "adaptive_pool2d": ("ADAPT_THREADS", "ADAPT_GSTAGES", "ADAPT_VSPLIT_U", "ADAPT_GVEC_U", "ADAPT_GVEC_S"),
     "conv2d": ("CONV_THREADS", "CONV_SIMT_CI", "CONV_OCC", "DW_HALF4", "DW_H2", "DW_PREFETCH", "DW_SHFL_OCC",
-               "TC_WIDE_STAGES", "TC_WIDE_L2PF", "TC_WIDE_K1_BLOCKS", "K1G_STAGES", "K1G_BN", "GRP_COT", "GRP_PIX",
-               "GRP_OCC"),
+               "TC_WIDE_STAGES", "TC_WIDE_L2PF", "TC_WIDE_K1_BLOCKS", "K1G_STAGES", "K1G_BN", "K1S_BN", "K1S_BK",
+               "GRP_COT", "GRP_PIX", "GRP_OCC"),
     "batch_norm": ("BN_THREADS", "BN_UNROLL", "BN_L2_HINT", "BN_INFER_OCC", "BN_INFER_EARLY", "BN_STATS_SUMS"),
     "eltwise": ("ELT_THREADS",),
     "qconv2d": (),
@@ -625,6 +636,12 @@ def _k1g_smem(stages: int, bn: int) -> int:
     128 pixels and `bn` output channels (K1G_BN) x 32 input channels (64-byte rows), or the block's
     128 x `bn` float16 results, staged for the stores, where they are more."""
     return max(stages * (128 + bn) * 64, 128 * bn * 2)
+
+
+def _k1s_smem(bn: int, bk: int) -> int:
+    """conv2d_k1_simt's shared memory (k1s::SMEM in conv2d.cu): two stage buffers of `bk` input channels
+    (K1S_BK) x (128 pixels + `bn` output channels (K1S_BN)) floats, each row of the two padded by 4 floats."""
+    return 2 * bk * ((128 + 4) + (bn + 4)) * 4
 
 
 _SIMT_BUF_FLOATS = {ci: ci * 10 * 36 + ci * 9 * 68 for ci in (4, 8)}
@@ -1627,7 +1644,7 @@ class CudaBackend(Backend):
             steps = _cdiv(items, min(grid, self._sms * per_sm) * threads)
             grid = _cdiv(items, steps * threads)
         return (
-            Launch("conv2d.cu", defines, kernel, f"PPPP{len(blob)}s", (_cdiv(items, threads), 1, 1),
+            Launch("conv2d.cu", defines, kernel, f"PPPP{len(blob)}s", (grid, 1, 1),
                    (threads, 1, 1), 0, ("x", "w", "b", "y", blob)),
         )
 
@@ -1975,6 +1992,12 @@ class CudaBackend(Backend):
                 gemm = self._plan_conv_k1_gemm(spec, p, aligned, defines)
                 if gemm is not None:
                     return gemm
+            # CONV_K1_SIMT: float32 1x1 convs, any stride and padding, as one SGEMM on CUDA cores (else
+            # the tiled direct kernel below takes them)
+            if p["CONV_K1_SIMT"] and (kh, kw) == (1, 1) and not half:
+                sgemm = self._plan_conv_k1_simt(spec, p)
+                if sgemm is not None:
+                    return sgemm
             # the streamed-weight kernels' copies: NHWC 16-byte channel chunks (C_in % 8), NCHW row chunks (W % 8)
             wide_copies = ci % 8 == 0 if spec.layout == "NHWC" else iw % 8 == 0
             # CONV_TC 3: the streamed-weight kernels wherever they apply; 2: where the pipelined and
@@ -2129,6 +2152,32 @@ class CudaBackend(Backend):
         gemm = Launch("conv2d.cu", defines, "conv2d_k1_gemm", "PPPP" + "i" * 11, (grid, 1, 1), (256, 1, 1),
                       smem, (xs, "w", "b", ys, n, ci, ih, iw, co, oh, ow, sh, sw, pt, pl))
         return self._through_nhwc(spec, (gemm,)) if nchw else (gemm,)
+
+    def _plan_conv_k1_simt(self, spec: Conv2dSpec, p: Mapping[str, int]) -> tuple[Launch, ...] | None:
+        """conv2d_k1_simt (CONV_K1_SIMT) for a float32 dense 1x1 conv, or None where it does not apply: not
+        float32, groups other than 1, another window, no output, an element offset of x, y or the weights
+        (or M = N * OH * OW + a tile) past int32, the grid past 2^31 - 1 blocks, or its shared memory
+        (K1S_BN, K1S_BK) past the device's. Any stride, padding, C_in, C_out and alignment: the kernel
+        vectorizes where they allow. One block per 128-pixel x K1S_BN-channel output tile (K1S_BN 64
+        wherever C_out <= 64), the channel tiles of a pixel tile adjacent; 2 x K1S_BN threads. Both
+        layouts run natively (no transposes, no workspace)."""
+        n, ci, co, ih, iw, oh, ow = spec.n, spec.c_in, spec.c_out, spec.in_h, spec.in_w, spec.out_h, spec.out_w
+        sh, sw = spec.stride
+        pt, _, pl, _ = spec.pads
+        if spec.groups != 1 or spec.kernel != (1, 1) or spec.dtype != np.float32:
+            return None
+        bn, bk = (64 if co <= 64 else int(p["K1S_BN"])), int(p["K1S_BK"])
+        m = n * oh * ow
+        grid = _cdiv(m, 128) * _cdiv(co, bn)
+        smem = _k1s_smem(bn, bk)
+        if not (0 < m and m + 128 < 2**31 and n * ci * ih * iw < 2**31 and m * co < 2**31 and co * ci < 2**31
+                and grid < 2**31 and smem <= self._max_smem()):
+            return None
+        defines = self.compile_defines("conv2d", spec.dtype, spec.layout, {**p, "K1S_BN": bn}, spec.relu)
+        return (
+            Launch("conv2d.cu", defines, "conv2d_k1_simt", "PPPP" + "i" * 11, (grid, 1, 1), (2 * bn, 1, 1), smem,
+                   ("x", "w", "b", "y", n, ci, ih, iw, co, oh, ow, sh, sw, pt, pl)),
+        )
 
     def _through_nhwc(self, spec: Conv2dSpec, plan: tuple[Launch, ...]) -> tuple[Launch, ...]:
         """An NCHW conv as `plan` (NHWC launches on the workspaces "xt" and "yt") between two

@@ -721,6 +721,42 @@ def conv_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
             check_conv(dev, rng, "k1g s2 misaligned", (2, 16, 10, 11), 16, 1, stride=2, padding=1, offset=4,
                        params=k1g, **c)
             check_conv(dev, rng, "k1g misaligned weights", (2, 16, 10, 11), 24, 1, w_offset=8, params=k1g, **c)
+            # the float32 1x1 SGEMM (CONV_K1_SIMT, conv2d_k1_simt, session 23; both layouts natively, float16
+            # serves other kernels): M = N*OH*OW no multiple of 128 (tiles that span images), C_in 37 / 38 / 39
+            # (scalar loads along k) and 40 / 264 (float4 loads), C_out 70 (scalar NHWC stores), 72 / 130 / 512,
+            # 24 and 64 (the 64-wide tile), stride 1, 2 and (2, 1), padding 0, 1, asymmetric and after the
+            # image only (NCHW: no float4 pixel loads), ReLU, no bias, K1S_BN 64 / 128 x K1S_BK 8 / 16, more
+            # tiles than one wave, the benchmark's shapes, and misaligned x, y or weights (scalar paths)
+            if dtype == np.float32:
+                k1s = {"CONV_K1_SIMT": 1}
+                check_conv(dev, rng, "k1s 256->64", (4, 256, 28, 29), 64, 1, params=k1s, **c)
+                check_conv(dev, rng, "k1s 37->70 odd", (3, 37, 13, 17), 70, 1, params=k1s, **c)
+                check_conv(dev, rng, "k1s 38->72 relu", (2, 38, 9, 40), 72, 1, params=k1s, relu=True, **c)
+                check_conv(dev, rng, "k1s 264->130 relu", (2, 264, 9, 40), 130, 1, params=k1s, relu=True, **c)
+                check_conv(dev, rng, "k1s 39->24 pad1 nobias", (2, 39, 9, 9), 24, 1, padding=1, bias=False,
+                           params=k1s, **c)
+                check_conv(dev, rng, "k1s 16->70 pad after", (2, 16, 8, 8), 70, 1, padding=(0, 1, 0, 1), params=k1s,
+                           **c)
+                check_conv(dev, rng, "k1s s2 pad1 40->70", (3, 40, 13, 70), 70, 1, stride=2, padding=1, params=k1s,
+                           **c)
+                check_conv(dev, rng, "k1s s2 256->130 odd relu", (2, 256, 28, 29), 130, 1, stride=2, params=k1s,
+                           relu=True, **c)
+                check_conv(dev, rng, "k1s s(2,1) asym", (2, 37, 18, 33), 24, 1, stride=(2, 1), padding=(0, 2, 1, 0),
+                           bias=False, params=k1s, **c)
+                check_conv(dev, rng, "k1s many tiles", (30, 64, 56, 56), 128, 1, params=k1s, **c)
+                check_conv(dev, rng, "k1s 32x256x56x56 256->64", (32, 256, 56, 56), 64, 1, params=k1s, **c)
+                check_conv(dev, rng, "k1s s2 32x256x56x56 256->512", (32, 256, 56, 56), 512, 1, stride=2,
+                           params=k1s, **c)
+                for bn in (64, 128):
+                    for bk in (8, 16):
+                        k1sv = {**k1s, "K1S_BN": bn, "K1S_BK": bk}
+                        check_conv(dev, rng, f"k1s bn{bn} bk{bk} 136->72", (2, 136, 19, 24), 72, 1, params=k1sv, **c)
+                        check_conv(dev, rng, f"k1s bn{bn} bk{bk} s2 pad1 37->136", (2, 37, 19, 23), 136, 1, stride=2,
+                                   padding=1, params=k1sv, relu=True, **c)
+                check_conv(dev, rng, "k1s misaligned", (2, 16, 10, 12), 16, 1, offset=4, params=k1s, **c)
+                check_conv(dev, rng, "k1s s2 misaligned", (2, 16, 10, 11), 16, 1, stride=2, padding=1, offset=4,
+                           params=k1s, **c)
+                check_conv(dev, rng, "k1s misaligned weights", (2, 16, 10, 12), 24, 1, w_offset=4, params=k1s, **c)
             check_conv(dev, rng, "grouped g4 one thread per output", (2, 16, 9, 11), 12, 3, stride=2, padding=1,
                        groups=4, params={"GRP_TILED": 0}, **c)
             check_conv(dev, rng, "generic dil s2", (2, 6, 15, 14), 5, 3, stride=(2, 1), padding="same",
@@ -1125,6 +1161,10 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
                        params={"CONV_TC": 3, "TC_WIDE_STAGES": 4}, **c)
             check_conv(dev, rng, "one 1x1 k1g s2 pad1", (2, 40, 17, 19), 70, 1, stride=2, padding=1,
                        params={"CONV_K1_GEMM": 1}, **c)
+            if dtype == np.float32:  # the float32 1x1 SGEMM: float4 loads, then scalar loads and gathers
+                check_conv(dev, rng, "one 1x1 k1s", (2, 40, 8, 12), 72, 1, params={"CONV_K1_SIMT": 1}, **c)
+                check_conv(dev, rng, "one 1x1 k1s s2 pad1", (2, 37, 17, 19), 70, 1, stride=2, padding=1,
+                           params={"CONV_K1_SIMT": 1}, relu=True, **c)
             for pf in (128, 256):  # the input copies' L2 prefetch hint (TC_WIDE_L2PF)
                 check_conv(dev, rng, f"one 3x3 tc wide l2pf{pf}", (1, 72, 9, 16), 70, 3, padding=1,
                            params={"CONV_TC": 3, "TC_WIDE_L2PF": pf}, **c)

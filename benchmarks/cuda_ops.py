@@ -378,6 +378,10 @@ def same_size_copy_ms(torch: Any, nbytes: float) -> tuple[float, float]:
 #: serve them without it
 K1_GEMM = [{"CONV_K1_GEMM": 1, "K1G_STAGES": st} for st in (3, 2, 4)]
 K1_GEMM_BN = K1_GEMM + [{"CONV_K1_GEMM": 1, "K1G_BN": 64, "K1G_STAGES": st} for st in (3, 2, 4)]
+#: the float32 1x1 SGEMM (CONV_K1_SIMT, conv2d_k1_simt, session 23) over its stage depths and (C_out > 64: the
+#: launcher takes 64 below) tile widths: the float32 1x1 cases' candidates beside the tiled direct kernel
+K1_SIMT = [{"CONV_K1_SIMT": 1, "K1S_BK": bk} for bk in (8, 16)]
+K1_SIMT_BN = K1_SIMT + [{"CONV_K1_SIMT": 1, "K1S_BN": 64, "K1S_BK": bk} for bk in (8, 16)]
 
 
 def build_cases(quick: bool) -> list[Case]:
@@ -477,6 +481,16 @@ def build_cases(quick: bool) -> list[Case]:
                                    {"CONV_K1_GEMM": 0, "CONV_TC": 3, "TC_WIDE_STAGES": 3, "TC_WIDE_K1_BLOCKS": 2},
                                    {"CONV_K1_GEMM": 0, "CONV_TC": 3, "TC_WIDE_STAGES": 2, "TC_WIDE_K1_BLOCKS": 2},
                                    *K1_GEMM, *({**g, "K1G_BN": 64} for g in K1_GEMM)]))
+            if dtype == "float32":  # the same 1x1 shapes on the SGEMM (CONV_K1_SIMT) against the tiled direct
+                # kernel that serves them without it (the schema default, the first candidate)
+                x56 = 32 * 256 * 56 * 56
+                cases.append(Case(f"conv1x1 256->64 32x56x56 {layout.lower()}", "conv2d", dtype, layout,
+                                  (x56 + x56 // 4 + 256 * 64) * es, 2 * 32 * 256 * 64 * 56 * 56,
+                                  {"shape": (32, 256, 56, 56), "cout": 64, "groups": 1, "k": 1}, [{}, *K1_SIMT]))
+                x64 = 32 * 64 * 56 * 56
+                cases.append(Case(f"conv1x1 64->256 32x56x56 {layout.lower()}", "conv2d", dtype, layout,
+                                  (x64 + 4 * x64 + 256 * 64) * es, 2 * 32 * 64 * 256 * 56 * 56,
+                                  {"shape": (32, 64, 56, 56), "cout": 256, "groups": 1, "k": 1}, [{}, *K1_SIMT_BN]))
             # the register-tiled direct kernel (session 19) against the one-thread-per-output kernel
             # (GRP_TILED 0) and over its tile shapes
             grp = [{}, {"GRP_PIX": 2}, {"CONV_THREADS": 128}, {"CONV_THREADS": 128, "GRP_PIX": 2},
@@ -514,7 +528,7 @@ def build_cases(quick: bool) -> list[Case]:
             cases.append(Case(f"conv1x1 s2 256->512 32x56x56 {layout.lower()}", "conv2d", dtype, layout,
                               (xp + xp // 2 + 512 * 256) * es, 2 * 32 * 512 * 256 * 28 * 28,
                               {"shape": (32, 256, 56, 56), "cout": 512, "groups": 1, "k": 1, "stride": 2},
-                              strided + (K1_GEMM_BN if dtype == "float16" else [])))
+                              strided + (K1_GEMM_BN if dtype == "float16" else K1_SIMT_BN)))
             xst = 32 * 3 * 224 * 224
             cases.append(Case(f"conv7x7 s2 3->64 32x224x224 {layout.lower()}", "conv2d", dtype, layout,
                               (xst + 32 * 64 * 112 * 112 + 64 * 3 * 49) * es, 2 * 32 * 64 * 3 * 49 * 112 * 112,

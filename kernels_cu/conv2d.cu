@@ -25,6 +25,9 @@
 //   conv2d_k1_gemm(x, w, bias, y, N, CI, IH, IW, CO, OH, OW, SH, SW, PT, PL): float16 NHWC 1x1, any
 //       stride and padding, C_in % 8 == 0, as one GEMM on tensor cores (CONV_K1_GEMM, K1G_STAGES [3],
 //       K1G_BN [128]; see there)
+//   conv2d_k1_simt(x, w, bias, y, N, CI, IH, IW, CO, OH, OW, SH, SW, PT, PL): float32 1x1 (NCHW and NHWC), any
+//       stride, padding, channel counts and alignment, as one SGEMM on CUDA cores (CONV_K1_SIMT, K1S_BN [128],
+//       K1S_BK [8]; see there)
 //   conv2d_dw_rows{2,4}_k3s1, conv2d_dw_cols{2,4,8}_k3s1, conv2d_dw_cols{2,4}r{4,8}_k3s1
 //       (x, w, bias, y, DwRegParams) depthwise 3x3 stride 1 from registers (see there)
 //   conv2d_dw_pipe{4,8,16}_k3s1(x, w, bias, y, N, C, IH, IW, OH, OW, PT, PL, tiles_h, tiles_w)
@@ -2270,6 +2273,322 @@ __device__ __forceinline__ void grp_conv(unsigned char* smem, const act_t* __res
     }
 GRP_KERNEL(conv2d_grp_k3s1, 3, 3, 1, 1)
 GRP_KERNEL(conv2d_grp_g, 0, 0, 0, 0)
+
+// ---------------------------------------------------------------------------------
+// float32 dense 1x1 convs as one SGEMM on CUDA cores (CONV_K1_SIMT; session 23). Before it
+// they ran on the tiled direct kernel or one thread per output (H200, session 22: 1x1 stride 2
+// 256->512 on 32x256x56x56 5.77 ms NCHW, 2.56 ms NHWC; cuDNN 0.178 / 0.263 ms). fp32 FMAs only:
+// no tensor cores, no TF32.
+//   NHWC: Y[m][co] = sum_ci X'[m][ci] W[co][ci], m = (n, oh, ow) and X' row m the input pixel
+//         (n, oh SH - PT, ow SW - PL), zeros outside the image: rows = pixels, columns = channels.
+//   NCHW: Y[n][co][p] = sum_ci W[co][ci] X[n][ci][pixel(p)]: rows = channels, columns = pixels.
+//   The columns are the output's contiguous dimension either way. The M = N OH OW pixels run
+//   across images: a tile may end one image and start the next.
+// Block tile 128 pixels x K1S_BN output channels (256 threads for 128, 128 for 64), K1S_BK input
+// channels a stage. A thread owns 8 x 8 outputs: rows 4 ty + {0..3} and BR / 2 + 4 ty + {0..3},
+// columns 4 tx + {0..3} and BC / 2 + 4 tx + {0..3}; a warp is 4 x 8 threads, so each k's four
+// float4 shared reads take 64 and 128 contiguous bytes (no bank conflicts), for 64 FMAs.
+// Both operands lie k-major in shared memory ([k][row], [k][column], rows padded by 4 floats),
+// in two buffers: a stage's global loads go to registers before the current stage's FMAs and
+// into the other buffer after them, one barrier a stage. Loads along k (X in NHWC, W always)
+// are float4 where C_in % 4 == 0 and the buffer is 16-byte aligned, else scalar, and are stored
+// transposed (rows 4 (mod 8) floats apart: 16 rows x 2 k-quads of a warp in 32 banks for K1S_BK
+// 8). NCHW X loads 4 consecutive pixels of one channel: a float4 where output pixel p reads input
+// pixel p (stride 1, no padding, H W % 4 == 0, x aligned), else four gathers. Channels past C_in,
+// pixels past M or outside the image and channels past C_out load zeros; accumulation in k order,
+// then the bias (may be NULL) and the fused ReLU (FUSE_RELU); float4 stores along the output's
+// contiguous dimension where it allows (NHWC C_out % 4 == 0, NCHW OH OW % 4 == 0; y aligned),
+// guarded scalar stores elsewhere. Needs every element offset of x, y and w and M + 128 below 2^31
+// (the launcher checks: _plan_conv_k1_simt).
+// ---------------------------------------------------------------------------------
+#if !DTYPE_HALF
+// K1S_BN [128]: output channels a block tile (64 or 128; the launcher builds 64 wherever C_out <= 64);
+// K1S_BK [8]: input channels a shared-memory stage (8 or 16)
+#ifndef K1S_BN
+#define K1S_BN 128
+#endif
+#ifndef K1S_BK
+#define K1S_BK 8
+#endif
+namespace k1s {
+constexpr int BP = 128, BCO = K1S_BN, BK = K1S_BK;
+static_assert(BCO == 64 || BCO == 128, "K1S_BN: 64 or 128");
+static_assert(BK == 8 || BK == 16, "K1S_BK: 8 or 16");
+constexpr int THREADS = BP * BCO / 64;          // 8 x 8 outputs a thread
+constexpr int MINB = 65536 / (128 * THREADS);   // 128 registers a thread: 2 blocks of 256, 4 of 128
+#if LAYOUT_NHWC
+constexpr int BR = BP, BC = BCO;  // rows: pixels; columns: output channels
+#else
+constexpr int BR = BCO, BC = BP;  // rows: output channels; columns: pixels
+#endif
+constexpr int RS = BR + 4, CS = BC + 4;  // shared row strides in floats: 4 (mod 8), 16-byte multiples
+constexpr int STAGE = BK * (RS + CS);    // floats a buffer: [BK][RS] rows, then [BK][CS] columns
+constexpr int SMEM = 2 * STAGE * 4;      // bytes (_k1s_smem in the backend)
+static_assert(SMEM <= 48 * 1024, "k1s::SMEM: within the default dynamic shared memory");
+constexpr int TX = BC / 8, TY = BR / 8;  // the block's threads: TY x TX
+constexpr int WX = 8, WY = 4;            // a warp's: WY x WX
+static_assert(TX * TY == THREADS && TX % WX == 0 && TY % WY == 0, "k1s: the thread grid");
+constexpr int KQ = BK / 4;                                // float4 groups along k of a row, a stage
+constexpr int GX = BP * KQ / THREADS, GW = BCO * KQ / THREADS;  // float4 loads a thread, a stage: x, w
+constexpr int RSTEP = THREADS / KQ;                       // rows between a thread's k-row loads
+#if !LAYOUT_NHWC
+constexpr int XSTEP = THREADS / (BP / 4);                 // channels between a thread's pixel loads of x
+#endif
+static_assert(GX >= 1 && GW >= 1 && GX * THREADS == BP * KQ && GW * THREADS == BCO * KQ, "k1s: whole loads");
+}  // namespace k1s
+
+// channels k .. k + 3 of the row at element offset `off` of src (-1: a zero row); zeros past C_in.
+// VEC: C_in % 4 == 0 and src 16-byte aligned (k % 4 == 0: the quad is all inside or all past C_in)
+template <bool VEC>
+__device__ __forceinline__ float4 k1s_ld_k(const float* __restrict__ src, int off, int k, int CI) {
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (off < 0 || k >= CI) return v;
+    const float* p = src + off + k;
+    if (VEC) {
+        v = __ldg(reinterpret_cast<const float4*>(p));
+    } else {
+        v.x = __ldg(p);
+        if (k + 1 < CI) v.y = __ldg(p + 1);
+        if (k + 2 < CI) v.z = __ldg(p + 2);
+        if (k + 3 < CI) v.w = __ldg(p + 3);
+    }
+    return v;
+}
+
+// NCHW: channel k of the four pixels at element offsets off[0..3] of x at channel 0 (-1: zero)
+// VEC: the four are consecutive and 16-byte aligned, all valid or none
+template <bool VEC>
+__device__ __forceinline__ float4 k1s_ld_px(const float* __restrict__ x, const int (&off)[4], int k, int CI,
+                                            int IHW) {
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (k >= CI) return v;
+    const int ko = k * IHW;
+    if (VEC) {
+        if (off[0] >= 0) v = __ldg(reinterpret_cast<const float4*>(x + off[0] + ko));
+    } else {
+        if (off[0] >= 0) v.x = __ldg(x + off[0] + ko);
+        if (off[1] >= 0) v.y = __ldg(x + off[1] + ko);
+        if (off[2] >= 0) v.z = __ldg(x + off[2] + ko);
+        if (off[3] >= 0) v.w = __ldg(x + off[3] + ko);
+    }
+    return v;
+}
+
+// output pixel m's input pixel: its image n and (ih, iw); false where it lies outside the input
+__device__ __forceinline__ bool k1s_pixel(int m, int OHW, int OW, int SH, int SW, int PT, int PL, int IH, int IW,
+                                          int& n, int& ih, int& iw) {
+    n = m / OHW;
+    const int rem = m - n * OHW, oh = rem / OW, ow = rem - (rem / OW) * OW;
+    ih = oh * SH - PT;
+    iw = ow * SW - PL;
+    return (unsigned)ih < (unsigned)IH && (unsigned)iw < (unsigned)IW;
+}
+
+// a float4 of k-quad kq .. kq + 3 of row `row`, transposed into s ([k][stride])
+__device__ __forceinline__ void k1s_st_t(float* s, int stride, int row, int kq, const float4& v) {
+    s[kq * stride + row] = v.x;
+    s[(kq + 1) * stride + row] = v.y;
+    s[(kq + 2) * stride + row] = v.z;
+    s[(kq + 3) * stride + row] = v.w;
+}
+
+// VX: x's loads as float4 (NHWC: C_in % 4 == 0, x aligned; NCHW: output pixel p reads input pixel p,
+// H W % 4 == 0, x aligned); VW: w's (C_in % 4 == 0, w aligned)
+template <bool VX, bool VW>
+__device__ __forceinline__ void k1s_body(float* smem, const float* __restrict__ x, const float* __restrict__ w,
+                                         const float* __restrict__ bias, float* __restrict__ y, int N, int CI, int IH,
+                                         int IW, int CO, int OH, int OW, int SH, int SW, int PT, int PL) {
+    using namespace k1s;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int ty = (warp / (TX / WX)) * WY + lane / WX, tx = (warp % (TX / WX)) * WX + lane % WX;
+    // the output-channel tiles of a pixel tile are adjacent blocks: they read the same input pixels
+    const int nco = (CO + BCO - 1) / BCO;
+    const int ptile = blockIdx.x / nco, ctile = blockIdx.x - ptile * nco;
+    const int m0 = ptile * BP, co0 = ctile * BCO;
+    const int OHW = OH * OW, M = N * OHW;
+    const int KT = (CI + BK - 1) / BK;
+
+    // this thread's loads of a stage: k-rows lrow + RSTEP i at channels kq .. kq + 3 (w; NHWC x too);
+    // NCHW x: pixels p4 .. p4 + 3 of the tile at channels xk + XSTEP i
+    const int kq = (tid % KQ) * 4, lrow = tid / KQ;
+    int woff[GW];
+#pragma unroll
+    for (int i = 0; i < GW; ++i) {
+        const int co = co0 + lrow + RSTEP * i;
+        woff[i] = co < CO ? co * CI : -1;
+    }
+#if LAYOUT_NHWC
+    int xoff[GX];
+#pragma unroll
+    for (int i = 0; i < GX; ++i) {
+        const int m = m0 + lrow + RSTEP * i;
+        int n, ih, iw;
+        xoff[i] = (m < M && k1s_pixel(m, OHW, OW, SH, SW, PT, PL, IH, IW, n, ih, iw))
+                      ? ((n * IH + ih) * IW + iw) * CI : -1;
+    }
+#else
+    const int IHW = IH * IW, p4 = (tid % (BP / 4)) * 4, xk = tid / (BP / 4);
+    int xoff[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const int m = m0 + p4 + j;
+        int n, ih, iw;
+        xoff[j] = (m < M && k1s_pixel(m, OHW, OW, SH, SW, PT, PL, IH, IW, n, ih, iw))
+                      ? n * CI * IHW + ih * IW + iw : -1;
+    }
+#endif
+    float4 rx[GX], rw[GW];
+    auto load = [&](int k0) {
+#pragma unroll
+        for (int i = 0; i < GW; ++i) rw[i] = k1s_ld_k<VW>(w, woff[i], k0 + kq, CI);
+#pragma unroll
+        for (int i = 0; i < GX; ++i)
+#if LAYOUT_NHWC
+            rx[i] = k1s_ld_k<VX>(x, xoff[i], k0 + kq, CI);
+#else
+            rx[i] = k1s_ld_px<VX>(x, xoff, k0 + xk + XSTEP * i, CI, IHW);
+#endif
+    };
+    auto store = [&](float* s) {
+        float* sr = s;            // [BK][RS]
+        float* sc = s + BK * RS;  // [BK][CS]
+#if LAYOUT_NHWC
+#pragma unroll
+        for (int i = 0; i < GX; ++i) k1s_st_t(sr, RS, lrow + RSTEP * i, kq, rx[i]);
+#pragma unroll
+        for (int i = 0; i < GW; ++i) k1s_st_t(sc, CS, lrow + RSTEP * i, kq, rw[i]);
+#else
+#pragma unroll
+        for (int i = 0; i < GW; ++i) k1s_st_t(sr, RS, lrow + RSTEP * i, kq, rw[i]);
+#pragma unroll
+        for (int i = 0; i < GX; ++i) *reinterpret_cast<float4*>(sc + (xk + XSTEP * i) * CS + p4) = rx[i];
+#endif
+    };
+
+    float acc[8][8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
+
+    load(0);
+    store(smem);
+    __syncthreads();
+    for (int kt = 0; kt < KT; ++kt) {
+        const bool more = kt + 1 < KT;
+        if (more) load((kt + 1) * BK);  // in flight under this stage's FMAs
+        const float* sr = smem + (kt & 1) * STAGE + ty * 4;
+        const float* sc = smem + (kt & 1) * STAGE + BK * RS + tx * 4;
+#pragma unroll
+        for (int kk = 0; kk < BK; ++kk) {
+            const float4 a0 = *reinterpret_cast<const float4*>(sr + kk * RS);
+            const float4 a1 = *reinterpret_cast<const float4*>(sr + kk * RS + BR / 2);
+            const float4 b0 = *reinterpret_cast<const float4*>(sc + kk * CS);
+            const float4 b1 = *reinterpret_cast<const float4*>(sc + kk * CS + BC / 2);
+            const float a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+            const float b[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+            for (int i = 0; i < 8; ++i)
+#pragma unroll
+                for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+        }
+        // the other buffer was last read in stage kt - 1, which every thread finished before the
+        // previous barrier; this one is read again two stages on, after the next barrier
+        if (more) store(smem + ((kt + 1) & 1) * STAGE);
+        __syncthreads();
+    }
+
+#if LAYOUT_NHWC
+    // rows = pixels, columns = channels: float4 stores along each output pixel's channels
+    float bv[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        const int co = co0 + (j < 4 ? 0 : BC / 2) + tx * 4 + (j & 3);
+        bv[j] = (bias && co < CO) ? __ldg(bias + co) : 0.0f;
+    }
+    const bool vec_out = CO % 4 == 0 && aligned16(y);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        const int m = m0 + (i < 4 ? 0 : BR / 2) + ty * 4 + (i & 3);
+        if (m >= M) continue;
+        float* yrow = y + m * CO;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int co = co0 + h * (BC / 2) + tx * 4;
+            float o[4];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) o[e] = out_act(acc[i][h * 4 + e] + bv[h * 4 + e]);
+            if (vec_out && co < CO) {
+                *reinterpret_cast<float4*>(yrow + co) = make_float4(o[0], o[1], o[2], o[3]);
+            } else {
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    if (co + e < CO) yrow[co + e] = o[e];
+            }
+        }
+    }
+#else
+    // rows = channels, columns = pixels: float4 stores along each channel's pixels (4 pixels of one
+    // image where OH OW % 4 == 0); yoff: a column's pixel at channel 0 of y (-1: past M), for one
+    // half of the thread's columns at a time (fewer live registers)
+    const bool vec_out = OHW % 4 == 0 && aligned16(y);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        int yoff[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int m = m0 + h * (BC / 2) + tx * 4 + e;
+            const int n = m / OHW;
+            yoff[e] = m < M ? n * CO * OHW + (m - n * OHW) : -1;
+        }
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            const int co = co0 + (i < 4 ? 0 : BR / 2) + ty * 4 + (i & 3);
+            if (co >= CO) continue;
+            const float bvi = bias ? __ldg(bias + co) : 0.0f;
+            const int cof = co * OHW;
+            float o[4];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) o[e] = out_act(acc[i][h * 4 + e] + bvi);
+            if (vec_out) {
+                if (yoff[0] >= 0) *reinterpret_cast<float4*>(y + yoff[0] + cof) = make_float4(o[0], o[1], o[2], o[3]);
+            } else {
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    if (yoff[e] >= 0) y[yoff[e] + cof] = o[e];
+            }
+        }
+    }
+#endif
+}
+
+extern "C" __global__ void __launch_bounds__(k1s::THREADS, k1s::MINB)
+    conv2d_k1_simt(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ bias,
+                   float* __restrict__ y, int N, int CI, int IH, int IW, int CO, int OH, int OW, int SH, int SW,
+                   int PT, int PL) {
+    HAL_PDL_ENTRY();
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    float* smem = reinterpret_cast<float*>(smem_raw);
+    const bool vw = CI % 4 == 0 && aligned16(w);
+#if LAYOUT_NHWC
+    const bool vx = CI % 4 == 0 && aligned16(x);
+#else
+    const bool vx = SH == 1 && SW == 1 && PT == 0 && PL == 0 && OH == IH && OW == IW && (IH * IW) % 4 == 0 &&
+                    aligned16(x);
+#endif
+    if (vx) {
+        if (vw)
+            k1s_body<true, true>(smem, x, w, bias, y, N, CI, IH, IW, CO, OH, OW, SH, SW, PT, PL);
+        else
+            k1s_body<true, false>(smem, x, w, bias, y, N, CI, IH, IW, CO, OH, OW, SH, SW, PT, PL);
+    } else {
+        if (vw)
+            k1s_body<false, true>(smem, x, w, bias, y, N, CI, IH, IW, CO, OH, OW, SH, SW, PT, PL);
+        else
+            k1s_body<false, false>(smem, x, w, bias, y, N, CI, IH, IW, CO, OH, OW, SH, SW, PT, PL);
+    }
+}
+#endif  // !DTYPE_HALF (conv2d_k1_simt)
 
 // ---------------------------------------------------------------------------------
 // grouped convs in float16 on tensor cores (GRP_TC; session 19, first run on the H200 in

@@ -1,7 +1,8 @@
 """The CUDA tensor-core kernels on the host emulator (tools/cuda_emu.py), without a GPU.
 
 One float16 conv through ``conv2d_k3_tc_pipe`` (NCHW: staged rows, the transposition, the
-staged output), one float16 1x1 conv through ``conv2d_k1_gemm`` and one uint8 x int8
+staged output), one float16 1x1 conv through ``conv2d_k1_gemm``, one float32 1x1 conv through the
+SGEMM ``conv2d_k1_simt`` and one uint8 x int8
 QLinearConv through ``qconv2d_k3_tc`` (NHWC: the zero-point algebra and the mma of ones),
 BatchNorm's flat inference with its first loads early, BatchNorm training (its statistics'
 shifted-sum chunks) and the tiled direct conv (grouped 3x3, a strided 7x7), the grouped
@@ -81,6 +82,18 @@ def test_gemm_1x1_conv_matches_the_oracle_on_the_emulator(emu):
     kernel, ok, detail = cuda_emu.check_k1_gemm(be, np.random.default_rng(12), work, (2, 40, 17, 19), 70, stride=2,
                                                 padding=1)
     assert kernel == "conv2d_k1_gemm"
+    assert ok, detail
+
+
+def test_float32_sgemm_1x1_conv_matches_the_oracle_on_the_emulator(emu):
+    """CONV_K1_SIMT (opt-in): conv2d_k1_simt, float32 NCHW 1x1 stride 2 padding 1 (padded pixels give the
+    bias alone) with ReLU, 2 x 9 x 10 outputs (M = 180: a second 128-pixel tile that spans both images,
+    gathered pixel loads), 37 input channels (scalar loads along k, a partial 8-channel stage), 70 output
+    channels (a partial 128-channel tile), x and w followed by NaNs; one launch, no transposes."""
+    cuda_emu, be, work = emu
+    kernel, ok, detail = cuda_emu.check_k1_simt(be, np.random.default_rng(13), work, (2, 37, 17, 19), 70,
+                                                layout="NCHW", stride=2, padding=1, relu=True)
+    assert kernel == "conv2d_k1_simt"
     assert ok, detail
 
 

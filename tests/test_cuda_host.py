@@ -1065,3 +1065,59 @@ def test_cuda_float16_1x1_conv_plans_the_gemm_kernel_with_conv_k1_gemm():
     old._run = lambda plan, buffers: kept.append(plan)
     plan(backend=old)
     assert all(launch.kernel != "conv2d_k1_gemm" for launch in kept[-1])
+
+
+def test_cuda_float32_1x1_conv_plans_the_sgemm_kernel_with_conv_k1_simt():
+    """Without a GPU: CONV_K1_SIMT 1 sends a float32 dense 1x1 conv (any stride, padding, channel counts and
+    alignment) to conv2d_k1_simt alone, in either layout (no transposes, no workspace): one block per
+    128-pixel x K1S_BN output tile (K1S_BN, K1S_BK build it and size its shared memory; 64 channels wherever
+    C_out <= 64; 2 x K1S_BN threads). CONV_K1_SIMT 0 (the default), float16, groups, other windows,
+    force_generic and int32-overflowing shapes take other kernels."""
+    import dataclasses
+
+    import numpy as np
+
+    from hal import spec as S
+    from hal.backends.cuda import _SCHEMAS, _k1s_smem
+
+    be, _, buf, odd, source = _conv_plans_on_h200()
+    runs: list[tuple[object, dict]] = []
+    be._run = lambda plan, buffers: runs.append((plan, buffers))
+    assert "conv2d_k1_simt(" in source and "namespace k1s {" in source
+    assert _SCHEMAS["conv2d"].defaults()["CONV_K1_SIMT"] == 0
+    assert _k1s_smem(128, 8) == 16_896 and _k1s_smem(64, 8) == 12_800 and _k1s_smem(128, 16) == 33_792
+
+    def plan(shape=(32, 256, 56, 56), cout=512, k=1, stride=2, padding=0, layout="NHWC", dtype=np.float32, x=buf,
+             groups=1, relu=False, **params):
+        sp = S.conv2d_spec(S.TensorGeometry(*shape, layout, np.dtype(dtype)), (cout, shape[1] // groups, k, k), True,
+                           (cout,), stride, padding, 1, groups)
+        be.conv2d(dataclasses.replace(sp, relu=relu), x, buf, buf, buf, {"CONV_K1_SIMT": 1, **params})
+        return runs[-1]
+
+    # 1x1 stride 2 256 -> 512 (a projection shortcut): 196 pixel tiles x 4 channel tiles, 256 threads
+    (gemm,), buffers = plan()
+    assert gemm.kernel == "conv2d_k1_simt" and gemm.file == "conv2d.cu" and gemm.block == (256, 1, 1)
+    assert gemm.grid == (196 * 4, 1, 1) and gemm.shared == 16_896 and gemm.fmt == "PPPP" + "i" * 11
+    assert gemm.args == ("x", "w", "b", "y", 32, 256, 56, 56, 512, 28, 28, 2, 2, 0, 0)
+    defines = dict(gemm.defines)
+    assert defines["K1S_BN"] == 128 and defines["K1S_BK"] == 8 and defines["LAYOUT_NHWC"] == 1
+    assert defines["DTYPE_HALF"] == 0 and "FUSE_RELU" not in defines and set(buffers) == {"x", "w", "b", "y"}
+    (gemm,), _ = plan(cout=64, stride=1)  # C_out <= 64: the 64-wide tile, 128 threads, 784 pixel tiles
+    assert dict(gemm.defines)["K1S_BN"] == 64 and gemm.block == (128, 1, 1) and gemm.grid == (784, 1, 1)
+    assert gemm.shared == 12_800
+    (gemm,), _ = plan(K1S_BN=64, K1S_BK=16)
+    assert dict(gemm.defines)["K1S_BN"] == 64 and dict(gemm.defines)["K1S_BK"] == 16
+    assert gemm.grid == (196 * 8, 1, 1) and gemm.block == (128, 1, 1) and gemm.shared == _k1s_smem(64, 16)
+    # NCHW natively (one launch), any alignment, odd channel counts, asymmetric stride and padding, ReLU
+    (gemm,), buffers = plan((2, 37, 17, 19), 70, stride=(2, 1), padding=(1, 0, 2, 1), layout="NCHW", x=odd,
+                            relu=True)
+    assert gemm.kernel == "conv2d_k1_simt" and dict(gemm.defines)["LAYOUT_NHWC"] == 0
+    assert dict(gemm.defines)["FUSE_RELU"] == 1 and set(buffers) == {"x", "w", "b", "y"}
+    assert gemm.args[4:] == (2, 37, 17, 19, 70, 9, 22, 2, 1, 1, 2) and gemm.grid == (4 * 1, 1, 1)  # M 396
+    # elsewhere: the kernels that served before
+    for other in (dict(CONV_K1_SIMT=0), dict(dtype=np.float16), dict(groups=2), dict(k=3, padding=1),
+                  dict(shape=(2048, 1024, 64, 64), stride=1)):  # 2^33 input elements: past int32
+        assert all(launch.kernel != "conv2d_k1_simt" for launch in plan(**other)[0]), other
+    assert plan(CONV_K1_SIMT=0)[0][-1].kernel == "conv2d_grp_g"
+    be.force_generic = True
+    assert [launch.kernel for launch in plan()[0]] == ["conv2d"]

@@ -1,7 +1,8 @@
 """Run CUDA tensor-core kernels on the host, without a GPU, against the oracle.
 
 The device time on the H200 is scarce (30 minutes a session); this checks the indexing of
-`conv2d_k3_tc`, `conv2d_k3_tc_pipe`, the 1x1 GEMM `conv2d_k1_gemm` (`check_k1_gemm`), the depthwise
+`conv2d_k3_tc`, `conv2d_k3_tc_pipe`, the 1x1 GEMM `conv2d_k1_gemm` (`check_k1_gemm`) and its float32
+SGEMM twin `conv2d_k1_simt` (`check_k1_simt`), the depthwise
 `conv2d_dw_pipe*_k3s1` and register walks,
 the tiled direct convs `conv2d_grp_k3s1` / `conv2d_grp_g` and the grouped tensor-core
 `conv2d_grp_tc8` / `conv2d_grp_tc16` (kernels_cu/conv2d.cu), the int8 convs of `quant_conv2d.cu` (`qconv2d_k3_tc`,
@@ -369,6 +370,45 @@ def check_k1_gemm(be: Any, rng: np.random.Generator, work: Path, shape: tuple[in
     return "conv2d_k1_gemm", ok, detail
 
 
+def check_k1_simt(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], cout: int,
+                  layout: str = "NHWC", stride: Any = 1, padding: Any = 0, params: dict[str, int] | None = None,
+                  bias: bool = True, relu: bool = False) -> tuple[str, bool, str]:
+    """A float32 1x1 conv through the launcher's plan with CONV_K1_SIMT on (and `params`), which must
+    launch ``conv2d_k1_simt`` alone (both layouts natively); y poisoned with NaN, x and w followed by as
+    many NaNs as they hold (a read past either's end, even one multiplied by a zero weight or input, makes
+    a NaN), against the float64 oracle within 1e-5 of sum |x||w| + |b| (check_cuda.py's float32
+    tolerance); `relu` fuses ReLU."""
+    from hal import reference as ref
+    from hal import spec as S
+
+    sp = S.conv2d_spec(S.TensorGeometry(*shape, layout, np.dtype(np.float32)), (cout, shape[1], 1, 1), bias,
+                       (cout,) if bias else None, stride, padding, 1, 1)
+    sp = replace(sp, relu=relu)
+    ps = {"CONV_K1_SIMT": 1, **(params or {})}
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = (rng.standard_normal(sp.weight_shape) / np.sqrt(shape[1])).astype(np.float32)
+    b = rng.standard_normal(cout).astype(np.float32) if bias else None
+    want = ref.conv2d_from_spec(sp, x.astype(np.float64), w.astype(np.float64), b)
+    scale = ref.conv2d_from_spec(replace(sp, relu=False), np.abs(x.astype(np.float64)),
+                                 np.abs(w.astype(np.float64)), None if b is None else np.abs(b))
+    n, c, oh, ow = sp.out_shape
+    y = np.full((n, oh, ow, c) if layout == "NHWC" else (n, c, oh, ow), np.nan, np.float32)
+    dummy = _aligned_buffer()
+    def nan_tail(a: np.ndarray) -> np.ndarray:
+        return np.concatenate([a.ravel(), np.full(a.size, np.nan, a.dtype)])
+
+    r = run_plan(be, lambda: be.conv2d(sp, dummy, dummy, dummy if bias else None, dummy, ps),
+                 {"x": nan_tail(_phys(x, layout)), "w": nan_tail(w), "b": b, "y": y}, {"y"}, work)
+    if r.kernels != ("conv2d_k1_simt",):
+        return r.kernel, False, f"planned {list(r.kernels)}, not conv2d_k1_simt alone"
+    got = _logical(r.outputs["y"], layout).astype(np.float64)
+    err = np.abs(got - want) / (scale + 1e-30)
+    ok = bool(np.isfinite(got).all() and (err <= 1e-5).all())
+    worst = float(np.max(err[np.isfinite(err)], initial=0.0))
+    detail = "" if ok else f"max rel err {worst:.3g}, {int((~np.isfinite(got)).sum())} not finite"
+    return "conv2d_k1_simt", ok, detail
+
+
 def check_tiled(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], cout: int,
                 groups: int, layout: str, dtype: Any, params: dict[str, int], k: tuple[int, int] = (3, 3),
                 stride: Any = 1, padding: Any = 1, dilation: Any = 1, bias: bool = True,
@@ -686,6 +726,39 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
         out.append(("k1g s2 pad1 40->70 NCHW", "k1g",
                     dict(shape=(2, 40, 9, 13), cout=70, stride=2, padding=1, layout="NCHW")))
         out.append(("k1g s1 40->72 relu NCHW", "k1g", dict(shape=(1, 40, 9, 13), cout=72, relu=True, layout="NCHW")))
+    # the float32 1x1 SGEMM (CONV_K1_SIMT, conv2d_k1_simt), both layouts natively: M = N*OH*OW no multiple
+    # of 128 (tiles that span images), C_in 37, 38 and 39 (scalar loads along k, each of a quad's last three
+    # guards in use; a partial 8-channel stage), 40 and 264
+    # (float4 loads; 33 and 17 stages), C_out 70 (a partial tile; scalar NHWC stores), 72 (float4 NHWC
+    # stores), 24 (the tile narrowed to 64) and 136 (two or three channel tiles), stride 1, 2 and (2, 1),
+    # padding 0, 1 and asymmetric (padded pixels: just the bias), ReLU, no bias, K1S_BN 64 (asked for),
+    # K1S_BK 16; NCHW's float4 pixel loads (stride 1, no padding, H W % 4 == 0) and their gathers elsewhere
+    # (odd sizes, padding only after the image), float4 stores along pixels where OH OW % 4 == 0
+    out.append(("k1s s2 pad1 37->70 relu NCHW", "k1s",
+                dict(shape=(2, 37, 17, 19), cout=70, stride=2, padding=1, relu=True, layout="NCHW")))
+    out.append(("k1s s1 37->70 NHWC", "k1s", dict(shape=(2, 37, 9, 13), cout=70)))
+    if not quick:
+        out.append(("k1s s2 pad1 40->72 relu NHWC", "k1s",
+                    dict(shape=(2, 40, 17, 19), cout=72, stride=2, padding=1, relu=True)))
+        out.append(("k1s s1 pad1 nobias 37->24 NHWC", "k1s",
+                    dict(shape=(1, 37, 7, 9), cout=24, padding=1, bias=False)))
+        out.append(("k1s s2 bk16 264->136 NHWC", "k1s",
+                    dict(shape=(1, 264, 21, 30), cout=136, stride=2, params={"K1S_BK": 16})))
+        out.append(("k1s bn64 40->136 relu NHWC", "k1s",
+                    dict(shape=(1, 40, 9, 16), cout=136, relu=True, params={"K1S_BN": 64})))
+        out.append(("k1s s(2,1) asym pad 39->70 NHWC", "k1s",
+                    dict(shape=(1, 39, 10, 9), cout=70, stride=(2, 1), padding=(1, 0, 2, 1))))
+        out.append(("k1s s1 40->72 NCHW", "k1s", dict(shape=(3, 40, 8, 12), cout=72, layout="NCHW")))
+        out.append(("k1s s1 39->70 odd NCHW", "k1s", dict(shape=(2, 39, 9, 13), cout=70, layout="NCHW")))
+        out.append(("k1s s1 pad1 nobias 38->24 NCHW", "k1s",
+                    dict(shape=(2, 38, 7, 9), cout=24, padding=1, bias=False, layout="NCHW")))
+        out.append(("k1s bk16 bn64 264->136 relu NCHW", "k1s",
+                    dict(shape=(1, 264, 9, 16), cout=136, relu=True, layout="NCHW",
+                         params={"K1S_BK": 16, "K1S_BN": 64})))
+        out.append(("k1s s1 pad after 16->70 NCHW", "k1s",
+                    dict(shape=(1, 16, 8, 8), cout=70, padding=(0, 1, 0, 1), layout="NCHW")))
+        out.append(("k1s s(2,1) asym pad 40->24 NCHW", "k1s",
+                    dict(shape=(2, 40, 10, 9), cout=24, stride=(2, 1), padding=(1, 0, 2, 1), layout="NCHW")))
     # the pipelined depthwise kernel (DW_PIPE): float32 and float16, shapes no multiple of a tile,
     # padding 0, 1, 2, partial channel slices, and (on 2 SMs) several tiles per persistent block;
     # against the register walk (DW_COLS 4, DW_CROWS 8) bit for bit: the same FMA order
@@ -957,7 +1030,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.only and args.only not in name:
                 continue
             fn = {"conv": check_conv, "dwconv": check_dwconv, "qconv": check_qconv, "bn": check_bn_infer,
-                  "bn-train": check_bn_train, "tiled": check_tiled, "gvec": check_gvec, "k1g": check_k1_gemm}[kind]
+                  "bn-train": check_bn_train, "tiled": check_tiled, "gvec": check_gvec, "k1g": check_k1_gemm,
+                  "k1s": check_k1_simt}[kind]
             kernel, ok, detail = fn(be, rng, work, **kw)
             failed += not ok
             print(f"{'ok  ' if ok else 'FAIL'} {name:44s} {kernel:18s} {detail}", flush=True)
