@@ -5,7 +5,7 @@ Devices are numbered across all platforms in platform order (``opencl:0``,
 ``pyopencl.tools.MemoryPool``; programs are built from the prelude
 ``hal_prelude.h`` plus one kernel file, with dtype, layout and tuning parameters
 as ``-D`` macros and shapes as runtime arguments, so one build serves every shape.
-int8/uint8 programs (``qpool2d.cl``, ``qconv2d.cl``) get ``hal_quant.h`` after the prelude
+int8/uint8 programs (``qpool2d.cl``, ``qpool2d_pack.cl``, ``qconv2d.cl``) get ``hal_quant.h`` after the prelude
 and ``-DDTYPE_INT8=1`` or ``-DDTYPE_UINT8=1``; float builds see neither.
 Built programs are cached in memory per (file, sorted defines); on disk PyOpenCL's
 binary cache (or the driver's own, for PoCL and NVIDIA) keeps them across runs,
@@ -373,17 +373,18 @@ def _pool_local_bytes(params: Mapping[str, int]) -> int:
 
 def _pool_canonical(params: dict[str, int]) -> dict[str, int]:
     """BAND_KB matters only to LOCAL_TILE=2, INTERIOR only to LOCAL_TILE=0, STRIP_ROWS only
-    to LOCAL_TILE=3; LOCAL_TILE=3 always builds its window fixed, so FIXED_WINDOW does not
-    matter to it (where the strips do not apply, the fallback then runs with the default)."""
+    to LOCAL_TILE=3 and QROWS16=1 (int8/uint8 row strips); LOCAL_TILE=3 always builds its
+    window fixed, so FIXED_WINDOW does not matter to it (where the strips do not apply, the
+    fallback then runs with the default)."""
     out = dict(params)
     if out["LOCAL_TILE"] != 2:
         out["BAND_KB"] = _BAND_KB.default
     if out["LOCAL_TILE"] != 0:
         out["INTERIOR"] = 0
-    if out["LOCAL_TILE"] != 3:
-        out["STRIP_ROWS"] = _STRIP_ROWS.default
-    else:
+    if out["LOCAL_TILE"] == 3:
         out["FIXED_WINDOW"] = _FIXED_WINDOW.default
+    elif not out.get("QROWS16", 0):
+        out["STRIP_ROWS"] = _STRIP_ROWS.default
     return out
 
 
@@ -455,6 +456,27 @@ def _strip_applies(spec: Pool2dSpec, vec: int) -> bool:
     return max(planes * spec.in_h * spec.in_w, planes * spec.out_h * spec.out_w, items) < 2**31
 
 
+def _qrows16_applies(spec: Pool2dSpec) -> bool:
+    """Whether qpool2d_pack.cl's NCHW row strips (QROWS16=1) serve ``spec``: int8/uint8 NCHW, a
+    2x2 or 3x3 window of stride 2 and dilation 1, left pad 0 or 1, no indices, every input row
+    starting at a multiple of 4 bytes (IW % 4 == 0: the rows load as aligned 32-bit words) and
+    every index within int32."""
+    k = spec.kernel[0]
+    if (spec.layout != "NCHW" or np.dtype(spec.dtype) not in QUANT_DTYPES or spec.return_indices
+            or spec.kernel != (k, k) or k not in (2, 3) or spec.stride != (2, 2) or spec.dilation != (1, 1)
+            or spec.pads[2] not in (0, 1) or spec.in_w % 4):
+        return False
+    planes = spec.n * spec.c
+    items = planes * -(-spec.out_h // 2) * -(-spec.out_w // 8)  # STRIP_ROWS 2 at most items
+    return max(planes * spec.in_h * spec.in_w, planes * spec.out_h * spec.out_w, items) < 2**31
+
+
+#: the pooling launcher's mode for qpool2d_pack.cl's NCHW strips (LOCAL_TILE's are 0 .. 3)
+_QROWS16_MODE = 4
+#: the packed int8/uint8 kernels (QROWS16=1, QVEC16=2)
+QPACK_FILE = "qpool2d_pack.cl"
+
+
 def _qvec16_applies(spec: Pool2dSpec) -> bool:
     """Whether qpool2d.cl's 16-channel NHWC kernels (QVEC16=1) serve ``spec``: int8/uint8
     NHWC, a window built fixed (``_common_window``), max without indices."""
@@ -516,10 +538,17 @@ _FIXED_WINDOW = Param("FIXED_WINDOW", (0, 1), 1,
                       "build windows up to 3x3, stride up to 2, with the window as compile-time constants")
 _VEC = Param("VEC", (1, 4, 8), 4, "vector width: along W in NCHW, along C in NHWC")
 _HALF = Param("HALF_ARITH", (0, 1), 0, "native half compares in max pooling (needs cl_khr_fp16; exact)")
-_QVEC16 = Param("QVEC16", (0, 1), 0,
+_QVEC16 = Param("QVEC16", (0, 1, 2), 0,
                 "int8/uint8 NHWC pooling, windows FIXED_WINDOW builds (up to 3x3, stride up to 2, no dilation), "
                 "max without indices: 16 channels per work-item (one aligned 16-byte load per tap where "
-                "C % 16 == 0), the window's loads issued before the reduction; other specs as 0")
+                "C % 16 == 0), the window's loads issued before the reduction; 2: the same work mapping "
+                "on packed 16-bit lanes (max without bias or masks, the average divided in integers, "
+                "qpool2d_pack.cl); other specs as 0")
+_QROWS16 = Param("QROWS16", (0, 1), 0,
+                 "int8/uint8 NCHW pooling, 2x2 and 3x3 windows of stride 2 (left pad 0 or 1, no dilation, "
+                 "max without indices) where IW % 4 == 0: row strips of STRIP_ROWS output rows x 8 "
+                 "outputs per work-item from one 16-byte vector per input row, bytes reduced as packed "
+                 "16-bit lanes, the average divided in integers (qpool2d_pack.cl); other specs as 0")
 _HALF_RAW = Param("HALF_RAW", (0, 1), 0,
                   "float16 vectors as raw 16-bit words (one ushortN access) converted through a private "
                   "copy, where vloada_halfN / vstorea_halfN may split into N accesses (NVIDIA)")
@@ -544,6 +573,7 @@ SCHEMAS: dict[str, KernelSchema] = {
             _STRIP_ROWS,
             _HALF_RAW,
             _QVEC16,
+            _QROWS16,
         ),
         (
             _wg_limit("WG"),
@@ -1084,13 +1114,29 @@ class OpenCLBackend(Backend):
 
     # -- launchers -------------------------------------------------------------------
     def _pool2d_build(self, spec: Pool2dSpec, p: Mapping[str, int]) -> tuple[str, str, dict[str, int], int, int]:
-        """(file, kernel name, -D set, LOCAL_TILE mode actually run, band rows) of one pooling call."""
+        """(file, kernel name, -D set, LOCAL_TILE mode actually run, band rows) of one pooling call
+        (mode ``_QROWS16_MODE`` for qpool2d_pack.cl's NCHW strips)."""
         nhwc = spec.layout == "NHWC"
         half = np.dtype(spec.dtype) == np.float16
         quant = np.dtype(spec.dtype) in QUANT_DTYPES
         file = "qpool2d.cl" if quant else "pool2d.cl"
         name = "pool2d_max" if spec.kind == "max" else "pool2d_avg"
         mode = 0 if nhwc else p["LOCAL_TILE"]
+        if p["QROWS16"] and _qrows16_applies(spec):
+            # row strips of 16-byte row vectors on packed bytes (VEC only sizes the prelude's types)
+            return QPACK_FILE, name, {
+                **self._base_defines(spec), "WG": p["WG"], "VEC": 8, "STRIP_ROWS": p["STRIP_ROWS"],
+                "STRIP_K": spec.kernel[0], "POOL_PL": spec.pads[2], "QP_ALIGN16": int(spec.in_w % 16 == 0),
+                **({"HAL_PTX_U16X2": 1} if spec.kind == "max" and self._ptx_u16x2 else {}),
+            }, _QROWS16_MODE, 0
+        if p["QVEC16"] == 2 and _qvec16_applies(spec):
+            # QVEC16=1's work mapping on packed 16-bit lanes
+            return QPACK_FILE, name, {
+                **self._base_defines(spec), "WG": p["WG"], "VEC": 8, "POOL_FIXED": 1,
+                "POOL_KH": spec.kernel[0], "POOL_KW": spec.kernel[1], "POOL_SH": spec.stride[0],
+                "POOL_SW": spec.stride[1], "POOL_DH": 1, "POOL_DW": 1,
+                **({"HAL_PTX_U16X2": 1} if spec.kind == "max" and self._ptx_u16x2 else {}),
+            }, 0, 0
         if p["QVEC16"] and _qvec16_applies(spec):
             # 16 channels per work-item, the window built in (VEC only sizes the prelude's types)
             return file, name, {
@@ -1144,6 +1190,8 @@ class OpenCLBackend(Backend):
     def _pool2d_items(spec: Pool2dSpec, p: Mapping[str, int], mode: int, band: int) -> int:
         """Work-items of one pooling launch (before rounding up to the work-group)."""
         wg = p["WG"]
+        if mode == _QROWS16_MODE:
+            return spec.n * spec.c * -(-spec.out_h // p["STRIP_ROWS"]) * -(-spec.out_w // 8)
         if mode == 3:
             return spec.n * spec.c * -(-spec.out_h // p["STRIP_ROWS"]) * -(-2 * spec.out_w // p["VEC"])
         if mode == 2:

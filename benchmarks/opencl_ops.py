@@ -56,10 +56,14 @@ Method
   tuning-table entries with a "measured on ..." provenance to OUT/opencl_tuning.json;
   every candidate's time is in OUT/opencl_ops.json (each row's "sweep"; a candidate the
   schema rejects for this device, or one the launcher would have to shrink, is listed with
-  "ms": null and why it was "skipped").
+  "ms": null and why it was "skipped"; so is one whose launch, by the backend's
+  ``launch_signature``, is that of a set already timed: a parameter the case ignores).
+  --candidates replaces the built-in sets with a JSON list or a named one ("qpack": the
+  packed int8/uint8 kernels, QROWS16 for NCHW and QVEC16=2 for NHWC, at three work-groups).
 
     python benchmarks/opencl_ops.py [--device opencl:0] [--quick] [--sweep] [--repeats 20]
-                                    [--only SUBSTR] [--b2b 20] [--out DIR]
+                                    [--only SUBSTR] [--b2b 20] [--out DIR] [--dtypes int8,uint8]
+                                    [--candidates qpack|JSON]
 """
 
 from __future__ import annotations
@@ -117,7 +121,10 @@ SWEEP: dict[str, list[dict[str, int]]] = {
        for wg in (128, 256) for v in (4, 8) for t in (0, 3)]
     # int8/uint8 NHWC, 16 channels per work-item (qpool2d.cl QPOOL_VEC16; for other dtypes and
     # layouts a no-op: the default path at that work-group)
-    + [{"WG": wg, "QVEC16": 1} for wg in (64, 128, 256, 512)],
+    + [{"WG": wg, "QVEC16": 1} for wg in (64, 128, 256, 512)]
+    # int8/uint8 on packed bytes (qpool2d_pack.cl): QROWS16 serves NCHW 2x2 / 3x3 stride 2,
+    # QVEC16=2 NHWC; each set names both, so neither layout times a no-op (float: the default path)
+    + [{"WG": wg, "QROWS16": 1, "QVEC16": 2, "STRIP_ROWS": r} for wg in (128, 256) for r in (2, 4)],
     "adaptive_pool2d": [{"WG": wg, "VEC": v, "MODE": m} for wg in (64, 256) for v in (1, 4) for m in (1, 2)]
     # flat (3), and the pipelined global kernels (4: NCHW 1x1 outputs of small planes, else as 0)
     + [{"WG": 128, "VEC": 8, "MODE": 3, "HALF_RAW": 1}, {"WG": 256, "VEC": 8, "MODE": 0},
@@ -135,6 +142,13 @@ SWEEP: dict[str, list[dict[str, int]]] = {
     + [{"WG": wg, "VEC": v, "HALF_RAW": 1} for wg in (64, 128, 256, 512) for v in (4, 8)]
     # NHWC inference looping over the vectors of each work-item's channels
     + [{"WG": wg, "VEC": v, "HALF_RAW": 1, "INFER_LOOP": 1} for wg in (64, 128, 256) for v in (4, 8)],
+}
+
+
+#: named candidate lists for --candidates (instead of a JSON list): "qpack", the packed int8/uint8
+#: kernels against the served sets (--dtypes int8,uint8 --only pool3x3,pool2x2)
+CANDIDATE_SETS: dict[str, list[dict[str, int]]] = {
+    "qpack": [{"WG": wg, "QROWS16": 1, "QVEC16": 2, "STRIP_ROWS": r} for wg in (64, 128, 256) for r in (2, 4)],
 }
 
 
@@ -363,6 +377,16 @@ def check(runner: Runner, params: dict[str, int]) -> str:
     return ""
 
 
+def candidate_list(candidates: str, family: str) -> list[dict[str, int]]:
+    """--sweep's parameter sets for ``family``: the built-in ones, a named list
+    (:data:`CANDIDATE_SETS`) or a JSON list."""
+    if not candidates:
+        return SWEEP[family]
+    if candidates in CANDIDATE_SETS:
+        return CANDIDATE_SETS[candidates]
+    return json.loads(candidates)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; print a table; write OUT/opencl_ops.json (and the sweep's suggestions)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -377,7 +401,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="", help="only cases whose name contains one of these comma-separated texts")
     ap.add_argument("--dtypes", default="float32,float16")
     ap.add_argument("--candidates", default="",
-                    help="with --sweep: a JSON list of parameter sets to try instead of the built-in ones")
+                    help="with --sweep: a JSON list of parameter sets to try instead of the built-in ones, "
+                         f"or the name of a built-in list ({', '.join(CANDIDATE_SETS)})")
     ap.add_argument("--out", default=".")
     args = ap.parse_args(argv)
     devices = [hal.device(d) for d in args.device] if args.device else [d for d in hal.devices() if d.kind == "opencl"]
@@ -462,7 +487,10 @@ def main(argv: list[str] | None = None) -> int:
                         # ranked by queued time: a multi-kernel op's plain figure holds the host's gaps
                         best = (q_ms, params)
                         row["sweep"] = tried = []  # every candidate timed (queued), for the record
-                        for cand in json.loads(args.candidates) if args.candidates else SWEEP[case.family]:
+                        # sets that launch the same kernel on the same work (a parameter the spec
+                        # ignores) are timed once: the backend's launch_signature, None = unknown
+                        seen = {dev.backend.launch_signature(spec, params)} - {None}
+                        for cand in candidate_list(args.candidates, case.family):
                             full = {**schema.defaults(), **cand}
                             if full == params:
                                 continue
@@ -470,6 +498,11 @@ def main(argv: list[str] | None = None) -> int:
                             if why:
                                 tried.append({"ms": None, "params": cand, "skipped": str(why)})
                                 continue
+                            sig = dev.backend.launch_signature(spec, full)
+                            if sig is not None and sig in seen:
+                                tried.append({"ms": None, "params": cand, "skipped": "same launch as a set timed"})
+                                continue
+                            seen.add(sig)
                             dev.backend.exact_params = True  # a set the launcher would shrink is skipped
                             try:
                                 t, _ = queued_ms(dev.backend, runner.call(full), max(5, args.repeats // 2))

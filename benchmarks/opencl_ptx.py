@@ -43,6 +43,11 @@ CASES: tuple[tuple[str, str, str, dict[str, int]], ...] = (
     # 16 channels per work-item (QVEC16; one program holds the aligned uint4 and the vload16 paths)
     ("int8 maxpool nhwc16", "pool2d", "NHWC", {"WG": 128, "QVEC16": 1}),
     ("int8 avgpool nhwc16", "pool2d", "NHWC", {"WG": 128, "QVEC16": 1}),
+    # packed bytes (qpool2d_pack.cl): NCHW strips of 16-byte rows (QROWS16), NHWC QVEC16=2
+    ("int8 maxpool rows16", "pool2d", "NCHW", {"WG": 128, "QROWS16": 1, "STRIP_ROWS": 4}),
+    ("int8 avgpool rows16", "pool2d", "NCHW", {"WG": 128, "QROWS16": 1, "STRIP_ROWS": 4}),
+    ("int8 maxpool nhwc16 packed", "pool2d", "NHWC", {"WG": 128, "QVEC16": 2}),
+    ("int8 avgpool nhwc16 packed", "pool2d", "NHWC", {"WG": 128, "QVEC16": 2}),
 )
 
 PATTERNS = {
@@ -61,6 +66,9 @@ PATTERNS = {
     "cvt int<-f32": r"\bcvt\.\w+\.[su]32\.f32\b",
     "add.f32": r"\badd\.(rn\.)?f32\b",
     "max.u16x2": r"\bmax\.u16x2\b",
+    "max.s16x2": r"\bmax\.s16x2\b",
+    "prmt": r"\bprmt\.b32\b",
+    "mul.hi": r"\bmul\.hi\.[su]32\b",
     "setp": r"\bsetp\.",
     "branches": r"\bbra\b",
 }

@@ -152,17 +152,17 @@ def test_opencl_pool_paths_write_only_their_outputs(device, path, window):
 
 
 @contextlib.contextmanager
-def _kernels_built(device: hal.Device, files: tuple[str, ...], pick: Callable[[Mapping[str, int]], int]
+def _kernels_built(device: hal.Device, files: tuple[str, ...], pick: Callable[[str, Mapping[str, int]], int]
                    ) -> Iterator[list[int]]:
-    """pick(defines) of every kernel from `files` the OpenCL launcher asks for, in order (a launch
-    planned before, with the same spec and parameters, asks for none)."""
+    """pick(file, defines) of every kernel from `files` the OpenCL launcher asks for, in order (a
+    launch planned before, with the same spec and parameters, asks for none)."""
     backend = device.backend
     original = backend._kernel
     seen: list[int] = []
 
     def spy(file: str, name: str, defines: Mapping[str, int], local: int) -> object:
         if file in files:
-            seen.append(pick(defines))
+            seen.append(pick(file, defines))
         return original(file, name, defines, local)
 
     backend._kernel = spy
@@ -174,7 +174,7 @@ def _kernels_built(device: hal.Device, files: tuple[str, ...], pick: Callable[[M
 
 def built_paths(device: hal.Device) -> contextlib.AbstractContextManager[list[int]]:
     """The LOCAL_TILE of every pool2d.cl / qpool2d.cl kernel the OpenCL launcher asks for, in order."""
-    return _kernels_built(device, ("pool2d.cl", "qpool2d.cl"), lambda d: d["LOCAL_TILE"])
+    return _kernels_built(device, ("pool2d.cl", "qpool2d.cl"), lambda f, d: d["LOCAL_TILE"])
 
 
 def _pool_case(kind: str, extra: Mapping[str, object], x: np.ndarray, x_avg: np.ndarray,
@@ -194,6 +194,9 @@ def _pool_case(kind: str, extra: Mapping[str, object], x: np.ndarray, x_avg: np.
         ref = np.where(ref < 0, 0.0, ref)
     return (hal.max_pool2d if kind == "max" else hal.avg_pool2d), xk, opts, relu, ref
 
+
+#: the packed int8/uint8 kernels (QROWS16=1, QVEC16=2)
+QPACK = "qpool2d_pack.cl"
 
 #: row strips (LOCAL_TILE=3): shapes with IW % 8 == 0 (so VEC 4 and 8 both apply) that are
 #: multiples of no strip or vector: odd and even IH, odd and even OW, partial last strips
@@ -326,12 +329,13 @@ def test_opencl_strip_path_writes_only_its_outputs(device, rows, window):
 
 def test_opencl_strip_params_are_canonical(device):
     """STRIP_ROWS only matters to LOCAL_TILE=3, which always fixes its window (FIXED_WINDOW
-    does not matter to it) and needs VEC 4 or 8."""
+    does not matter to it) and needs VEC 4 or 8, and to the int8/uint8 strips of QROWS16=1."""
     _opencl(device)
     schema = device.tuner.schemas["pool2d"]
     cands = schema.candidates()
-    assert all(c["STRIP_ROWS"] == 4 for c in cands if c["LOCAL_TILE"] != 3)
+    assert all(c["STRIP_ROWS"] == 4 for c in cands if c["LOCAL_TILE"] != 3 and not c["QROWS16"])
     assert {c["STRIP_ROWS"] for c in cands if c["LOCAL_TILE"] == 3} == {2, 4}
+    assert {c["STRIP_ROWS"] for c in cands if c["QROWS16"] and c["LOCAL_TILE"] != 3} == {2, 4}
     assert all(c["FIXED_WINDOW"] == 1 for c in cands if c["LOCAL_TILE"] == 3)
     defaults = schema.defaults()
     assert defaults["LOCAL_TILE"] == 0 and defaults["STRIP_ROWS"] == 4
@@ -452,19 +456,21 @@ def test_opencl_quantized_nhwc_paths(device, dtype, vec, fixed):
 
 
 def built_q16(device: hal.Device) -> contextlib.AbstractContextManager[list[int]]:
-    """QPOOL_VEC16 (0 when absent) of every qpool2d.cl kernel the OpenCL launcher asks for, in order."""
-    return _kernels_built(device, ("qpool2d.cl",), lambda d: d.get("QPOOL_VEC16", 0))
+    """QPOOL_VEC16 (0 when absent) of every qpool2d.cl kernel the OpenCL launcher asks for, in
+    order, and 2 for each of qpool2d_pack.cl's NHWC kernels (QVEC16=2)."""
+    return _kernels_built(device, ("qpool2d.cl", QPACK),
+                          lambda f, d: 2 if f == QPACK else d.get("QPOOL_VEC16", 0))
 
 
 @pytest.mark.parametrize("dtype", ["int8", "uint8"])
-@pytest.mark.parametrize("wg", [64, 128])
-def test_opencl_quantized_nhwc16_path(device, dtype, wg):
-    """int8/uint8 NHWC pooling, 16 channels per work-item (QVEC16=1): aligned 16-byte taps
-    (C 16, 32), vload16 and a partial last group (C 20, 37, 5); windows 3x3/2, 3x3/1, 2x2/2
-    and 1x1 with pads 0 and 1 and ceil_mode (taps outside on every side), every divisor rule,
-    zero points at and across the range (saturation); checked to be the path that ran,
-    exactly against the quantized oracle, outputs poisoned. Max with indices and dilated
-    windows run the VEC path instead."""
+@pytest.mark.parametrize("wg, qvec", [(64, 1), (128, 1), (128, 2)])
+def test_opencl_quantized_nhwc16_path(device, dtype, wg, qvec):
+    """int8/uint8 NHWC pooling, 16 channels per work-item (QVEC16=1; 2: the same on packed
+    16-bit lanes, qpool2d_pack.cl): aligned 16-byte taps (C 16, 32), vload16 and a partial
+    last group (C 20, 37, 5); windows 3x3/2, 3x3/1, 2x2/2 and 1x1 with pads 0 and 1 and
+    ceil_mode (taps outside on every side), every divisor rule, zero points at and across the
+    range (saturation); checked to be the path that ran, exactly against the quantized
+    oracle, outputs poisoned. Max with indices and dilated windows run the VEC path instead."""
     _opencl(device)
     from dataclasses import replace
 
@@ -490,16 +496,17 @@ def test_opencl_quantized_nhwc16_path(device, dtype, wg):
                 spec = replace(spec, zero_point=zp) if kind == "avg" else spec
                 want, want_idx = reference.quantized_pool2d_from_spec(spec, q)
                 label = str((shape, k, s, pad, ceil, kind, include_pad, divisor, zp))
-                with forced(device, "pool2d", {"QVEC16": 1, "WG": wg}), poison_outputs(), built_q16(device) as built:
+                with forced(device, "pool2d", {"QVEC16": qvec, "WG": wg}), poison_outputs(), \
+                        built_q16(device) as built:
                     if kind == "max":
                         y = hal.max_pool2d(qt, k, s, pad, ceil_mode=ceil)
                     else:
                         y = hal.avg_pool2d(qt, k, s, pad, ceil_mode=ceil, count_include_pad=include_pad,
                                            divisor_override=divisor)
-                assert built == [1], label
+                assert built == [qvec], label
                 np.testing.assert_array_equal(y.numpy(), want, err_msg=label)
                 if kind == "max":  # with indices, or dilated: the VEC path
-                    with forced(device, "pool2d", {"QVEC16": 1, "WG": wg}), poison_outputs(), \
+                    with forced(device, "pool2d", {"QVEC16": qvec, "WG": wg}), poison_outputs(), \
                             built_q16(device) as built:
                         y, idx = hal.max_pool2d(qt, k, s, pad, ceil_mode=ceil, return_indices=True)
                     assert built == [0], label
@@ -567,6 +574,140 @@ def test_opencl_quantized_nhwc16_divisors(device, dtype):
                                            divisor_override=divisor)
                     assert built == [1], label
                     np.testing.assert_array_equal(y.numpy(), want, err_msg=label)
+
+
+def built_qpack(device: hal.Device) -> contextlib.AbstractContextManager[list[int]]:
+    """1 for every qpool2d_pack.cl kernel the OpenCL launcher asks for, 0 for every qpool2d.cl one, in order."""
+    return _kernels_built(device, ("qpool2d.cl", QPACK), lambda f, d: int(f == QPACK))
+
+
+#: QROWS16 (NCHW): rows of 16 aligned bytes (IW 16, 48, 112) and of four words with a partial
+#: last chunk (IW 20, 24, 44); odd and even heights and output widths (OW 12: 4-byte stores),
+#: one channel and several, planes narrower than one chunk; IW 7 (not a multiple of 4) runs
+#: qpool2d.cl instead
+ROWS16_SHAPES = [(2, 3, 13, 16), (1, 5, 9, 20), (1, 1, 5, 44), (2, 2, 8, 24), (1, 2, 7, 48), (1, 1, 11, 112),
+                 (1, 2, 5, 7)]
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8"])
+@pytest.mark.parametrize("rows, wg", [(2, 32), (4, 256)])
+def test_opencl_quantized_rows16_path(device, dtype, rows, wg):
+    """int8/uint8 NCHW pooling on packed bytes (QROWS16=1, qpool2d_pack.cl): 2x2 and 3x3 windows
+    of stride 2 with left pads 0 and 1 (the four tap layouts), ceil_mode (windows past the
+    bottom and right edges), every divisor rule (the integer division, ties included: 2x2 and
+    corner windows divide by 4 and 6) and overrides below and above 9 taps, zero points at the
+    range's ends and inside it; checked to be the path that ran (qpool2d.cl where IW % 4 != 0
+    and for max with indices), exactly against the quantized oracle, outputs poisoned."""
+    _opencl(device)
+    from dataclasses import replace
+
+    from hal.spec import TensorGeometry, pool2d_spec
+
+    rng = np.random.default_rng(1700 + rows)
+    info = np.iinfo(dtype)
+    params = {"QROWS16": 1, "STRIP_ROWS": rows, "WG": wg}
+    for i, shape in enumerate(ROWS16_SHAPES):
+        packed = shape[3] % 4 == 0
+        q = rng.integers(info.min, info.max + 1, shape).astype(dtype)
+        zp = (info.min, info.max, int(rng.integers(info.min, info.max + 1)))[i % 3]
+        qt = hal.asarray(q, device=device, scale=0.5, zero_point=zp)
+        for k, pad, ceil in ((3, 1, False), (3, 1, True), (3, 0, True), (3, 0, False), (2, 0, False), (2, 1, True),
+                             (2, 0, True)):
+            for kind, include_pad, divisor in (("max", True, None), ("avg", True, None), ("avg", False, None),
+                                               ("avg", True, 3), ("avg", False, 11)):
+                geom = TensorGeometry(*shape, "NCHW", np.dtype(dtype))
+                try:
+                    spec = pool2d_spec(kind, geom, k, 2, pad, 1, ceil, include_pad, divisor, False)
+                except HalValueError:
+                    continue
+                spec = replace(spec, zero_point=zp) if kind == "avg" else spec
+                want, want_idx = reference.quantized_pool2d_from_spec(spec, q)
+                label = str((shape, k, pad, ceil, kind, include_pad, divisor, zp))
+                with forced(device, "pool2d", params), poison_outputs(), built_qpack(device) as built:
+                    if kind == "max":
+                        y = hal.max_pool2d(qt, k, 2, pad, ceil_mode=ceil)
+                    else:
+                        y = hal.avg_pool2d(qt, k, 2, pad, ceil_mode=ceil, count_include_pad=include_pad,
+                                           divisor_override=divisor)
+                assert built == [int(packed)], label
+                np.testing.assert_array_equal(y.numpy(), want, err_msg=label)
+                if kind == "max" and ceil:  # with indices: qpool2d.cl
+                    with forced(device, "pool2d", params), poison_outputs(), built_qpack(device) as built:
+                        y, idx = hal.max_pool2d(qt, k, 2, pad, ceil_mode=ceil, return_indices=True)
+                    assert built == [0], label
+                    np.testing.assert_array_equal(y.numpy(), want, err_msg=label)
+                    np.testing.assert_array_equal(idx.numpy(), want_idx, err_msg=label)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8"])
+def test_opencl_quantized_packed_ties(device, dtype):
+    """The packed kernels' integer division (qpool2d_pack.cl's qp_div_ties, QROWS16=1 and
+    QVEC16=2) on windows whose sums are exact ties: 2x2 stride-2 windows without padding divide
+    by 4 under both rules, and their centred sums are built as 4 k + 2 (k + 1/2 after the
+    division, both signs), so rounding half to even decides every output; the same inputs with
+    divisor overrides 2 and 6 (the float path) built the same way; zero points at, next to and
+    inside the range's ends. NCHW (widths 20 and 16) and NHWC (C 32 and 19). Exactly against
+    the quantized oracle, outputs poisoned."""
+    _opencl(device)
+    from dataclasses import replace
+
+    from hal.spec import TensorGeometry, pool2d_spec
+
+    rng = np.random.default_rng(1800)
+    info = np.iinfo(dtype)
+    lo, hi = int(info.min), int(info.max)
+    for layout, params, sizes in (("NCHW", {"QROWS16": 1, "STRIP_ROWS": 2}, [(1, 3, 10, 20), (2, 2, 6, 16)]),
+                                  ("NHWC", {"QVEC16": 2}, [(1, 32, 10, 14), (2, 19, 6, 10)])):
+        for shape in sizes:
+            for zp in (lo, lo + 1, hi - 1, hi, (lo + hi) // 2):  # the centred taps lie in [lo - zp, hi - zp]
+                for d, divisor in ((4, None), (2, 2), (6, 6)):
+                    ties = [(2 * k + 1) * d // 2 for k in range(-8, 8)]
+                    q = (_tie_windows(rng, shape, lo - zp, hi - zp, ties) + zp).astype(dtype)
+                    qt = hal.asarray(q, device=device, layout=layout, scale=0.5, zero_point=zp)
+                    geom = TensorGeometry(*shape, "NCHW", np.dtype(dtype))
+                    for include_pad in (True, False) if divisor is None else (True,):
+                        spec = replace(pool2d_spec("avg", geom, 2, 2, 0, 1, False, include_pad, divisor, False),
+                                       zero_point=zp)
+                        want, _ = reference.quantized_pool2d_from_spec(spec, q)
+                        label = str((layout, shape, zp, d, divisor, include_pad))
+                        with forced(device, "pool2d", params), poison_outputs(), built_qpack(device) as built:
+                            y = hal.avg_pool2d(qt, 2, 2, 0, count_include_pad=include_pad, divisor_override=divisor)
+                        assert built == [1], label
+                        np.testing.assert_array_equal(y.numpy(), want, err_msg=label)
+
+
+@pytest.mark.parametrize("params", [{"QROWS16": 1, "STRIP_ROWS": 2}, {"QROWS16": 1, "STRIP_ROWS": 4},
+                                    {"QVEC16": 2}], ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()))
+def test_opencl_quantized_packed_paths_write_only_their_outputs(device, params):
+    """The packed int8/uint8 kernels under the tuner's evaluation: outputs poisoned with the
+    dtype's minimum, then its maximum (an unwritten byte differs from the oracle in one of the
+    two), followed by guard canaries that must come back untouched (a store past the output);
+    widths whose last chunk or channel group is partial, both dtypes, max and average."""
+    _opencl(device)
+    from dataclasses import replace
+
+    from hal import spec as S
+    from hal.tuning import evaluate
+
+    full = {**device.tuner.schemas["pool2d"].defaults(), **params}
+    layout = "NHWC" if "QVEC16" in params else "NCHW"
+    sizes = ((1, 3, 9, 20), (2, 1, 6, 16)) if layout == "NCHW" else ((1, 20, 7, 9), (2, 32, 5, 6))
+    for dtype, kind, shape, (k, pad, ceil) in itertools.product(
+            ("int8", "uint8"), ("max", "avg"), sizes, ((3, 1, True), (2, 0, False))):
+        geom = S.TensorGeometry(*shape, layout, np.dtype(dtype))
+        spec = S.pool2d_spec(kind, geom, k, 2, pad, 1, ceil, False, None, False)
+        spec = replace(spec, zero_point=-5 if dtype == "int8" else 200) if kind == "avg" else spec
+        assert device.backend.launch_signature(spec, full)[0] == QPACK, (spec, full)
+        problem = evaluate.make_problem(device.backend, spec, np.random.default_rng(19))
+        want = evaluate.oracle(problem)
+        for high in evaluate.poison_passes(spec.dtype):
+            launch, outs = evaluate.launcher(device.backend, problem, full, high=high)
+            launch()
+            got, damaged = evaluate.read_outputs(device.backend, problem, outs, high)
+            label = (dtype, kind, shape, k, pad, ceil, high)
+            assert not damaged, (label, damaged)
+            result = evaluate.check(problem, got, want)
+            assert result.ok, (label, result.detail)
 
 
 def _limit_work_groups(be: object, monkeypatch: pytest.MonkeyPatch, limit: int = 64) -> None:

@@ -6,12 +6,13 @@ import numpy as np
 import pytest
 
 
-def _builder(ptx_maxnan: bool):
+def _builder(ptx_maxnan: bool, ptx_u16x2: bool = False):
     """An OpenCLBackend that can plan pooling builds without a context."""
     from hal.backends.opencl import OpenCLBackend
 
     be = OpenCLBackend.__new__(OpenCLBackend)
     be._ptx_maxnan = ptx_maxnan
+    be._ptx_u16x2 = ptx_u16x2
     return be
 
 
@@ -154,6 +155,69 @@ def test_qpool2d_strip_division_table_is_exact():
     for d in range(2, 10):
         assert magic[d] < 1 << 32
         assert np.array_equal((u * np.uint64(magic[d])) >> np.uint64(32), u // np.uint64(d)), d
+
+
+def test_qpool2d_pack_division_table_is_exact():
+    """qpool2d_pack.cl's QMAGIC2: floor(u / 2d) = (u * QMAGIC2[d]) >> 32 for d = 1 .. 9 and every
+    u < 2^17 (its averages reach u = 2 s + d + 8192 d < 78400, |s| <= 2295), as its header claims."""
+    import re
+    from pathlib import Path
+
+    src = (Path(__file__).resolve().parent.parent / "kernels_cl" / "qpool2d_pack.cl").read_text()
+    body = re.search(r"QMAGIC2\[10\]\s*=\s*\{([^}]*)\}", src)
+    assert body, "QMAGIC2 not found in qpool2d_pack.cl"
+    magic = [int(v.strip().rstrip("u")) for v in body.group(1).split(",")]
+    assert len(magic) == 10
+    u = np.arange(1 << 17, dtype=np.uint64)
+    for d in range(1, 10):
+        assert magic[d] < 1 << 32
+        assert np.array_equal((u * np.uint64(magic[d])) >> np.uint64(32), u // np.uint64(2 * d)), d
+
+
+def test_packed_int8_pooling_builds_only_where_it_applies() -> None:
+    """QROWS16=1 builds qpool2d_pack.cl's NCHW strips for int8/uint8 2x2 and 3x3 windows of
+    stride 2 (left pad 0 or 1, no dilation, no indices, IW % 4 == 0; QP_ALIGN16 where
+    IW % 16 == 0), and QVEC16=2 its NHWC kernels where QVEC16=1 applies; every other spec
+    keeps the build it had. HAL_PTX_U16X2 only for max, only where the device takes it; the
+    canonical set keeps STRIP_ROWS for QROWS16 (it sizes the strips)."""
+    from hal import spec as S
+    from hal.backends.opencl import QPACK_FILE, OpenCLBackend
+
+    schema = OpenCLBackend.schemas()["pool2d"]
+    defaults = schema.defaults()
+    rows = {**defaults, "QROWS16": 1, "STRIP_ROWS": 2}
+    assert schema.canonical(rows)["STRIP_ROWS"] == 2 and schema.canonical({**rows, "QROWS16": 0})["STRIP_ROWS"] == 4
+
+    def build(shape: tuple[int, int, int, int], layout: str, dtype: str, kind: str, k: int, s: int, pad: int,
+              dil: int = 1, indices: bool = False, params: dict[str, int] = rows, ptx: bool = False) -> tuple:
+        """(file, kernel, -D set, mode, band rows) the launcher builds for this pooling call."""
+        g = S.plane_geometry(S.TensorGeometry(*shape, layout, np.dtype(dtype)))  # type: ignore[arg-type]
+        spec = S.pool2d_spec(kind, g, k, s, pad, dil, False, True, None, indices)
+        return _builder(ptx, ptx)._pool2d_build(spec, params)
+
+    for dtype, kind, w, k, pad in (("int8", "max", 112, 3, 1), ("uint8", "avg", 20, 2, 0), ("int8", "avg", 36, 3, 0),
+                                   ("uint8", "max", 48, 2, 1)):
+        for ptx in (True, False):
+            file, _, defines, _, _ = build((2, 8, 9, w), "NCHW", dtype, kind, k, 2, pad, ptx=ptx)
+            assert file == QPACK_FILE, (dtype, kind, w, k, pad)
+            assert (defines["STRIP_K"], defines["POOL_PL"], defines["STRIP_ROWS"]) == (k, pad, 2)
+            assert defines["QP_ALIGN16"] == int(w % 16 == 0)
+            assert defines.get("HAL_PTX_U16X2", 0) == int(ptx and kind == "max"), (kind, ptx)
+    for why, args in (("IW % 4", ((2, 8, 9, 30), "NCHW", "int8", "max", 3, 2, 1)),
+                      ("indices", ((2, 8, 9, 32), "NCHW", "int8", "max", 3, 2, 1, 1, True)),
+                      ("stride 1", ((2, 8, 9, 32), "NCHW", "uint8", "avg", 3, 1, 1)),
+                      ("dilation", ((2, 8, 9, 32), "NCHW", "int8", "max", 2, 2, 0, 2)),
+                      ("window 4", ((2, 8, 9, 32), "NCHW", "int8", "avg", 4, 2, 1)),
+                      ("float", ((2, 8, 9, 32), "NCHW", "float32", "max", 3, 2, 1)),
+                      ("NHWC", ((2, 8, 9, 32), "NHWC", "int8", "max", 3, 2, 1))):
+        assert build(*args)[0] != QPACK_FILE, why
+    q2 = {**defaults, "QVEC16": 2}
+    for kind in ("max", "avg"):
+        file, _, defines, _, _ = build((2, 20, 9, 9), "NHWC", "uint8", kind, 3, 2, 1, params=q2, ptx=True)
+        assert file == QPACK_FILE and defines["LAYOUT_NHWC"] == 1 and defines["POOL_KH"] == 3
+        assert defines.get("HAL_PTX_U16X2", 0) == int(kind == "max")
+    assert build((2, 20, 9, 9), "NHWC", "int8", "max", 3, 2, 1, indices=True, params=q2)[0] != QPACK_FILE
+    assert build((2, 20, 9, 9), "NCHW", "int8", "max", 3, 2, 1, params=q2)[0] != QPACK_FILE
 
 
 def test_make_runs_each_distinct_emulated_profile_once(monkeypatch, tmp_path) -> None:
