@@ -92,8 +92,7 @@ struct EmuWarp {
     unsigned a[32][4], b[32][2];
     float cf[32][4];
     int ci[32][4];
-    float sf[32];
-    unsigned su[32];
+    uint32_t su[32];  // the shuffles' words
 };
 struct EmuBlock {
     EmuBarrier* bar;
@@ -185,43 +184,28 @@ inline void emu_mma_i8(int (&c)[4], const unsigned (&a)[4], unsigned b0, unsigne
     for (int e = 0; e < 4; ++e) c[e] = d[e];
 }
 
-// __shfl_xor_sync on floats: every lane of the warp takes part (the kernels here call it so)
-inline float __shfl_xor_sync(unsigned, float v, int mask) {
-    EmuWarp& w = (*emu_block.warps)[emu_warp];
-    w.sf[emu_lane] = v;
-    w.bar.arrive_and_wait();
-    const float r = w.sf[emu_lane ^ mask];
-    w.bar.arrive_and_wait();
-    return r;
-}
-// __shfl_down_sync on floats: lanes past the warp's end keep their own value, as on the GPU
-inline float __shfl_down_sync(unsigned, float v, int delta) {
-    EmuWarp& w = (*emu_block.warps)[emu_warp];
-    w.sf[emu_lane] = v;
-    w.bar.arrive_and_wait();
-    const float r = emu_lane + delta < 32 ? w.sf[emu_lane + delta] : v;
-    w.bar.arrive_and_wait();
-    return r;
-}
-
-// __shfl_up_sync / __shfl_down_sync on 32-bit words: lanes whose source lies outside the warp keep
-// their own value, as on the GPU (every lane of the warp takes part)
-inline unsigned __shfl_up_sync(unsigned, unsigned v, int delta) {
+// Warp shuffles: every lane of the warp takes part (the kernels here call them so). Each lane
+// publishes its 32-bit word, then reads lane `src`'s; a source outside the warp gives the lane
+// its own value, as on the GPU.
+inline uint32_t emu_shfl(uint32_t v, int src) {
     EmuWarp& w = (*emu_block.warps)[emu_warp];
     w.su[emu_lane] = v;
     w.bar.arrive_and_wait();
-    const unsigned r = emu_lane - delta >= 0 ? w.su[emu_lane - delta] : v;
+    const uint32_t r = src >= 0 && src < 32 ? w.su[src] : v;
     w.bar.arrive_and_wait();
     return r;
 }
-inline unsigned __shfl_down_sync(unsigned, unsigned v, int delta) {
-    EmuWarp& w = (*emu_block.warps)[emu_warp];
-    w.su[emu_lane] = v;
-    w.bar.arrive_and_wait();
-    const unsigned r = emu_lane + delta < 32 ? w.su[emu_lane + delta] : v;
-    w.bar.arrive_and_wait();
-    return r;
+inline float emu_shfl(float v, int src) {
+    uint32_t u;
+    std::memcpy(&u, &v, 4);
+    u = emu_shfl(u, src);
+    std::memcpy(&v, &u, 4);
+    return v;
 }
+inline float __shfl_xor_sync(unsigned, float v, int mask) { return emu_shfl(v, emu_lane ^ mask); }
+inline float __shfl_down_sync(unsigned, float v, int delta) { return emu_shfl(v, emu_lane + delta); }
+inline unsigned __shfl_up_sync(unsigned, unsigned v, int delta) { return emu_shfl(uint32_t(v), emu_lane - delta); }
+inline unsigned __shfl_down_sync(unsigned, unsigned v, int delta) { return emu_shfl(uint32_t(v), emu_lane + delta); }
 
 // ---- cp.async groups of the calling thread: deferred 16-byte copies (src null: zero fill)
 struct EmuCopy {
