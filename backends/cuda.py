@@ -341,6 +341,17 @@ _SCHEMAS: dict[str, KernelSchema] = {
             Param("K1G_BN", (64, 128), 128,
                   "conv2d_k1_gemm: output channels per block tile (2 x 4 warps of 64 x 32 for 128, 4 x 2 of "
                   "32 x 32 for 64); 64 wherever C_out <= 64, whatever this says (-D)"),
+            Param("CONV_K1_NCHW", (0, 1), 0,
+                  "float16 NCHW dense 1x1 convs at stride 1 without padding (C_in % 8 == 0, H*W % 8 == 0, 16-byte "
+                  "aligned buffers, sm_80+): 1 = one GEMM on tensor cores with no transposes, tried before "
+                  "CONV_K1_GEMM's transposing path (conv2d_k1_gemm_nchw: K1N_BM output channels x 128 pixels a "
+                  "block, 32 input channels a cp.async stage, ldmatrix.trans for the pixel-contiguous input); 0 = "
+                  "the other kernels (session 23: checked on the emulator, opt-in until measured on a GPU)"),
+            Param("K1N_STAGES", (2, 3, 4), 3,
+                  "conv2d_k1_gemm_nchw: cp.async stage buffers, stages - 1 in flight under the mma (-D)"),
+            Param("K1N_BM", (64, 128), 128,
+                  "conv2d_k1_gemm_nchw: output channels per block tile (2 x 4 warps of BM/2 x 32 pixels); 64 "
+                  "wherever C_out <= 64, whatever this says (-D)"),
             Param("CONV_K1_SIMT", (0, 1), 0,
                   "float32 dense 1x1 convs (groups 1, any stride and padding, any C_in, C_out and alignment): "
                   "1 = one SGEMM on CUDA cores, both layouts natively (conv2d_k1_simt: 128 output pixels x K1S_BN "
@@ -460,6 +471,7 @@ _COMPILE_PARAMS = {
     "adaptive_pool2d": ("ADAPT_THREADS", "ADAPT_GSTAGES", "ADAPT_VSPLIT_U", "ADAPT_GVEC_U", "ADAPT_GVEC_S"),
     "conv2d": ("CONV_THREADS", "CONV_SIMT_CI", "CONV_OCC", "DW_HALF4", "DW_H2", "DW_PREFETCH", "DW_SHFL_OCC",
                "TC_WIDE_STAGES", "TC_WIDE_L2PF", "TC_WIDE_K1_BLOCKS", "K1G_STAGES", "K1G_BN", "K1S_BN", "K1S_BK",
+               "K1N_STAGES", "K1N_BM",
                "GRP_COT", "GRP_PIX", "GRP_OCC"),
     "batch_norm": ("BN_THREADS", "BN_UNROLL", "BN_L2_HINT", "BN_INFER_OCC", "BN_INFER_EARLY", "BN_STATS_SUMS"),
     "eltwise": ("ELT_THREADS",),
@@ -636,6 +648,13 @@ def _k1g_smem(stages: int, bn: int) -> int:
     128 pixels and `bn` output channels (K1G_BN) x 32 input channels (64-byte rows), or the block's
     128 x `bn` float16 results, staged for the stores, where they are more."""
     return max(stages * (128 + bn) * 64, 128 * bn * 2)
+
+
+def _k1n_smem(stages: int, bm: int) -> int:
+    """conv2d_k1_gemm_nchw's shared memory (k1n::SMEM in conv2d.cu): `stages` stage buffers (K1N_STAGES) of
+    `bm` output channels (K1N_BM) x 32 input channels (64-byte rows) and 32 input channels x 128 pixels
+    (256-byte rows), or the block's `bm` x 128 float16 results, staged for the stores, where they are more."""
+    return max(stages * (bm * 64 + 32 * 256), bm * 256)
 
 
 def _k1s_smem(bn: int, bk: int) -> int:
@@ -1987,6 +2006,12 @@ class CudaBackend(Backend):
         n, ci, co, ih, iw, oh, ow = spec.n, spec.c_in, spec.c_out, spec.in_h, spec.in_w, spec.out_h, spec.out_w
         unit = (sh, sw, dh, dw) == (1, 1, 1, 1)
         if not self.force_generic:
+            # CONV_K1_NCHW: float16 NCHW 1x1 convs at stride 1 as one GEMM on tensor cores without transposes,
+            # ahead of CONV_K1_GEMM's transposing path
+            if p["CONV_K1_NCHW"] and (kh, kw) == (1, 1) and w_aligned and spec.layout == "NCHW":
+                nchw_gemm = self._plan_conv_k1_nchw(spec, p, aligned, defines)
+                if nchw_gemm is not None:
+                    return nchw_gemm
             # CONV_K1_GEMM: float16 1x1 convs, any stride and padding, as one GEMM on tensor cores
             if p["CONV_K1_GEMM"] and (kh, kw) == (1, 1) and w_aligned:
                 gemm = self._plan_conv_k1_gemm(spec, p, aligned, defines)
@@ -2152,6 +2177,35 @@ class CudaBackend(Backend):
         gemm = Launch("conv2d.cu", defines, "conv2d_k1_gemm", "PPPP" + "i" * 11, (grid, 1, 1), (256, 1, 1),
                       smem, (xs, "w", "b", ys, n, ci, ih, iw, co, oh, ow, sh, sw, pt, pl))
         return self._through_nhwc(spec, (gemm,)) if nchw else (gemm,)
+
+    def _plan_conv_k1_nchw(
+        self, spec: Conv2dSpec, p: Mapping[str, int], aligned: bool, defines: tuple[tuple[str, int], ...]
+    ) -> tuple[Launch, ...] | None:
+        """conv2d_k1_gemm_nchw (CONV_K1_NCHW) for a float16 NCHW dense 1x1 conv at stride 1 without padding,
+        or None where it does not apply: C_in % 8 == 0 (16-byte weight chunks), H*W % 8 == 0 (16-byte pixel
+        chunks, each inside one image), x and y 16-byte aligned (the weights too, which the caller checks),
+        sm_80+, its shared memory (K1N_STAGES, K1N_BM) within the device's, and N*H*W (+ a tile), the
+        element offsets and the grid within int32. One block per K1N_BM-channel x 128-pixel output tile
+        (K1N_BM 64 wherever C_out <= 64), the pixels flattened over the batch, the channel tiles of a pixel
+        tile adjacent. No transposes, no workspace."""
+        n, ci, co = spec.n, spec.c_in, spec.c_out
+        hw = spec.in_h * spec.in_w
+        bm = 64 if co <= 64 else int(p["K1N_BM"])
+        smem = _k1n_smem(int(p["K1N_STAGES"]), bm)
+        m = n * hw
+        grid = _cdiv(m, 128) * _cdiv(co, bm)
+        if not (spec.groups == 1 and spec.kernel == (1, 1) and spec.dtype == np.float16
+                and spec.layout == "NCHW" and spec.stride == (1, 1) and spec.pads == (0, 0, 0, 0)
+                and ci % 8 == 0 and hw % 8 == 0 and aligned and self._cc >= (8, 0)
+                and smem <= self._max_smem() and 0 < m and m + 128 < 2**31 and n * ci * hw < 2**31
+                and n * co * hw < 2**31 and grid < 2**31):
+            return None
+        if bm != p["K1N_BM"]:  # the build of the tile height served
+            defines = self.compile_defines("conv2d", spec.dtype, "NCHW", {**p, "K1N_BM": bm}, spec.relu)
+        return (
+            Launch("conv2d.cu", defines, "conv2d_k1_gemm_nchw", "PPPPiiii", (grid, 1, 1), (256, 1, 1), smem,
+                   ("x", "w", "b", "y", n, ci, hw, co)),
+        )
 
     def _plan_conv_k1_simt(self, spec: Conv2dSpec, p: Mapping[str, int]) -> tuple[Launch, ...] | None:
         """conv2d_k1_simt (CONV_K1_SIMT) for a float32 dense 1x1 conv, or None where it does not apply: not

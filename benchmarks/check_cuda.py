@@ -721,6 +721,36 @@ def conv_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
             check_conv(dev, rng, "k1g s2 misaligned", (2, 16, 10, 11), 16, 1, stride=2, padding=1, offset=4,
                        params=k1g, **c)
             check_conv(dev, rng, "k1g misaligned weights", (2, 16, 10, 11), 24, 1, w_offset=8, params=k1g, **c)
+            # the NCHW 1x1 GEMM without transposes (CONV_K1_NCHW, conv2d_k1_gemm_nchw, session 24; float16 NCHW
+            # stride 1 without padding; NHWC, float32 and the rest serve the other kernels): pixels over the
+            # batch (7x8 and 9x16 images: tiles that span images, a partial last tile), C_in 40 (a partial
+            # 32-channel stage) and 264, C_out 70 (a partial channel tile), 136 and 24 / 64 (K1N_BM narrowed to
+            # 64), ReLU, no bias, more tiles than one wave, the benchmark's shapes, K1N_BM 64 / 128 x
+            # K1N_STAGES 2 / 3 / 4, with CONV_K1_GEMM on too (this kernel first), and C_in % 8 != 0, H*W % 8 !=
+            # 0, stride 2, padding or a misaligned buffer or weight (the other kernels serve)
+            k1n = {"CONV_K1_NCHW": 1}
+            check_conv(dev, rng, "k1n 256->64", (4, 256, 28, 32), 64, 1, params=k1n, **c)
+            check_conv(dev, rng, "k1n 40->70 7x8", (3, 40, 7, 8), 70, 1, params=k1n, **c)
+            check_conv(dev, rng, "k1n 264->136 relu 9x16", (2, 264, 9, 16), 136, 1, params=k1n, relu=True, **c)
+            check_conv(dev, rng, "k1n 104->24 nobias", (3, 104, 7, 8), 24, 1, bias=False, params=k1n, **c)
+            check_conv(dev, rng, "k1n many tiles", (30, 64, 56, 56), 256, 1, params=k1n, **c)
+            check_conv(dev, rng, "k1n with k1g", (2, 40, 9, 16), 70, 1, params={**k1n, "CONV_K1_GEMM": 1}, **c)
+            if dtype == np.float16:  # the benchmark's shapes
+                check_conv(dev, rng, "k1n 32x256x56x56 256->64", (32, 256, 56, 56), 64, 1, params=k1n, **c)
+                check_conv(dev, rng, "k1n 32x64x56x56 64->256", (32, 64, 56, 56), 256, 1, params=k1n, **c)
+            for bm in (64, 128):
+                for st in (2, 3, 4):
+                    k1nv = {**k1n, "K1N_BM": bm, "K1N_STAGES": st}
+                    check_conv(dev, rng, f"k1n bm{bm} stages{st} 136->72", (2, 136, 19, 24), 72, 1, params=k1nv,
+                               **c)
+                    check_conv(dev, rng, f"k1n bm{bm} stages{st} 40->130 relu", (3, 40, 7, 8), 130, 1, params=k1nv,
+                               relu=True, **c)
+            check_conv(dev, rng, "k1n ci12", (2, 12, 8, 8), 20, 1, params=k1n, **c)
+            check_conv(dev, rng, "k1n hw%8", (2, 16, 9, 9), 24, 1, params=k1n, **c)
+            check_conv(dev, rng, "k1n s2", (2, 16, 16, 16), 24, 1, stride=2, params=k1n, **c)
+            check_conv(dev, rng, "k1n pad1", (2, 16, 8, 8), 24, 1, padding=1, params=k1n, **c)
+            check_conv(dev, rng, "k1n misaligned", (2, 16, 8, 8), 16, 1, offset=4, params=k1n, **c)
+            check_conv(dev, rng, "k1n misaligned weights", (2, 16, 8, 8), 24, 1, w_offset=8, params=k1n, **c)
             # the float32 1x1 SGEMM (CONV_K1_SIMT, conv2d_k1_simt, session 23; both layouts natively, float16
             # serves other kernels): M = N*OH*OW no multiple of 128 (tiles that span images), C_in 37 / 38 / 39
             # (scalar loads along k) and 40 / 264 (float4 loads), C_out 70 (scalar NHWC stores), 72 / 130 / 512,
@@ -1161,6 +1191,7 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
                        params={"CONV_TC": 3, "TC_WIDE_STAGES": 4}, **c)
             check_conv(dev, rng, "one 1x1 k1g s2 pad1", (2, 40, 17, 19), 70, 1, stride=2, padding=1,
                        params={"CONV_K1_GEMM": 1}, **c)
+            check_conv(dev, rng, "one 1x1 k1n", (3, 40, 7, 8), 70, 1, params={"CONV_K1_NCHW": 1}, relu=True, **c)
             if dtype == np.float32:  # the float32 1x1 SGEMM: float4 loads, then scalar loads and gathers
                 check_conv(dev, rng, "one 1x1 k1s", (2, 40, 8, 12), 72, 1, params={"CONV_K1_SIMT": 1}, **c)
                 check_conv(dev, rng, "one 1x1 k1s s2 pad1", (2, 37, 17, 19), 70, 1, stride=2, padding=1,

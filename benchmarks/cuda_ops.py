@@ -378,6 +378,10 @@ def same_size_copy_ms(torch: Any, nbytes: float) -> tuple[float, float]:
 #: serve them without it
 K1_GEMM = [{"CONV_K1_GEMM": 1, "K1G_STAGES": st} for st in (3, 2, 4)]
 K1_GEMM_BN = K1_GEMM + [{"CONV_K1_GEMM": 1, "K1G_BN": 64, "K1G_STAGES": st} for st in (3, 2, 4)]
+#: the NCHW 1x1 GEMM without transposes (CONV_K1_NCHW, conv2d_k1_gemm_nchw, session 24; float16 NCHW stride 1)
+#: over its stage counts and (C_out > 64: the launcher takes 64 below) tile heights
+K1_NCHW = [{"CONV_K1_NCHW": 1, "K1N_STAGES": st} for st in (3, 2, 4)]
+K1_NCHW_BM = K1_NCHW + [{"CONV_K1_NCHW": 1, "K1N_BM": 64, "K1N_STAGES": st} for st in (3, 2, 4)]
 #: the float32 1x1 SGEMM (CONV_K1_SIMT, conv2d_k1_simt, session 23) over its stage depths and (C_out > 64: the
 #: launcher takes 64 below) tile widths: the float32 1x1 cases' candidates beside the tiled direct kernel
 K1_SIMT = [{"CONV_K1_SIMT": 1, "K1S_BK": bk} for bk in (8, 16)]
@@ -470,7 +474,8 @@ def build_cases(quick: bool) -> list[Case]:
                 x56 = 32 * 256 * 56 * 56  # 1x1 256->64, a ResNet bottleneck: the generic kernel or CONV_TC=3
                 cases.append(Case(f"conv1x1 256->64 32x56x56 {layout.lower()}", "conv2d", dtype, layout,
                                   (x56 + x56 // 4 + 256 * 64) * es, 2 * 32 * 256 * 64 * 56 * 56,
-                                  {"shape": (32, 256, 56, 56), "cout": 64, "groups": 1, "k": 1}, wide + K1_GEMM))
+                                  {"shape": (32, 256, 56, 56), "cout": 64, "groups": 1, "k": 1},
+                                  wide + K1_GEMM + (K1_NCHW if layout == "NCHW" else [])))
                 # 1x1 64->256 (a bottleneck's expansion): C_in <= 64, which the sm_90 NHWC 1x1 entry also sends to
                 # the GEMM; against the session 14 entry's kernels (CONV_K1_GEMM 0)
                 x64 = 32 * 64 * 56 * 56
@@ -480,7 +485,8 @@ def build_cases(quick: bool) -> list[Case]:
                                   [{"CONV_K1_GEMM": 0, "CONV_TC": 2, "TC_WIDE_STAGES": 3, "TC_WIDE_K1_BLOCKS": 2},
                                    {"CONV_K1_GEMM": 0, "CONV_TC": 3, "TC_WIDE_STAGES": 3, "TC_WIDE_K1_BLOCKS": 2},
                                    {"CONV_K1_GEMM": 0, "CONV_TC": 3, "TC_WIDE_STAGES": 2, "TC_WIDE_K1_BLOCKS": 2},
-                                   *K1_GEMM, *({**g, "K1G_BN": 64} for g in K1_GEMM)]))
+                                   *K1_GEMM, *({**g, "K1G_BN": 64} for g in K1_GEMM),
+                                   *(K1_NCHW_BM if layout == "NCHW" else [])]))
             if dtype == "float32":  # the same 1x1 shapes on the SGEMM (CONV_K1_SIMT) against the tiled direct
                 # kernel that serves them without it (the schema default, the first candidate)
                 x56 = 32 * 256 * 56 * 56

@@ -355,6 +355,20 @@ __device__ __forceinline__ void ldsm_x4(unsigned addr, unsigned& r0, unsigned& r
                  : "r"(addr));
 #endif
 }
+// the same with .trans: each 8x8 matrix is transposed as it is distributed (lane t gets row t % 4 * 2
+// (+ 1) of column t / 4 of each matrix): the "col" B fragments of mma from a [k][n] tile, n contiguous
+__device__ __forceinline__ void ldsm_x4_trans(unsigned addr, unsigned& r0, unsigned& r1, unsigned& r2,
+                                              unsigned& r3) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 750
+    (void)addr;
+    r0 = r1 = r2 = r3 = 0u;
+    __trap();
+#else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr));
+#endif
+}
 __device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile(
@@ -1330,6 +1344,192 @@ extern "C" __global__ void __launch_bounds__(256, k1g::MINB)
             for (int j = 0; j < 8; ++j)
                 if (co + j < CO) yp[j] = h[j];
         }
+    }
+}
+#endif
+
+#if !LAYOUT_NHWC
+// ---------------------------------------------------------------------------------
+// float16 NCHW 1x1 convolution, stride 1, no padding, as a GEMM on tensor cores (CONV_K1_NCHW; session 23):
+// no transposes, no workspace. Per image n: Y[n][co][p] = bias[co] + sum_ci W[co][ci] X[n][ci][p]. GEMM rows
+// (M) are the output channels (A = W as it lies: [co][ci], K-contiguous, a plain ldmatrix), columns (N) the
+// pixels flattened over (n, p) (B = X as [ci][p], N-contiguous: ldmatrix.trans gives the "col" B fragments),
+// K = C_in. H*W % 8 == 0, so every 16-byte chunk of 8 pixels lies inside one image; a tile may end one
+// image and start the next (each chunk's image decoded once per block).
+//   Block tile K1N_BM output channels x 128 pixels x 32 input channels, 8 warps as 2 (M) x 4 (N) of
+//   (K1N_BM / 2) x 32 (BM 128: 4 ldmatrix.x4 + 2 ldmatrix.x4.trans per 16 mma a 16-channel step).
+//   K1N_STAGES cp.async stages of [BM co][32 ci] (64-byte rows, tcw_at's swizzle) and [32 ci][128 px]
+//   (256-byte rows, 16-byte chunk c of row r at c ^ (r % 8): the 8 rows an ldmatrix.trans reads fall in 8
+//   bank groups); copies are 16 bytes, zero-filled past C_out, C_in and the last pixel.
+//   Grid: one block per (pixel tile, channel tile), the channel tiles of a pixel tile adjacent.
+//   Epilogue: bias (float, may be NULL), ReLU (FUSE_RELU), float16 into the stage buffers as [BM][128 px]
+//   (the same chunk swizzle), then 16-byte stores along each output channel's pixels.
+// Needs x, w, y 16-byte aligned, C_in % 8 == 0, H*W % 8 == 0, N*H*W + 128 < 2^31; shared memory
+// max(STAGES x (BM x 64 + 32 x 256), BM x 256) bytes (k1n::SMEM: 49,152 for 3 stages of BM 128).
+// ---------------------------------------------------------------------------------
+// K1N_STAGES [3]: stage buffers of conv2d_k1_gemm_nchw (2..4); K1N_BM [128]: its tile's output channels
+// (64 or 128; the launcher builds 64 wherever C_out <= 64)
+#ifndef K1N_STAGES
+#define K1N_STAGES 3
+#endif
+#ifndef K1N_BM
+#define K1N_BM 128
+#endif
+namespace k1n {
+constexpr int BM = K1N_BM, BN = 128, BK = 32, STAGES = K1N_STAGES, THREADS = 256;
+static_assert(BM == 64 || BM == 128, "K1N_BM: 64 or 128");
+static_assert(STAGES >= 2 && STAGES <= 4, "K1N_STAGES: 2, 3 or 4");
+constexpr int WARPS_M = 2, WARPS_N = 4;
+constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N, MT = WM / 16, NT = WN / 8;
+constexpr int B_ROW = BN * 2;  // bytes of a [ci][128 px] row (and of a staged output row)
+constexpr int A_BYTES = BM * BK * 2, B_BYTES = BK * B_ROW, STAGE_BYTES = A_BYTES + B_BYTES;
+constexpr int OUT_BYTES = BM * B_ROW;
+constexpr int SMEM = STAGES * STAGE_BYTES > OUT_BYTES ? STAGES * STAGE_BYTES : OUT_BYTES;
+static_assert(SMEM >= OUT_BYTES && SMEM <= 227 * 1024, "k1n::SMEM: the staged output tile fits");
+// weight copies a thread makes per stage: rows tid / 4 + 64 i, chunk tid % 4
+constexpr int A_LOADS = BM * (BK / 8) / THREADS, A_ROW_STEP = THREADS / (BK / 8);
+// input copies: pixel chunk tid % 16 of k rows tid / 16 + 16 i
+constexpr int CPR = BN / 8, B_LOADS = BK * CPR / THREADS, B_ROW_STEP = THREADS / CPR;
+static_assert(THREADS % CPR == 0 && (BM * CPR) % THREADS == 0, "k1n: a thread keeps its pixel chunk");
+constexpr int MINB = BM == 128 ? 2 : 3;
+// 16-byte chunk c of 256-byte row r (an input k row, or a staged output channel), XOR-swizzled by r % 8
+__device__ __forceinline__ int row_at(int row, int chunk) { return row * B_ROW + ((chunk ^ (row & 7)) << 4); }
+}  // namespace k1n
+
+extern "C" __global__ void __launch_bounds__(256, k1n::MINB)
+    conv2d_k1_gemm_nchw(const __half* __restrict__ x, const __half* __restrict__ w, const float* __restrict__ bias,
+                        __half* __restrict__ y, int N, int CI, int HW, int CO) {
+    HAL_PDL_ENTRY();
+    using namespace k1n;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp % WARPS_M, wn = warp / WARPS_M;
+    const int ntm = (CO + BM - 1) / BM;
+    const int ptile = blockIdx.x / ntm, mtile = blockIdx.x - ptile * ntm;
+    const int co0 = mtile * BM, p0 = ptile * BN;
+    const int NP = N * HW;  // pixels of the batch (a multiple of 8)
+    const int KT = (CI + BK - 1) / BK;
+
+    // this thread's copies: weight rows co0 + r0 + 64 i at chunk c16 of the stage's 32 channels (NULL: a zero
+    // row), and the 8 pixels p0 + 8 pc of k rows kr0 + 16 i (b_src: their channel 0, NULL past the batch)
+    const int c16 = tid & 3, r0 = tid >> 2;
+    const __half* a_src[A_LOADS];
+#pragma unroll
+    for (int i = 0; i < A_LOADS; ++i) {
+        const int co = co0 + r0 + A_ROW_STEP * i;
+        a_src[i] = co < CO ? w + (long long)co * CI + c16 * 8 : nullptr;
+    }
+    const int pc = tid & (CPR - 1), kr0 = tid / CPR;
+    const int pix = p0 + pc * 8;
+    const __half* b_src = nullptr;
+    long long y_off = -1;  // the chunk's offset in y at output channel 0
+    if (pix < NP) {
+        const int n = pix / HW, p = pix - n * HW;
+        b_src = x + (long long)n * CI * HW + p;
+        y_off = (long long)n * CO * HW + p;
+    }
+    // stage kt (input channels 32 kt ..) into buffer `buf`
+    auto load_stage = [&](int kt, int buf) {
+        unsigned char* sa = smem_raw + buf * STAGE_BYTES;
+        unsigned char* sb = sa + A_BYTES;
+        const int k0 = kt * BK;
+        const bool kin = k0 + c16 * 8 < CI;  // C_in % 8 == 0: a chunk is all inside or all past C_in
+#pragma unroll
+        for (int i = 0; i < A_LOADS; ++i) {
+            const bool valid = kin && a_src[i] != nullptr;
+            cp_async16_zfill(sa + tcw_at(r0 + A_ROW_STEP * i, c16), valid ? a_src[i] + k0 : w, valid);
+        }
+#pragma unroll
+        for (int i = 0; i < B_LOADS; ++i) {
+            const int kr = kr0 + B_ROW_STEP * i, ci = k0 + kr;
+            const bool valid = b_src != nullptr && ci < CI;
+            cp_async16_zfill(sb + row_at(kr, pc), valid ? b_src + (long long)ci * HW : x, valid);
+        }
+    };
+
+    // the bias of the lane's accumulator rows: co0 + wm WM + 16 mt + lane / 4 (+ 8)
+    float bv[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int co = co0 + wm * WM + mt * 16 + (lane >> 2) + h * 8;
+            bv[mt][h] = (bias && co < CO) ? bias[co] : 0.0f;
+        }
+
+    // stage kt lives in buffer kt % STAGES; the first STAGES - 1 go out before the loop (one commit group
+    // each, empty past the last, so that the group count stays exact)
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < KT) load_stage(s, s);
+        cp_async_commit();
+    }
+    float acc[MT][NT][4];
+#pragma unroll
+    for (int a = 0; a < MT; ++a)
+#pragma unroll
+        for (int b = 0; b < NT; ++b)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[a][b][e] = 0.0f;
+    // per-lane ldmatrix rows: A = output channels (matrices: rows 0-7 / 8-15 x k 0-7, then k 8-15); B (.trans)
+    // = k rows (matrices: k 0-7 / 8-15 x pixels 0-7, then pixels 8-15), each transposed into a B fragment
+    const int a_row = wm * WM + (lane & 7) + ((lane >> 3) & 1) * 8, a_half = lane >> 4;
+    const int b_krow = (lane & 7) + ((lane >> 3) & 1) * 8, b_chunk = wn * (WN / 8) + (lane >> 4);
+    const unsigned smem_u = smem_u32(smem_raw);
+    int buf = 0, nbuf = STAGES - 1;
+    for (int kt = 0; kt < KT; ++kt) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();  // stage kt has landed; every warp is done with stage kt - 1's buffer
+        if (kt + STAGES - 1 < KT) load_stage(kt + STAGES - 1, nbuf);  // into stage kt - 1's buffer
+        cp_async_commit();
+        const unsigned a_u = smem_u + buf * STAGE_BYTES, b_u = a_u + A_BYTES;
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; ++kk) {  // 16 channels per k step
+            unsigned af[MT][4], bf[NT][2];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+                ldsm_x4(a_u + tcw_at(a_row + mt * 16, kk * 2 + a_half), af[mt][0], af[mt][1], af[mt][2], af[mt][3]);
+#pragma unroll
+            for (int np = 0; np < NT / 2; ++np)
+                ldsm_x4_trans(b_u + row_at(kk * 16 + b_krow, b_chunk + np * 2), bf[2 * np][0], bf[2 * np][1],
+                              bf[2 * np + 1][0], bf[2 * np + 1][1]);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt) mma16816(acc[mt][nt], af[mt], bf[nt][0], bf[nt][1]);
+        }
+        buf = buf + 1 == STAGES ? 0 : buf + 1;
+        nbuf = nbuf + 1 == STAGES ? 0 : nbuf + 1;
+    }
+    cp_async_wait<0>();  // (the trailing groups are empty)
+    __syncthreads();     // every warp is done reading the stages: they become the output staging area
+
+    // results -> [BM channels][128 pixels] float16, chunk ch of row r at (ch ^ (r % 8)): a lane holds
+    // channels lane / 4 (+ 8) of each m16 tile, pixels 2 (lane % 4) + {0, 1} of each n8 tile
+    unsigned char* stage = smem_raw;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int hsel = 0; hsel < 2; ++hsel) {
+            const int r = wm * WM + mt * 16 + (lane >> 2) + hsel * 8;
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+                const int ch = wn * (WN / 8) + nt;
+                *reinterpret_cast<__half2*>(stage + row_at(r, ch) + (lane & 3) * 4) =
+                    __floats2half2_rn(out_act(acc[mt][nt][hsel * 2] + bv[mt][hsel]),
+                                      out_act(acc[mt][nt][hsel * 2 + 1] + bv[mt][hsel]));
+            }
+        }
+    __syncthreads();
+    // 16-byte chunks out: a thread keeps its pixel chunk pc (rows tid / 16 + 16 it); a warp writes two
+    // channels' 256 contiguous bytes (where the tile lies in one image)
+    if (y_off < 0) return;
+#pragma unroll
+    for (int it = 0; it < BM * CPR / THREADS; ++it) {
+        const int r = it * (THREADS / CPR) + kr0, co = co0 + r;
+        if (co >= CO) break;
+        *reinterpret_cast<uint4*>(y + y_off + (long long)co * HW) =
+            *reinterpret_cast<const uint4*>(stage + row_at(r, pc));
     }
 }
 #endif

@@ -85,6 +85,26 @@ def test_gemm_1x1_conv_matches_the_oracle_on_the_emulator(emu):
     assert ok, detail
 
 
+def test_ldmatrix_trans_follows_the_ptx_layout_on_the_emulator(emu):
+    """The emulated ldmatrix.x4 and ldmatrix.x4.trans (conv2d_k1_gemm_nchw's B fragments) against the PTX
+    ISA's fragment layout, computed independently of emu.h."""
+    cuda_emu, _, work = emu
+    _, ok, detail = cuda_emu.check_ldmatrix(work)
+    assert ok, detail
+
+
+def test_nchw_gemm_1x1_conv_matches_the_oracle_on_the_emulator(emu):
+    """CONV_K1_NCHW (opt-in): conv2d_k1_gemm_nchw, float16 NCHW 1x1 stride 1 with ReLU and no bias, 3 images of
+    7 x 8 (168 pixels over the batch: a second 128-pixel tile that spans images, partly past the end), 40
+    input channels (a partial second 32-channel stage), 70 output channels (a partial 128-channel tile), x
+    and w followed by NaNs; one launch, no transposes."""
+    cuda_emu, be, work = emu
+    kernel, ok, detail = cuda_emu.check_k1_nchw(be, np.random.default_rng(14), work, (3, 40, 7, 8), 70,
+                                                relu=True, bias=False)
+    assert kernel == "conv2d_k1_gemm_nchw"
+    assert ok, detail
+
+
 def test_float32_sgemm_1x1_conv_matches_the_oracle_on_the_emulator(emu):
     """CONV_K1_SIMT (opt-in): conv2d_k1_simt, float32 NCHW 1x1 stride 2 padding 1 (padded pixels give the
     bias alone) with ReLU, 2 x 9 x 10 outputs (M = 180: a second 128-pixel tile that spans both images,

@@ -1067,6 +1067,68 @@ def test_cuda_float16_1x1_conv_plans_the_gemm_kernel_with_conv_k1_gemm():
     assert all(launch.kernel != "conv2d_k1_gemm" for launch in kept[-1])
 
 
+def test_cuda_float16_nchw_1x1_conv_plans_the_nchw_gemm_kernel_with_conv_k1_nchw():
+    """Without a GPU: CONV_K1_NCHW 1 sends a float16 NCHW dense 1x1 conv at stride 1 without padding (C_in % 8
+    == 0, H*W % 8 == 0, 16-byte aligned x, y and weights, sm_80+) to conv2d_k1_gemm_nchw alone, ahead of
+    CONV_K1_GEMM's transposes: one block per K1N_BM-channel x 128-pixel tile (pixels over the batch; K1N_BM
+    64 wherever C_out <= 64), no workspace. CONV_K1_NCHW 0 (the default), float32, NHWC, C_in % 8, H*W % 8,
+    a misaligned buffer, stride 2, padding, 3x3, groups and sm_75 take other kernels."""
+    import numpy as np
+
+    from hal import spec as S
+    from hal.backends.cuda import _SCHEMAS, CudaBuffer, _k1n_smem
+
+    be, _, buf, odd, source = _conv_plans_on_h200()
+    runs: list[tuple[object, dict]] = []
+    be._run = lambda plan, buffers: runs.append((plan, buffers))
+    assert "conv2d_k1_gemm_nchw(" in source and "namespace k1n {" in source
+    assert "ldmatrix.sync.aligned.m8n8.x4.trans" in source
+    assert _SCHEMAS["conv2d"].defaults()["CONV_K1_NCHW"] == 0
+    assert _k1n_smem(3, 128) == 49_152 and _k1n_smem(4, 128) == 65_536 and _k1n_smem(3, 64) == 36_864
+    assert _k1n_smem(2, 64) == 24_576  # the 64 x 128 output tile (16 KB) fits in the stages
+
+    def plan(shape=(32, 256, 56, 56), cout=64, k=1, stride=1, padding=0, layout="NCHW", dtype=np.float16, x=buf,
+             w=buf, y=buf, groups=1, backend=be, **params):
+        sp = S.conv2d_spec(S.TensorGeometry(*shape, layout, np.dtype(dtype)), (cout, shape[1] // groups, k, k), True,
+                           (cout,), stride, padding, 1, groups)
+        backend.conv2d(sp, x, w, buf, y, {"CONV_K1_NCHW": 1, **params})
+        return runs[-1] if backend is be else None
+
+    (gemm,), buffers = plan()  # 1x1 256 -> 64: C_out <= 64 narrows the tile to K1N_BM 64
+    assert gemm.kernel == "conv2d_k1_gemm_nchw" and gemm.file == "conv2d.cu" and gemm.block == (256, 1, 1)
+    assert gemm.shared == 36_864 and gemm.grid == (32 * 56 * 56 // 128, 1, 1)  # 784 pixel tiles x 1 channel tile
+    assert gemm.fmt == "PPPPiiii" and gemm.args == ("x", "w", "b", "y", 32, 256, 3136, 64)
+    defines = dict(gemm.defines)
+    assert defines["K1N_STAGES"] == 3 and defines["K1N_BM"] == 64 and defines["LAYOUT_NHWC"] == 0
+    assert "xt" not in buffers and "yt" not in buffers and "wp" not in buffers
+    (gemm,), _ = plan((32, 64, 56, 56), 256)  # 64 -> 256: K1N_BM 128, two channel tiles a pixel tile
+    assert dict(gemm.defines)["K1N_BM"] == 128 and gemm.shared == 49_152 and gemm.grid == (784 * 2, 1, 1)
+    (gemm,), _ = plan((32, 64, 56, 56), 256, K1N_BM=64, K1N_STAGES=4)
+    assert dict(gemm.defines)["K1N_BM"] == 64 and gemm.grid == (784 * 4, 1, 1) and gemm.shared == _k1n_smem(4, 64)
+    (gemm,), _ = plan((3, 40, 7, 8), 70)  # 168 pixels: two pixel tiles, the second spanning images
+    assert gemm.grid == (2, 1, 1) and gemm.args[4:] == (3, 40, 56, 70)
+    # fused ReLU: the -D the epilogue reads
+    sp = S.conv2d_spec(S.TensorGeometry(2, 64, 8, 8, "NCHW", np.dtype(np.float16)), (64, 64, 1, 1), False, None, 1, 0,
+                       1, 1)
+    be.conv2d(S.Conv2dSpec(**{**sp.__dict__, "relu": True}), buf, buf, None, buf, {"CONV_K1_NCHW": 1})
+    assert dict(runs[-1][0][0].defines)["FUSE_RELU"] == 1 and runs[-1][0][0].kernel == "conv2d_k1_gemm_nchw"
+    # ahead of CONV_K1_GEMM's transposing path where both are on; that path where this one does not apply
+    assert [launch.kernel for launch in plan(CONV_K1_GEMM=1)[0]] == ["conv2d_k1_gemm_nchw"]
+    assert [launch.kernel for launch in plan(CONV_K1_GEMM=1, x=odd)[0]] == [
+        "layout_transpose", "conv2d_k1_gemm", "layout_transpose"]
+    # elsewhere: other kernels
+    for other in (dict(CONV_K1_NCHW=0), dict(dtype=np.float32), dict(layout="NHWC"), dict(shape=(32, 60, 56, 56)),
+                  dict(shape=(2, 64, 7, 7)), dict(x=odd), dict(y=odd), dict(w=CudaBuffer(0x10008, 1 << 30, None)),
+                  dict(stride=2), dict(padding=1), dict(k=3, padding=1), dict(groups=2)):
+        assert all(launch.kernel != "conv2d_k1_gemm_nchw" for launch in plan(**other)[0]), other
+    old, _ = _h200_without_gpu()
+    old._cc = (7, 5)  # no cp.async: the kernel is built there, but never planned
+    kept: list[object] = []
+    old._run = lambda plan, buffers: kept.append(plan)
+    plan(backend=old)
+    assert all(launch.kernel != "conv2d_k1_gemm_nchw" for launch in kept[-1])
+
+
 def test_cuda_float32_1x1_conv_plans_the_sgemm_kernel_with_conv_k1_simt():
     """Without a GPU: CONV_K1_SIMT 1 sends a float32 dense 1x1 conv (any stride, padding, channel counts and
     alignment) to conv2d_k1_simt alone, in either layout (no transposes, no workspace): one block per

@@ -1,7 +1,8 @@
 """Run CUDA tensor-core kernels on the host, without a GPU, against the oracle.
 
 The device time on the H200 is scarce (30 minutes a session); this checks the indexing of
-`conv2d_k3_tc`, `conv2d_k3_tc_pipe`, the 1x1 GEMM `conv2d_k1_gemm` (`check_k1_gemm`) and its float32
+`conv2d_k3_tc`, `conv2d_k3_tc_pipe`, the 1x1 GEMM `conv2d_k1_gemm` (`check_k1_gemm`), its NCHW twin
+without transposes `conv2d_k1_gemm_nchw` (`check_k1_nchw`) and its float32
 SGEMM twin `conv2d_k1_simt` (`check_k1_simt`), the depthwise
 `conv2d_dw_pipe*_k3s1` and register walks,
 the tiled direct convs `conv2d_grp_k3s1` / `conv2d_grp_g` and the grouped tensor-core
@@ -10,8 +11,8 @@ the tiled direct convs `conv2d_grp_k3s1` / `conv2d_grp_g` and the grouped tensor
 `batch_norm_infer_flat_reg`) and its training kernels (statistics, finalize, apply), and the NHWC
 global pooling kernels `adaptive_pool2d_{max,avg}_gvec` (lanes per pair, shuffles) before any of it: the kernels'
 own source, compiled by g++ (C++20) against `tools/cuda_emu/` (a host `hal_prelude.cuh`, CUDA
-keywords, float16, and the warp collectives: ldmatrix.x4, mma.sync m16n8k16 f16 and m16n8k32
-s8/u8, shfl.xor), launched with the plan the real launcher makes for an H200 (grid, block,
+keywords, float16, and the warp collectives: ldmatrix.x4 (and .trans, `check_ldmatrix`), mma.sync
+m16n8k16 f16 and m16n8k32 s8/u8, shfl.xor), launched with the plan the real launcher makes for an H200 (grid, block,
 shared memory, arguments), one fiber per CUDA thread (a switch at each barrier, each pass over
 them in the other direction), blocks one after another.
 
@@ -97,6 +98,7 @@ def kernel_source(file: str) -> str:
         rest = text.index("\n", text.index("#endif", end)) + 1
         text = "#ifndef DW_PREFETCH\n#define DW_PREFETCH 1\n#endif\n" + text[start:end] + text[rest:]
         text = _replace_body(text, "ldsm_x4", "emu_ldsm_x4(addr, r0, r1, r2, r3);")
+        text = _replace_body(text, "ldsm_x4_trans", "emu_ldsm_x4_trans(addr, r0, r1, r2, r3);")
         text = _replace_body(text, "mma16816", "emu_mma_f16(c, a, b0, b1);")
     elif file == "batch_norm.cu":
         # every kernel but the contract entry point, after the real prelude's Welford/Chan
@@ -368,6 +370,83 @@ def check_k1_gemm(be: Any, rng: np.random.Generator, work: Path, shape: tuple[in
     ok = bool(np.isfinite(got).all() and (err <= 1.5e-3).all())
     detail = "" if ok else f"max rel err {np.nanmax(err):.3g}, {int((~np.isfinite(got)).sum())} unwritten"
     return "conv2d_k1_gemm", ok, detail
+
+
+def check_ldmatrix(work: Path) -> tuple[str, bool, str]:
+    """The emulated ldmatrix.x4 and ldmatrix.x4.trans against the PTX ISA's fragment layout, computed here
+    independently: four 8x8 b16 matrices (element (m, r, c) = 64 m + 8 r + c) whose rows lie 48 bytes
+    apart in shared memory, lane 8 m + r giving row r of matrix m; lane t must get (row t / 4, columns
+    2 (t % 4), + 1) of each matrix, low half first, and with .trans (rows 2 (t % 4), + 1, column t / 4)."""
+    common = _common(work)
+    d = work / "ldmatrix"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "main.cpp").write_text("\n".join([
+        '#include "emu_pch.h"', "#include <cstdio>",
+        "static unsigned out[2][32][4];",
+        "int main() {",
+        "    emu_launch(dim3{1, 1, 1}, dim3{32, 1, 1}, [&] {",
+        "        const int t = threadIdx.x;",
+        "        for (int c = 0; c < 8; ++c) {",  # lane t (matrix t / 8, row t % 8) writes its row
+        "            const uint16_t v = (uint16_t)(64 * (t / 8) + 8 * (t % 8) + c);",
+        "            std::memcpy(smem_raw + 48 * t + 2 * c, &v, 2); }",
+        "        __syncthreads();",
+        "        unsigned* o = out[0][t];",
+        "        emu_ldsm_x4(48u * t, o[0], o[1], o[2], o[3]);",
+        "        o = out[1][t];",
+        "        emu_ldsm_x4_trans(48u * t, o[0], o[1], o[2], o[3]); });",
+        "    std::fwrite(out, sizeof out, 1, stdout);",
+        "    return 0; }", ""]))
+    exe = d / "ldmatrix"
+    _gxx([*_GXX, "-I", str(common), str(d / "main.cpp"), str(common / "runtime.o"), "-o", str(exe)], "ldmatrix")
+    got = np.frombuffer(subprocess.run([str(exe)], capture_output=True, check=True).stdout, np.uint32)
+    got = got.reshape(2, 32, 4)
+    want = np.zeros((2, 32, 4), np.uint32)
+    for t in range(32):
+        for m in range(4):
+            lo, hi = 64 * m + 8 * (t // 4) + 2 * (t % 4), 64 * m + 8 * (t // 4) + 2 * (t % 4) + 1
+            want[0, t, m] = lo | hi << 16
+            lo, hi = 64 * m + 8 * (2 * (t % 4)) + t // 4, 64 * m + 8 * (2 * (t % 4) + 1) + t // 4
+            want[1, t, m] = lo | hi << 16
+    bad = [name for i, name in enumerate(("ldmatrix.x4", "ldmatrix.x4.trans")) if not (got[i] == want[i]).all()]
+    return "emu_ldsm_x4(_trans)", not bad, ", ".join(f"{b} wrong" for b in bad)
+
+
+def check_k1_nchw(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], cout: int,
+                  params: dict[str, int] | None = None, bias: bool = True,
+                  relu: bool = False) -> tuple[str, bool, str]:
+    """A float16 NCHW 1x1 stride-1 conv through the launcher's plan with CONV_K1_NCHW on (and `params`),
+    which must launch ``conv2d_k1_gemm_nchw`` alone (no transposes); y poisoned with NaN, x and w
+    followed by as many NaNs as they hold (a read past either's end, even one multiplied by a zero, makes
+    a NaN), against the float64 oracle under check_conv's tolerance; `relu` fuses ReLU."""
+    from hal import reference as ref
+    from hal import spec as S
+
+    sp = S.conv2d_spec(S.TensorGeometry(*shape, "NCHW", np.dtype(np.float16)), (cout, shape[1], 1, 1), bias,
+                       (cout,) if bias else None, 1, 0, 1, 1)
+    sp = replace(sp, relu=relu)
+    ps = {"CONV_K1_NCHW": 1, **(params or {})}
+    x = rng.standard_normal(shape).astype(np.float16)
+    w = (rng.standard_normal(sp.weight_shape) / np.sqrt(shape[1])).astype(np.float16)
+    b = rng.standard_normal(cout).astype(np.float32) if bias else None
+    want = ref.conv2d_from_spec(sp, x.astype(np.float64), w.astype(np.float64), b)
+    scale = ref.conv2d_from_spec(replace(sp, relu=False), np.abs(x.astype(np.float64)),
+                                 np.abs(w.astype(np.float64)), None if b is None else np.abs(b))
+    y = np.full(sp.out_shape, np.nan, np.float16)
+    dummy = _aligned_buffer()
+
+    def nan_tail(a: np.ndarray) -> np.ndarray:
+        return np.concatenate([a.ravel(), np.full(a.size, np.nan, a.dtype)])
+
+    r = run_plan(be, lambda: be.conv2d(sp, dummy, dummy, dummy if bias else None, dummy, ps),
+                 {"x": nan_tail(x), "w": nan_tail(w), "b": b, "y": y}, {"y"}, work)
+    if r.kernels != ("conv2d_k1_gemm_nchw",):
+        return r.kernel, False, f"planned {list(r.kernels)}, not conv2d_k1_gemm_nchw alone"
+    got = r.outputs["y"].astype(np.float64)
+    err = np.abs(got - want) / (scale + np.abs(want) + 1e-30)
+    ok = bool(np.isfinite(got).all() and (err <= 1.5e-3).all())
+    worst = float(np.max(err[np.isfinite(err)], initial=0.0))
+    detail = "" if ok else f"max rel err {worst:.3g}, {int((~np.isfinite(got)).sum())} not finite"
+    return "conv2d_k1_gemm_nchw", ok, detail
 
 
 def check_k1_simt(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], cout: int,
@@ -726,6 +805,24 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
         out.append(("k1g s2 pad1 40->70 NCHW", "k1g",
                     dict(shape=(2, 40, 9, 13), cout=70, stride=2, padding=1, layout="NCHW")))
         out.append(("k1g s1 40->72 relu NCHW", "k1g", dict(shape=(1, 40, 9, 13), cout=72, relu=True, layout="NCHW")))
+    # the NCHW 1x1 GEMM without transposes (CONV_K1_NCHW, conv2d_k1_gemm_nchw): pixels flattened over the
+    # batch (9x16 = 144 and 7x8 = 56 a image: tiles of 128 that span images, a partial last tile), C_in 40
+    # (a partial 32-channel stage) and 264 (9 stages: the ring wraps), C_out 70 (a partial channel tile;
+    # rows past C_out) and 136 / 24 (two tiles; the tile narrowed to 64), ReLU, no bias, K1N_BM 64 (asked
+    # for), K1N_STAGES 2 and 4
+    out.append(("ldmatrix x4 and x4.trans (PTX layout)", "ldsm", {}))
+    out.append(("k1n 40->70 2x9x16", "k1n", dict(shape=(2, 40, 9, 16), cout=70)))
+    if not quick:
+        out.append(("k1n 40->70 relu nobias 3x7x8", "k1n", dict(shape=(3, 40, 7, 8), cout=70, relu=True,
+                                                                bias=False)))
+        out.append(("k1n 264->136 2x9x16", "k1n", dict(shape=(2, 264, 9, 16), cout=136)))
+        out.append(("k1n 104->24 relu 3x7x8", "k1n", dict(shape=(3, 104, 7, 8), cout=24, relu=True)))
+        out.append(("k1n bm64 40->136 3x7x8", "k1n", dict(shape=(3, 40, 7, 8), cout=136, params={"K1N_BM": 64})))
+        out.append(("k1n stages2 104->70 2x9x16", "k1n", dict(shape=(2, 104, 9, 16), cout=70,
+                                                              params={"K1N_STAGES": 2})))
+        out.append(("k1n stages4 104->136 relu 1x9x16", "k1n", dict(shape=(1, 104, 9, 16), cout=136, relu=True,
+                                                                    params={"K1N_STAGES": 4})))
+        out.append(("k1n 8->8 nobias 1x2x4", "k1n", dict(shape=(1, 8, 2, 4), cout=8, bias=False)))
     # the float32 1x1 SGEMM (CONV_K1_SIMT, conv2d_k1_simt), both layouts natively: M = N*OH*OW no multiple
     # of 128 (tiles that span images), C_in 37, 38 and 39 (scalar loads along k, each of a quad's last three
     # guards in use; a partial 8-channel stage), 40 and 264
@@ -1031,8 +1128,8 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             fn = {"conv": check_conv, "dwconv": check_dwconv, "qconv": check_qconv, "bn": check_bn_infer,
                   "bn-train": check_bn_train, "tiled": check_tiled, "gvec": check_gvec, "k1g": check_k1_gemm,
-                  "k1s": check_k1_simt}[kind]
-            kernel, ok, detail = fn(be, rng, work, **kw)
+                  "k1n": check_k1_nchw, "k1s": check_k1_simt, "ldsm": check_ldmatrix}[kind]
+            kernel, ok, detail = check_ldmatrix(work) if kind == "ldsm" else fn(be, rng, work, **kw)
             failed += not ok
             print(f"{'ok  ' if ok else 'FAIL'} {name:44s} {kernel:18s} {detail}", flush=True)
     print(f"cuda_emu: {failed} failed")

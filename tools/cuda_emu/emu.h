@@ -1,6 +1,6 @@
 // Host emulation runtime for CUDA kernels (tools/cuda_emu.py): CUDA keywords, thread
 // indices, barriers, float16, and the warp collectives the tensor-core kernels use
-// (ldmatrix.x4, mma.sync m16n8k16 f16 -> f32 and m16n8k32 s8/u8 -> s32, shfl.xor).
+// (ldmatrix.x4 and ldmatrix.x4.trans, mma.sync m16n8k16 f16 -> f32 and m16n8k32 s8/u8 -> s32, shfl.xor).
 // A block's threads run as fibers (ucontext) on one OS thread, each until it waits at a barrier
 // or exits; blocks run one after another (runtime.cpp).
 #pragma once
@@ -112,6 +112,23 @@ inline void emu_ldsm_x4(unsigned addr, unsigned& r0, unsigned& r1, unsigned& r2,
     w.bar.arrive_and_wait();
     unsigned r[4];
     for (int m = 0; m < 4; ++m) std::memcpy(&r[m], smem_raw + w.addr[m * 8 + emu_lane / 4] + (emu_lane % 4) * 4, 4);
+    w.bar.arrive_and_wait();
+    r0 = r[0], r1 = r[1], r2 = r[2], r3 = r[3];
+}
+// ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16: the same row addresses, each 8x8 matrix transposed
+// as it is distributed: lane t gets element (row 2 (t % 4), column t / 4) of each matrix in its low
+// half and (row 2 (t % 4) + 1, column t / 4) in its high half
+inline void emu_ldsm_x4_trans(unsigned addr, unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3) {
+    EmuWarp& w = (*emu_block.warps)[emu_warp];
+    w.addr[emu_lane] = addr;
+    w.bar.arrive_and_wait();
+    unsigned r[4];
+    for (int m = 0; m < 4; ++m) {
+        uint16_t lo, hi;
+        std::memcpy(&lo, smem_raw + w.addr[m * 8 + (emu_lane % 4) * 2] + (emu_lane / 4) * 2, 2);
+        std::memcpy(&hi, smem_raw + w.addr[m * 8 + (emu_lane % 4) * 2 + 1] + (emu_lane / 4) * 2, 2);
+        r[m] = (unsigned)lo | ((unsigned)hi << 16);
+    }
     w.bar.arrive_and_wait();
     r0 = r[0], r1 = r[1], r2 = r[2], r3 = r[3];
 }
