@@ -1140,6 +1140,49 @@ __device__ __forceinline__ void tc_wide_body(unsigned char* smem_raw, const __ha
     }
 TC_WIDE_KERNEL(conv2d_k3_tc_wide, 3, 1, 1)
 TC_WIDE_KERNEL(conv2d_k1_tc_wide, 1, 1, TC_WIDE_K1_BLOCKS)
+
+// The k-loop of the float16 GEMM kernels (conv2d_k1_gemm, conv2d_k1_gemm_nchw): stage kt lives in
+// buffer kt % STAGES; the first STAGES - 1 go out before the loop (one commit group each, empty past
+// the last, so that the group count stays exact). load_stage(kt, buf) issues stage kt's copies into
+// buffer buf; frags(buf, kk, af, bf) reads the A and B fragments of k step kk (16 channels) from
+// buffer buf. On return every copy has landed and every warp is done reading the stages, so they can
+// become the output staging area.
+template <int STAGES, int BK, int MT, int NT, class LoadStage, class Frags>
+__device__ __forceinline__ void tc_gemm_k_loop(float (&acc)[MT][NT][4], int KT, LoadStage&& load_stage,
+                                               Frags&& frags) {
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < KT) load_stage(s, s);
+        cp_async_commit();
+    }
+#pragma unroll
+    for (int a = 0; a < MT; ++a)
+#pragma unroll
+        for (int b = 0; b < NT; ++b)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[a][b][e] = 0.0f;
+    int buf = 0, nbuf = STAGES - 1;
+    for (int kt = 0; kt < KT; ++kt) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();  // stage kt has landed; every warp is done with stage kt - 1's buffer
+        if (kt + STAGES - 1 < KT) load_stage(kt + STAGES - 1, nbuf);  // into stage kt - 1's buffer
+        cp_async_commit();
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; ++kk) {  // 16 channels per k step
+            unsigned af[MT][4], bf[NT][2];
+            frags(buf, kk, af, bf);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt) mma16816(acc[mt][nt], af[mt], bf[nt][0], bf[nt][1]);
+        }
+        buf = buf + 1 == STAGES ? 0 : buf + 1;
+        nbuf = nbuf + 1 == STAGES ? 0 : nbuf + 1;
+    }
+    cp_async_wait<0>();  // (the trailing groups are empty)
+    __syncthreads();
+}
+
 #if LAYOUT_NHWC
 // 3x3 stride 2 (a ResNet's downsampling conv; session 21): the patch of an 8 x 32 output tile is
 // 17 x 65 input pixels, 107,584 bytes a stage with the weights (two stages: 215,168 bytes, sm_90's
@@ -1261,52 +1304,23 @@ extern "C" __global__ void __launch_bounds__(256, k1g::MINB)
             bv[nt][e] = (bias && co < CO) ? bias[co] : 0.0f;
         }
 
-    // stage kt lives in buffer kt % STAGES; the first STAGES - 1 go out before the loop (one commit
-    // group each, empty past the last, so that the group count stays exact)
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < KT) load_stage(s, s);
-        cp_async_commit();
-    }
-    float acc[MT][NT][4];
-#pragma unroll
-    for (int a = 0; a < MT; ++a)
-#pragma unroll
-        for (int b = 0; b < NT; ++b)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc[a][b][e] = 0.0f;
     // per-lane ldmatrix rows: A = pixels (matrices: rows 0-7 / 8-15 x channels 0-7 / 8-15), B = output
     // channels (matrices: channels 0-7 x k 0-7, 8-15, then channels 8-15)
     const int a_row = wm * WM + (lane & 7) + ((lane >> 3) & 1) * 8, a_half = lane >> 4;
     const int b_row = wn * WN + (lane & 7) + (lane >> 4) * 8, b_half = (lane >> 3) & 1;
     const unsigned smem_u = smem_u32(smem_raw);
-    int buf = 0, nbuf = STAGES - 1;
-    for (int kt = 0; kt < KT; ++kt) {
-        cp_async_wait<STAGES - 2>();
-        __syncthreads();  // stage kt has landed; every warp is done with stage kt - 1's buffer
-        if (kt + STAGES - 1 < KT) load_stage(kt + STAGES - 1, nbuf);  // into stage kt - 1's buffer
-        cp_async_commit();
+    float acc[MT][NT][4];
+    tc_gemm_k_loop<STAGES, BK>(acc, KT, load_stage,
+                               [&](int buf, int kk, unsigned (&af)[MT][4], unsigned (&bf)[NT][2]) {
         const unsigned a_u = smem_u + buf * STAGE_BYTES, b_u = a_u + A_BYTES;
 #pragma unroll
-        for (int kk = 0; kk < BK / 16; ++kk) {  // 16 channels per k step
-            unsigned af[MT][4], bf[NT][2];
+        for (int mt = 0; mt < MT; ++mt)
+            ldsm_x4(a_u + tcw_at(a_row + mt * 16, kk * 2 + a_half), af[mt][0], af[mt][1], af[mt][2], af[mt][3]);
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-                ldsm_x4(a_u + tcw_at(a_row + mt * 16, kk * 2 + a_half), af[mt][0], af[mt][1], af[mt][2], af[mt][3]);
-#pragma unroll
-            for (int np = 0; np < NT / 2; ++np)
-                ldsm_x4(b_u + tcw_at(b_row + np * 16, kk * 2 + b_half), bf[2 * np][0], bf[2 * np][1],
-                        bf[2 * np + 1][0], bf[2 * np + 1][1]);
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                for (int nt = 0; nt < NT; ++nt) mma16816(acc[mt][nt], af[mt], bf[nt][0], bf[nt][1]);
-        }
-        buf = buf + 1 == STAGES ? 0 : buf + 1;
-        nbuf = nbuf + 1 == STAGES ? 0 : nbuf + 1;
-    }
-    cp_async_wait<0>();  // (the trailing groups are empty)
-    __syncthreads();     // every warp is done reading the stages: they become the output staging area
+        for (int np = 0; np < NT / 2; ++np)
+            ldsm_x4(b_u + tcw_at(b_row + np * 16, kk * 2 + b_half), bf[2 * np][0], bf[2 * np][1],
+                    bf[2 * np + 1][0], bf[2 * np + 1][1]);
+    });
 
     // results -> [128 pixels][BN channels] float16, chunk ch of row r at (ch ^ (r % 8)): a lane holds
     // pixels lane / 4 (+ 8) of each m16 tile, channels 2 (lane % 4) + {0, 1} of each n8 tile
@@ -1457,52 +1471,23 @@ extern "C" __global__ void __launch_bounds__(256, k1n::MINB)
             bv[mt][h] = (bias && co < CO) ? bias[co] : 0.0f;
         }
 
-    // stage kt lives in buffer kt % STAGES; the first STAGES - 1 go out before the loop (one commit group
-    // each, empty past the last, so that the group count stays exact)
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < KT) load_stage(s, s);
-        cp_async_commit();
-    }
-    float acc[MT][NT][4];
-#pragma unroll
-    for (int a = 0; a < MT; ++a)
-#pragma unroll
-        for (int b = 0; b < NT; ++b)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc[a][b][e] = 0.0f;
     // per-lane ldmatrix rows: A = output channels (matrices: rows 0-7 / 8-15 x k 0-7, then k 8-15); B (.trans)
     // = k rows (matrices: k 0-7 / 8-15 x pixels 0-7, then pixels 8-15), each transposed into a B fragment
     const int a_row = wm * WM + (lane & 7) + ((lane >> 3) & 1) * 8, a_half = lane >> 4;
     const int b_krow = (lane & 7) + ((lane >> 3) & 1) * 8, b_chunk = wn * (WN / 8) + (lane >> 4);
     const unsigned smem_u = smem_u32(smem_raw);
-    int buf = 0, nbuf = STAGES - 1;
-    for (int kt = 0; kt < KT; ++kt) {
-        cp_async_wait<STAGES - 2>();
-        __syncthreads();  // stage kt has landed; every warp is done with stage kt - 1's buffer
-        if (kt + STAGES - 1 < KT) load_stage(kt + STAGES - 1, nbuf);  // into stage kt - 1's buffer
-        cp_async_commit();
+    float acc[MT][NT][4];
+    tc_gemm_k_loop<STAGES, BK>(acc, KT, load_stage,
+                               [&](int buf, int kk, unsigned (&af)[MT][4], unsigned (&bf)[NT][2]) {
         const unsigned a_u = smem_u + buf * STAGE_BYTES, b_u = a_u + A_BYTES;
 #pragma unroll
-        for (int kk = 0; kk < BK / 16; ++kk) {  // 16 channels per k step
-            unsigned af[MT][4], bf[NT][2];
+        for (int mt = 0; mt < MT; ++mt)
+            ldsm_x4(a_u + tcw_at(a_row + mt * 16, kk * 2 + a_half), af[mt][0], af[mt][1], af[mt][2], af[mt][3]);
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-                ldsm_x4(a_u + tcw_at(a_row + mt * 16, kk * 2 + a_half), af[mt][0], af[mt][1], af[mt][2], af[mt][3]);
-#pragma unroll
-            for (int np = 0; np < NT / 2; ++np)
-                ldsm_x4_trans(b_u + row_at(kk * 16 + b_krow, b_chunk + np * 2), bf[2 * np][0], bf[2 * np][1],
-                              bf[2 * np + 1][0], bf[2 * np + 1][1]);
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                for (int nt = 0; nt < NT; ++nt) mma16816(acc[mt][nt], af[mt], bf[nt][0], bf[nt][1]);
-        }
-        buf = buf + 1 == STAGES ? 0 : buf + 1;
-        nbuf = nbuf + 1 == STAGES ? 0 : nbuf + 1;
-    }
-    cp_async_wait<0>();  // (the trailing groups are empty)
-    __syncthreads();     // every warp is done reading the stages: they become the output staging area
+        for (int np = 0; np < NT / 2; ++np)
+            ldsm_x4_trans(b_u + row_at(kk * 16 + b_krow, b_chunk + np * 2), bf[2 * np][0], bf[2 * np][1],
+                          bf[2 * np + 1][0], bf[2 * np + 1][1]);
+    });
 
     // results -> [BM channels][128 pixels] float16, chunk ch of row r at (ch ^ (r % 8)): a lane holds
     // channels lane / 4 (+ 8) of each m16 tile, pixels 2 (lane % 4) + {0, 1} of each n8 tile
