@@ -338,38 +338,55 @@ def check_conv(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, 
     return r.kernel, ok, "" if ok else f"max rel err {np.nanmax(err):.3g}, {int((~np.isfinite(got)).sum())} unwritten"
 
 
-def check_k1_gemm(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], cout: int,
-                  layout: str = "NHWC", stride: Any = 1, padding: Any = 0, params: dict[str, int] | None = None,
-                  bias: bool = True, relu: bool = False) -> tuple[str, bool, str]:
-    """A float16 1x1 conv through the launcher's plan with CONV_K1_GEMM on (and `params`), which must
-    launch ``conv2d_k1_gemm`` (NCHW: between two layout transposes); y (and NCHW's NHWC workspaces)
-    poisoned with NaN, against the float64 oracle under check_conv's tolerance; `relu` fuses ReLU."""
+def _check_1x1(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], cout: int,
+               dtype: Any, layout: str, stride: Any, padding: Any, params: dict[str, int], bias: bool, relu: bool,
+               kernel: str, alone: bool, tol: float) -> tuple[str, bool, str]:
+    """A dense 1x1 conv through the launcher's plan with `params`, which must launch `kernel` (alone, or
+    among others, such as NCHW's transposes); y and the NHWC workspaces xt / yt poisoned with NaN, and
+    with `alone` x and w followed by as many NaNs as they hold (a read past either's end, even one a zero
+    multiplies, makes a NaN). Against the float64 oracle: float16 within `tol` of sum |x||w| + |b| + |y|
+    (check_conv's rule), float32 within `tol` of sum |x||w| + |b|; `relu` fuses ReLU."""
     from hal import reference as ref
     from hal import spec as S
 
-    sp = S.conv2d_spec(S.TensorGeometry(*shape, layout, np.dtype(np.float16)), (cout, shape[1], 1, 1), bias,
+    sp = S.conv2d_spec(S.TensorGeometry(*shape, layout, np.dtype(dtype)), (cout, shape[1], 1, 1), bias,
                        (cout,) if bias else None, stride, padding, 1, 1)
     sp = replace(sp, relu=relu)
-    ps = {"CONV_K1_GEMM": 1, **(params or {})}
-    x = rng.standard_normal(shape).astype(np.float16)
-    w = (rng.standard_normal(sp.weight_shape) / np.sqrt(shape[1])).astype(np.float16)
+    x = rng.standard_normal(shape).astype(dtype)
+    w = (rng.standard_normal(sp.weight_shape) / np.sqrt(shape[1])).astype(dtype)
     b = rng.standard_normal(cout).astype(np.float32) if bias else None
     want = ref.conv2d_from_spec(sp, x.astype(np.float64), w.astype(np.float64), b)
     scale = ref.conv2d_from_spec(replace(sp, relu=False), np.abs(x.astype(np.float64)),
                                  np.abs(w.astype(np.float64)), None if b is None else np.abs(b))
+    if np.dtype(dtype) == np.float16:
+        scale = scale + np.abs(want)
     n, c, oh, ow = sp.out_shape
-    y = np.full((n, oh, ow, c) if layout == "NHWC" else (n, c, oh, ow), np.nan, np.float16)
-    xt, yt = np.full(x.size, np.nan, np.float16), np.full(y.size, np.nan, np.float16)
+    y = np.full((n, oh, ow, c) if layout == "NHWC" else (n, c, oh, ow), np.nan, dtype)
+
+    def nan_tail(a: np.ndarray) -> np.ndarray:
+        return np.concatenate([a.ravel(), np.full(a.size, np.nan, a.dtype)]) if alone else a
+
     dummy = _aligned_buffer()
-    r = run_plan(be, lambda: be.conv2d(sp, dummy, dummy, dummy if bias else None, dummy, ps),
-                 {"x": _phys(x, layout), "w": w, "b": b, "y": y, "xt": xt, "yt": yt}, {"y"}, work)
-    if "conv2d_k1_gemm" not in r.kernels:
-        return r.kernel, False, f"planned {list(r.kernels)}, not conv2d_k1_gemm"
+    r = run_plan(be, lambda: be.conv2d(sp, dummy, dummy, dummy if bias else None, dummy, params),
+                 {"x": nan_tail(_phys(x, layout)), "w": nan_tail(w), "b": b, "y": y,
+                  "xt": np.full(x.size, np.nan, dtype), "yt": np.full(y.size, np.nan, dtype)}, {"y"}, work)
+    if (r.kernels != (kernel,)) if alone else (kernel not in r.kernels):
+        return r.kernel, False, f"planned {list(r.kernels)}, not {kernel}{' alone' if alone else ''}"
     got = _logical(r.outputs["y"], layout).astype(np.float64)
-    err = np.abs(got - want) / (scale + np.abs(want) + 1e-30)
-    ok = bool(np.isfinite(got).all() and (err <= 1.5e-3).all())
-    detail = "" if ok else f"max rel err {np.nanmax(err):.3g}, {int((~np.isfinite(got)).sum())} unwritten"
-    return "conv2d_k1_gemm", ok, detail
+    err = np.abs(got - want) / (scale + 1e-30)
+    ok = bool(np.isfinite(got).all() and (err <= tol).all())
+    worst = float(np.max(err[np.isfinite(err)], initial=0.0))
+    detail = "" if ok else f"max rel err {worst:.3g}, {int((~np.isfinite(got)).sum())} not finite"
+    return kernel, ok, detail
+
+
+def check_k1_gemm(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], cout: int,
+                  layout: str = "NHWC", stride: Any = 1, padding: Any = 0, params: dict[str, int] | None = None,
+                  bias: bool = True, relu: bool = False) -> tuple[str, bool, str]:
+    """A float16 1x1 conv with CONV_K1_GEMM on (and `params`): ``conv2d_k1_gemm`` (NCHW: between two
+    layout transposes, whose NHWC workspaces are poisoned too); see _check_1x1."""
+    return _check_1x1(be, rng, work, shape, cout, np.float16, layout, stride, padding,
+                      {"CONV_K1_GEMM": 1, **(params or {})}, bias, relu, "conv2d_k1_gemm", False, 1.5e-3)
 
 
 def check_ldmatrix(work: Path) -> tuple[str, bool, str]:
@@ -414,78 +431,19 @@ def check_ldmatrix(work: Path) -> tuple[str, bool, str]:
 def check_k1_nchw(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], cout: int,
                   params: dict[str, int] | None = None, bias: bool = True,
                   relu: bool = False) -> tuple[str, bool, str]:
-    """A float16 NCHW 1x1 stride-1 conv through the launcher's plan with CONV_K1_NCHW on (and `params`),
-    which must launch ``conv2d_k1_gemm_nchw`` alone (no transposes); y poisoned with NaN, x and w
-    followed by as many NaNs as they hold (a read past either's end, even one multiplied by a zero, makes
-    a NaN), against the float64 oracle under check_conv's tolerance; `relu` fuses ReLU."""
-    from hal import reference as ref
-    from hal import spec as S
-
-    sp = S.conv2d_spec(S.TensorGeometry(*shape, "NCHW", np.dtype(np.float16)), (cout, shape[1], 1, 1), bias,
-                       (cout,) if bias else None, 1, 0, 1, 1)
-    sp = replace(sp, relu=relu)
-    ps = {"CONV_K1_NCHW": 1, **(params or {})}
-    x = rng.standard_normal(shape).astype(np.float16)
-    w = (rng.standard_normal(sp.weight_shape) / np.sqrt(shape[1])).astype(np.float16)
-    b = rng.standard_normal(cout).astype(np.float32) if bias else None
-    want = ref.conv2d_from_spec(sp, x.astype(np.float64), w.astype(np.float64), b)
-    scale = ref.conv2d_from_spec(replace(sp, relu=False), np.abs(x.astype(np.float64)),
-                                 np.abs(w.astype(np.float64)), None if b is None else np.abs(b))
-    y = np.full(sp.out_shape, np.nan, np.float16)
-    dummy = _aligned_buffer()
-
-    def nan_tail(a: np.ndarray) -> np.ndarray:
-        return np.concatenate([a.ravel(), np.full(a.size, np.nan, a.dtype)])
-
-    r = run_plan(be, lambda: be.conv2d(sp, dummy, dummy, dummy if bias else None, dummy, ps),
-                 {"x": nan_tail(x), "w": nan_tail(w), "b": b, "y": y}, {"y"}, work)
-    if r.kernels != ("conv2d_k1_gemm_nchw",):
-        return r.kernel, False, f"planned {list(r.kernels)}, not conv2d_k1_gemm_nchw alone"
-    got = r.outputs["y"].astype(np.float64)
-    err = np.abs(got - want) / (scale + np.abs(want) + 1e-30)
-    ok = bool(np.isfinite(got).all() and (err <= 1.5e-3).all())
-    worst = float(np.max(err[np.isfinite(err)], initial=0.0))
-    detail = "" if ok else f"max rel err {worst:.3g}, {int((~np.isfinite(got)).sum())} not finite"
-    return "conv2d_k1_gemm_nchw", ok, detail
+    """A float16 NCHW 1x1 stride-1 conv with CONV_K1_NCHW on (and `params`): ``conv2d_k1_gemm_nchw``
+    alone (no transposes); see _check_1x1."""
+    return _check_1x1(be, rng, work, shape, cout, np.float16, "NCHW", 1, 0, {"CONV_K1_NCHW": 1, **(params or {})},
+                      bias, relu, "conv2d_k1_gemm_nchw", True, 1.5e-3)
 
 
 def check_k1_simt(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], cout: int,
                   layout: str = "NHWC", stride: Any = 1, padding: Any = 0, params: dict[str, int] | None = None,
                   bias: bool = True, relu: bool = False) -> tuple[str, bool, str]:
-    """A float32 1x1 conv through the launcher's plan with CONV_K1_SIMT on (and `params`), which must
-    launch ``conv2d_k1_simt`` alone (both layouts natively); y poisoned with NaN, x and w followed by as
-    many NaNs as they hold (a read past either's end, even one multiplied by a zero weight or input, makes
-    a NaN), against the float64 oracle within 1e-5 of sum |x||w| + |b| (check_cuda.py's float32
-    tolerance); `relu` fuses ReLU."""
-    from hal import reference as ref
-    from hal import spec as S
-
-    sp = S.conv2d_spec(S.TensorGeometry(*shape, layout, np.dtype(np.float32)), (cout, shape[1], 1, 1), bias,
-                       (cout,) if bias else None, stride, padding, 1, 1)
-    sp = replace(sp, relu=relu)
-    ps = {"CONV_K1_SIMT": 1, **(params or {})}
-    x = rng.standard_normal(shape).astype(np.float32)
-    w = (rng.standard_normal(sp.weight_shape) / np.sqrt(shape[1])).astype(np.float32)
-    b = rng.standard_normal(cout).astype(np.float32) if bias else None
-    want = ref.conv2d_from_spec(sp, x.astype(np.float64), w.astype(np.float64), b)
-    scale = ref.conv2d_from_spec(replace(sp, relu=False), np.abs(x.astype(np.float64)),
-                                 np.abs(w.astype(np.float64)), None if b is None else np.abs(b))
-    n, c, oh, ow = sp.out_shape
-    y = np.full((n, oh, ow, c) if layout == "NHWC" else (n, c, oh, ow), np.nan, np.float32)
-    dummy = _aligned_buffer()
-    def nan_tail(a: np.ndarray) -> np.ndarray:
-        return np.concatenate([a.ravel(), np.full(a.size, np.nan, a.dtype)])
-
-    r = run_plan(be, lambda: be.conv2d(sp, dummy, dummy, dummy if bias else None, dummy, ps),
-                 {"x": nan_tail(_phys(x, layout)), "w": nan_tail(w), "b": b, "y": y}, {"y"}, work)
-    if r.kernels != ("conv2d_k1_simt",):
-        return r.kernel, False, f"planned {list(r.kernels)}, not conv2d_k1_simt alone"
-    got = _logical(r.outputs["y"], layout).astype(np.float64)
-    err = np.abs(got - want) / (scale + 1e-30)
-    ok = bool(np.isfinite(got).all() and (err <= 1e-5).all())
-    worst = float(np.max(err[np.isfinite(err)], initial=0.0))
-    detail = "" if ok else f"max rel err {worst:.3g}, {int((~np.isfinite(got)).sum())} not finite"
-    return "conv2d_k1_simt", ok, detail
+    """A float32 1x1 conv with CONV_K1_SIMT on (and `params`): ``conv2d_k1_simt`` alone (both layouts
+    natively), within 1e-5 of sum |x||w| + |b| (check_cuda.py's float32 tolerance); see _check_1x1."""
+    return _check_1x1(be, rng, work, shape, cout, np.float32, layout, stride, padding,
+                      {"CONV_K1_SIMT": 1, **(params or {})}, bias, relu, "conv2d_k1_simt", True, 1e-5)
 
 
 def check_tiled(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], cout: int,
