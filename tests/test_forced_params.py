@@ -370,6 +370,37 @@ def test_opencl_half_raw(device, path, layout):
             assert r.ok, (shape, cfg, kind, r.detail)
 
 
+#: the divisor rules the quantized pooling tests run: max, then average with and without the
+#: padding counted and with overrides below and above 9 taps
+_QUANT_POOL_KINDS = (("max", True, None), ("avg", True, None), ("avg", False, None), ("avg", True, 3),
+                     ("avg", False, 11))
+
+
+def _quantized_stride2_pools(shape, dtype, zp, windows):
+    """(spec, (k, pad, ceil, kind, include_pad, divisor)) for each stride-2 window (k, pad, ceil) and
+    each of _QUANT_POOL_KINDS that pool2d_spec accepts on an NCHW int tensor of `shape`; averages
+    carry the zero point `zp`."""
+    from dataclasses import replace
+
+    from hal.spec import TensorGeometry, pool2d_spec
+
+    geom = TensorGeometry(*shape, "NCHW", np.dtype(dtype))
+    for k, pad, ceil in windows:
+        for kind, include_pad, divisor in _QUANT_POOL_KINDS:
+            try:
+                spec = pool2d_spec(kind, geom, k, 2, pad, 1, ceil, include_pad, divisor, False)
+            except HalValueError:
+                continue
+            yield (replace(spec, zero_point=zp) if kind == "avg" else spec), (k, pad, ceil, kind, include_pad, divisor)
+
+
+def _quantized_pool(qt, k, pad, ceil, kind, include_pad, divisor):
+    """hal's stride-2 max or average pooling of `qt` (one of _quantized_stride2_pools' cases)."""
+    if kind == "max":
+        return hal.max_pool2d(qt, k, 2, pad, ceil_mode=ceil)
+    return hal.avg_pool2d(qt, k, 2, pad, ceil_mode=ceil, count_include_pad=include_pad, divisor_override=divisor)
+
+
 @pytest.mark.parametrize("dtype", ["int8", "uint8"])
 @pytest.mark.parametrize("path", [{"LOCAL_TILE": 3, "VEC": 4, "STRIP_ROWS": 2},
                                   {"LOCAL_TILE": 3, "VEC": 8, "STRIP_ROWS": 4}],
@@ -381,9 +412,7 @@ def test_opencl_quantized_strip_path(device, dtype, path):
     zero points across the range (saturation), widths that are multiples of VEC with odd
     heights and output widths."""
     _opencl(device)
-    from dataclasses import replace
 
-    from hal.spec import TensorGeometry, pool2d_spec
 
     rng = np.random.default_rng(7 + path["VEC"])
     info = np.iinfo(dtype)
@@ -391,25 +420,14 @@ def test_opencl_quantized_strip_path(device, dtype, path):
     for shape in shapes:
         q = rng.integers(info.min, info.max + 1, shape).astype(dtype)
         zp = int(rng.integers(info.min, info.max + 1))
-        for k, pad, ceil in ((3, 1, False), (3, 1, True), (3, 0, True), (2, 0, False), (2, 1, True), (2, 0, True)):
-            for kind, include_pad, divisor in (("max", True, None), ("avg", True, None), ("avg", False, None),
-                                               ("avg", True, 3), ("avg", False, 11)):
-                geom = TensorGeometry(*shape, "NCHW", np.dtype(dtype))
-                try:
-                    spec = pool2d_spec(kind, geom, k, 2, pad, 1, ceil, include_pad, divisor, False)
-                except HalValueError:
-                    continue
-                spec = replace(spec, zero_point=zp) if kind == "avg" else spec
-                want, _ = reference.quantized_pool2d_from_spec(spec, q)
-                qt = hal.asarray(q, device=device, scale=0.5, zero_point=zp)
-                with forced(device, "pool2d", path), poison_outputs(), built_paths(device) as paths:
-                    if kind == "max":
-                        y = hal.max_pool2d(qt, k, 2, pad, ceil_mode=ceil)
-                    else:
-                        y = hal.avg_pool2d(qt, k, 2, pad, ceil_mode=ceil, count_include_pad=include_pad,
-                                           divisor_override=divisor)
-                assert paths == [3], (shape, k, pad, ceil, kind, paths)
-                np.testing.assert_array_equal(y.numpy(), want, err_msg=str((shape, k, pad, ceil, kind, divisor, zp)))
+        windows = ((3, 1, False), (3, 1, True), (3, 0, True), (2, 0, False), (2, 1, True), (2, 0, True))
+        for spec, (k, pad, ceil, kind, include_pad, divisor) in _quantized_stride2_pools(shape, dtype, zp, windows):
+            want, _ = reference.quantized_pool2d_from_spec(spec, q)
+            qt = hal.asarray(q, device=device, scale=0.5, zero_point=zp)
+            with forced(device, "pool2d", path), poison_outputs(), built_paths(device) as paths:
+                y = _quantized_pool(qt, k, pad, ceil, kind, include_pad, divisor)
+            assert paths == [3], (shape, k, pad, ceil, kind, paths)
+            np.testing.assert_array_equal(y.numpy(), want, err_msg=str((shape, k, pad, ceil, kind, divisor, zp)))
 
 
 @pytest.mark.parametrize("dtype", ["int8", "uint8"])
@@ -599,9 +617,7 @@ def test_opencl_quantized_rows16_path(device, dtype, rows, wg):
     range's ends and inside it; checked to be the path that ran (qpool2d.cl where IW % 4 != 0
     and for max with indices), exactly against the quantized oracle, outputs poisoned."""
     _opencl(device)
-    from dataclasses import replace
 
-    from hal.spec import TensorGeometry, pool2d_spec
 
     rng = np.random.default_rng(1700 + rows)
     info = np.iinfo(dtype)
@@ -611,32 +627,21 @@ def test_opencl_quantized_rows16_path(device, dtype, rows, wg):
         q = rng.integers(info.min, info.max + 1, shape).astype(dtype)
         zp = (info.min, info.max, int(rng.integers(info.min, info.max + 1)))[i % 3]
         qt = hal.asarray(q, device=device, scale=0.5, zero_point=zp)
-        for k, pad, ceil in ((3, 1, False), (3, 1, True), (3, 0, True), (3, 0, False), (2, 0, False), (2, 1, True),
-                             (2, 0, True)):
-            for kind, include_pad, divisor in (("max", True, None), ("avg", True, None), ("avg", False, None),
-                                               ("avg", True, 3), ("avg", False, 11)):
-                geom = TensorGeometry(*shape, "NCHW", np.dtype(dtype))
-                try:
-                    spec = pool2d_spec(kind, geom, k, 2, pad, 1, ceil, include_pad, divisor, False)
-                except HalValueError:
-                    continue
-                spec = replace(spec, zero_point=zp) if kind == "avg" else spec
-                want, want_idx = reference.quantized_pool2d_from_spec(spec, q)
-                label = str((shape, k, pad, ceil, kind, include_pad, divisor, zp))
+        windows = ((3, 1, False), (3, 1, True), (3, 0, True), (3, 0, False), (2, 0, False), (2, 1, True),
+                   (2, 0, True))
+        for spec, (k, pad, ceil, kind, include_pad, divisor) in _quantized_stride2_pools(shape, dtype, zp, windows):
+            want, want_idx = reference.quantized_pool2d_from_spec(spec, q)
+            label = str((shape, k, pad, ceil, kind, include_pad, divisor, zp))
+            with forced(device, "pool2d", params), poison_outputs(), built_qpack(device) as built:
+                y = _quantized_pool(qt, k, pad, ceil, kind, include_pad, divisor)
+            assert built == [int(packed)], label
+            np.testing.assert_array_equal(y.numpy(), want, err_msg=label)
+            if kind == "max" and ceil:  # with indices: qpool2d.cl
                 with forced(device, "pool2d", params), poison_outputs(), built_qpack(device) as built:
-                    if kind == "max":
-                        y = hal.max_pool2d(qt, k, 2, pad, ceil_mode=ceil)
-                    else:
-                        y = hal.avg_pool2d(qt, k, 2, pad, ceil_mode=ceil, count_include_pad=include_pad,
-                                           divisor_override=divisor)
-                assert built == [int(packed)], label
+                    y, idx = hal.max_pool2d(qt, k, 2, pad, ceil_mode=ceil, return_indices=True)
+                assert built == [0], label
                 np.testing.assert_array_equal(y.numpy(), want, err_msg=label)
-                if kind == "max" and ceil:  # with indices: qpool2d.cl
-                    with forced(device, "pool2d", params), poison_outputs(), built_qpack(device) as built:
-                        y, idx = hal.max_pool2d(qt, k, 2, pad, ceil_mode=ceil, return_indices=True)
-                    assert built == [0], label
-                    np.testing.assert_array_equal(y.numpy(), want, err_msg=label)
-                    np.testing.assert_array_equal(idx.numpy(), want_idx, err_msg=label)
+                np.testing.assert_array_equal(idx.numpy(), want_idx, err_msg=label)
 
 
 @pytest.mark.parametrize("dtype", ["int8", "uint8"])
