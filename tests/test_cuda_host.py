@@ -107,6 +107,16 @@ def _h200_without_gpu():
     return be, runs
 
 
+def _kernels_planned_on_sm75(plan) -> list[str]:
+    """The kernels `plan(backend=...)` launches on an H200 planner that says it is sm_75 (no cp.async)."""
+    old, _ = _h200_without_gpu()
+    old._cc = (7, 5)
+    kept: list[object] = []
+    old._run = lambda launches, buffers: kept.append(launches)
+    plan(backend=old)
+    return [launch.kernel for launch in kept[-1]]
+
+
 def _conv_plans_on_h200():
     """An H200 planner whose launch plans are kept whole (not just the kernel names), an aligned
     and an 8-byte-misaligned buffer, and conv2d.cu's source: what the depthwise plan tests read."""
@@ -1059,12 +1069,7 @@ def test_cuda_float16_1x1_conv_plans_the_gemm_kernel_with_conv_k1_gemm():
         assert all(launch.kernel != "conv2d_k1_gemm" for launch in plan(**other)[0]), other
     assert [launch.kernel for launch in plan(CONV_K1_GEMM=0, CONV_TC=2)[0]] == ["conv2d_tc_wprep", "conv2d_k1_tc_wide"]
     assert plan(CONV_K1_GEMM=0, cout=512, stride=2)[0][-1].kernel == "conv2d_k1s2_tc_wide"
-    old, _ = _h200_without_gpu()
-    old._cc = (7, 5)  # no cp.async: the kernel is built there, but never planned
-    kept: list[object] = []
-    old._run = lambda plan, buffers: kept.append(plan)
-    plan(backend=old)
-    assert all(launch.kernel != "conv2d_k1_gemm" for launch in kept[-1])
+    assert "conv2d_k1_gemm" not in _kernels_planned_on_sm75(plan)  # no cp.async: built there, never planned
 
 
 def test_cuda_float16_nchw_1x1_conv_plans_the_nchw_gemm_kernel_with_conv_k1_nchw():
@@ -1121,12 +1126,7 @@ def test_cuda_float16_nchw_1x1_conv_plans_the_nchw_gemm_kernel_with_conv_k1_nchw
                   dict(shape=(2, 64, 7, 7)), dict(x=odd), dict(y=odd), dict(w=CudaBuffer(0x10008, 1 << 30, None)),
                   dict(stride=2), dict(padding=1), dict(k=3, padding=1), dict(groups=2)):
         assert all(launch.kernel != "conv2d_k1_gemm_nchw" for launch in plan(**other)[0]), other
-    old, _ = _h200_without_gpu()
-    old._cc = (7, 5)  # no cp.async: the kernel is built there, but never planned
-    kept: list[object] = []
-    old._run = lambda plan, buffers: kept.append(plan)
-    plan(backend=old)
-    assert all(launch.kernel != "conv2d_k1_gemm_nchw" for launch in kept[-1])
+    assert "conv2d_k1_gemm_nchw" not in _kernels_planned_on_sm75(plan)  # no cp.async: built there, never planned
 
 
 def test_cuda_float32_1x1_conv_plans_the_sgemm_kernel_with_conv_k1_simt():
