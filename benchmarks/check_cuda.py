@@ -1294,6 +1294,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="suites: pool,adaptive,conv,bn,runtime,quant,one (one launch per kernel), "
                          "tiled (the tiled direct conv alone)")
     ap.add_argument("--match", default="", help="conv and adaptive cases: only those whose name contains this")
+    ap.add_argument("--prebuild", default="",
+                    help="JSON list of conv2d parameter sets to build in parallel up front, plain and with fused ReLU "
+                         "(the checks otherwise build each new set when they first launch it, one at a time)")
     args = ap.parse_args(argv)
     global CONV_MATCH
     CONV_MATCH = args.match
@@ -1311,6 +1314,11 @@ def main(argv: list[str] | None = None) -> int:
                 for params in variants:
                     keys.append((CudaBackend.family_file(family),
                                  CudaBackend.compile_defines(family, np.dtype(dtype), layout, params)))
+                if family == "conv2d":
+                    for params in json.loads(args.prebuild or "[]"):
+                        for relu in (False, True):
+                            keys.append((CudaBackend.family_file(family),
+                                         CudaBackend.compile_defines(family, np.dtype(dtype), layout, params, relu)))
     print(f"built {be.build_all(keys)} modules in {time.time() - t0:.1f} s", flush=True)
     rng = np.random.default_rng(int(time.time()))
     suites: dict[str, Callable[[], None]] = {

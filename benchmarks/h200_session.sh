@@ -34,7 +34,7 @@ for s in "$@"; do
       grep -E "^FAILED|passed|failed" "$R/pytest-nn.txt" | tail -8 ;;
     conformance) step conformance ${T_CONF:-240} hal conformance --device ${CONF_DEVICES:-cuda:0,opencl:nvidia} --seed 11
       grep -E "FAIL|passed" "$R/conformance.txt" | tail -8 ;;
-    check) step check 300 python3 benchmarks/check_cuda.py --out "$R" ${CHECK_ARGS:-}; tail -3 "$R/check.txt" ;;
+    check) step check ${T_CHECK:-300} python3 benchmarks/check_cuda.py --out "$R" ${CHECK_ARGS:-}; tail -3 "$R/check.txt" ;;
     sanitize) step sanitize 240 bash -c 'for t in memcheck racecheck; do compute-sanitizer --tool $t --print-limit 20 python3 benchmarks/check_cuda.py ${SAN_ARGS:---only one} --out /tmp 2>&1 | tail -6; done'
       cat "$R/sanitize.txt" ;;
     overhead) step overhead 90 python3 benchmarks/host_overhead.py --device cuda:0 --json "$R/overhead.json" --profile --micro --pdl-ab
