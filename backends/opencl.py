@@ -473,7 +473,7 @@ def _qrows16_applies(spec: Pool2dSpec) -> bool:
 
 #: the pooling launcher's mode for qpool2d_pack.cl's NCHW strips (LOCAL_TILE's are 0 .. 3)
 _QROWS16_MODE = 4
-#: the packed int8/uint8 kernels (QROWS16=1, QVEC16=2)
+#: the packed int8/uint8 kernels (QROWS16=1 and 2, QVEC16=2, 3 and 4)
 QPACK_FILE = "qpool2d_pack.cl"
 
 
@@ -538,17 +538,24 @@ _FIXED_WINDOW = Param("FIXED_WINDOW", (0, 1), 1,
                       "build windows up to 3x3, stride up to 2, with the window as compile-time constants")
 _VEC = Param("VEC", (1, 4, 8), 4, "vector width: along W in NCHW, along C in NHWC")
 _HALF = Param("HALF_ARITH", (0, 1), 0, "native half compares in max pooling (needs cl_khr_fp16; exact)")
-_QVEC16 = Param("QVEC16", (0, 1, 2), 0,
+_QVEC16 = Param("QVEC16", (0, 1, 2, 3, 4), 0,
                 "int8/uint8 NHWC pooling, windows FIXED_WINDOW builds (up to 3x3, stride up to 2, no dilation), "
                 "max without indices: 16 channels per work-item (one aligned 16-byte load per tap where "
                 "C % 16 == 0), the window's loads issued before the reduction; 2: the same work mapping "
                 "on packed 16-bit lanes (max without bias or masks, the average divided in integers, "
-                "qpool2d_pack.cl); other specs as 0")
-_QROWS16 = Param("QROWS16", (0, 1), 0,
+                "qpool2d_pack.cl); 3 and 4: 2 and 4 neighbouring output pixels per work-item on packed "
+                "lanes, the shared input columns loaded once and reduced over the rows first, the "
+                "average's divisor where it is the count of taps inside divided on 16-bit lane pairs "
+                "(qpool2d_pack.cl); other specs as 0")
+_QROWS16 = Param("QROWS16", (0, 1, 2), 0,
                  "int8/uint8 NCHW pooling, 2x2 and 3x3 windows of stride 2 (left pad 0 or 1, no dilation, "
                  "max without indices) where IW % 4 == 0: row strips of STRIP_ROWS output rows x 8 "
                  "outputs per work-item from one 16-byte vector per input row, bytes reduced as packed "
-                 "16-bit lanes, the average divided in integers (qpool2d_pack.cl); other specs as 0")
+                 "16-bit lanes, the average divided in integers (qpool2d_pack.cl); 2: the same, the "
+                 "average with every input row unpacked once and a divisor of K*K divided on 16-bit "
+                 "lane pairs (max as 1); other specs as 0")
+#: QVEC16 value -> output pixels per work-item of qpool2d_pack.cl's NHWC kernels (QP_PIX; 2: one)
+_QVEC16_PIX = {3: 2, 4: 4}
 _HALF_RAW = Param("HALF_RAW", (0, 1), 0,
                   "float16 vectors as raw 16-bit words (one ushortN access) converted through a private "
                   "copy, where vloada_halfN / vstorea_halfN may split into N accesses (NVIDIA)")
@@ -1123,12 +1130,23 @@ class OpenCLBackend(Backend):
         name = "pool2d_max" if spec.kind == "max" else "pool2d_avg"
         mode = 0 if nhwc else p["LOCAL_TILE"]
         if p["QROWS16"] and _qrows16_applies(spec):
-            # row strips of 16-byte row vectors on packed bytes (VEC only sizes the prelude's types)
+            # row strips of 16-byte row vectors on packed bytes (VEC only sizes the prelude's types);
+            # QROWS16=2 changes the average only (its max is QROWS16=1's build: one launch signature)
+            v2 = p["QROWS16"] == 2 and spec.kind == "avg"
             return QPACK_FILE, name, {
                 **self._base_defines(spec), "WG": p["WG"], "VEC": 8, "STRIP_ROWS": p["STRIP_ROWS"],
                 "STRIP_K": spec.kernel[0], "POOL_PL": spec.pads[2], "QP_ALIGN16": int(spec.in_w % 16 == 0),
-                **({"HAL_PTX_U16X2": 1} if spec.kind == "max" and self._ptx_u16x2 else {}),
+                **({"QP_V2": 1} if v2 else {}),
+                **({"HAL_PTX_U16X2": 1} if (spec.kind == "max" or v2) and self._ptx_u16x2 else {}),
             }, _QROWS16_MODE, 0
+        if p["QVEC16"] in _QVEC16_PIX and _qvec16_applies(spec):
+            # several output pixels per work-item on packed 16-bit lanes, shared columns loaded once
+            return QPACK_FILE, name, {
+                **self._base_defines(spec), "WG": p["WG"], "VEC": 8, "POOL_FIXED": 1,
+                "POOL_KH": spec.kernel[0], "POOL_KW": spec.kernel[1], "POOL_SH": spec.stride[0],
+                "POOL_SW": spec.stride[1], "POOL_DH": 1, "POOL_DW": 1, "QP_PIX": _QVEC16_PIX[p["QVEC16"]],
+                **({"HAL_PTX_U16X2": 1} if self._ptx_u16x2 else {}),
+            }, 0, 0
         if p["QVEC16"] == 2 and _qvec16_applies(spec):
             # QVEC16=1's work mapping on packed 16-bit lanes
             return QPACK_FILE, name, {
@@ -1200,8 +1218,9 @@ class OpenCLBackend(Backend):
             tiles = -(-spec.out_w // 16) * -(-spec.out_h // (wg // 16))
             return spec.n * spec.c * tiles * wg
         if spec.layout == "NHWC":
-            vec = 16 if p["QVEC16"] and _qvec16_applies(spec) else p["VEC"]
-            return spec.n * spec.out_h * spec.out_w * -(-spec.c // vec)
+            if p["QVEC16"] and _qvec16_applies(spec):  # 16 channels of QP_PIX output pixels
+                return spec.n * spec.out_h * -(-spec.out_w // _QVEC16_PIX.get(p["QVEC16"], 1)) * -(-spec.c // 16)
+            return spec.n * spec.out_h * spec.out_w * -(-spec.c // p["VEC"])
         return spec.n * spec.c * spec.out_h * -(-spec.out_w // p["VEC"])
 
     def pool2d(

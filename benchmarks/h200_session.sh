@@ -70,12 +70,13 @@ for s in "$@"; do
       step bn-breakdown ${T_BNB:-180} python3 benchmarks/experiments/bn_breakdown.py --out "$R" ${BNB_ARGS:-}
       grep -v Warning "$R/bn-breakdown.txt" | tail -24 ;;
     timing) step timing ${T_TIMING:-150} python3 benchmarks/timing_methods.py --json "$R/timing.json"; cat "$R/timing.txt" ;;
-    ncu) # NCU_CASES: "case substring|dtype|JSON params|kernel regex;..." (one kernel launch each)
+    ncu) # NCU_CASES: "case substring|dtype|JSON params|kernel regex;..." (one kernel launch each);
+      # NCU_EXTRA: more ncu options (e.g. "--section InstructionStats --section SourceCounters"), NCU_TAIL: lines kept
       step ncu ${T_NCU:-240} bash -c 'IFS=";"; for c in $NCU_CASES; do IFS="|" read -r only dt params kre <<<"$c";
         echo "=== $only $dt $params"; ncu --section SpeedOfLight --section Occupancy --section WarpStateStats \
-          --section LaunchStats --section MemoryWorkloadAnalysis -k "regex:$kre" --launch-skip 2 --launch-count 1 \
-          python3 benchmarks/cuda_ops.py --profile --only "$only" --dtype "$dt" --params "$params" 2>&1 \
-          | grep -v "^==PROF==" | tail -120; done'
+          --section LaunchStats --section MemoryWorkloadAnalysis ${NCU_EXTRA:-} -k "regex:$kre" --launch-skip 2 \
+          --launch-count 1 python3 benchmarks/cuda_ops.py --profile --only "$only" --dtype "$dt" --params "$params" 2>&1 \
+          | grep -v "^==PROF==" | tail -${NCU_TAIL:-120}; done'
       grep -E "^===|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per" "$R/ncu.txt" | head -60 ;;
     quant-bench) step quant-bench ${T_QB:-150} python3 benchmarks/quant_cuda.py --out "$R" ${QB_ARGS:-}
       grep -v Warning "$R/quant-bench.txt" | tail -30 ;;

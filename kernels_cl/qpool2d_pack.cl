@@ -29,6 +29,21 @@
  * [QMIN - ZP, QMAX - ZP] (ZP lies in the dtype's range) and q + ZP needs no clamp; the
  * DIVISOR override (any size) takes QDIV_ROUND_EVEN's float fast path (|s| < 2^20) and
  * saturates, as qpool2d.cl.
+ *
+ * Second versions (QROWS16=2 average: -DQP_V2=1; QVEC16=3 and 4: -DQP_PIX=2 and 4 output
+ * pixels a work-item) add a cheaper division where the divisor d equals the number of taps the
+ * biased sum S holds (the common case: the window inside the input, or count_include_pad with
+ * the NCHW strips' zero-point fill). Then s = S - d (ZP + QP_BIAS), and since d (ZP + QP_BIAS)
+ * / d is an integer the result is round_half_even(S / d - (ZP + QP_BIAS)) + ZP = q - t - QP_BIAS
+ * with q = round_half_up(S / d) = floor((S + h) / d), h = d >> 1, and t = 1 on a tie ((S + h)
+ * a multiple of d, even d only) where q - ZP is odd (parity: q ^ ZP). 0 <= q - t <= 255 (S <= 255 d),
+ * so the stored byte is (q - t) ^ (0x80 for int8): no zero point, no clamp. q comes two 16-bit
+ * lanes at a time from one packed word T = S0 | S1 << 16 (S0, S1 <= 9 * 255; qp_div2):
+ *   q1 = (T * M + C) >> 32, q0 = ((T << 16) * M + C) >> 32 (64-bit products; IMAD.WIDE), with
+ *   M = ceil(2^16 / d), C = (h << 16) M: the lane-0 bits below lane 1 add under 0.04 / d, and
+ *   M's rounding under 0.035 (d - 1) / d, so both are exact for d = 1 .. 9 (checked for every
+ *   pair S0, S1 <= 2295 in numpy; the forced tests compare every path with the oracle).
+ * Ties: the lanes of T + h - q d are (S + h) mod d (no borrow), zero exactly on a tie (qp_ties2).
  */
 
 #if !(DTYPE_INT8 || DTYPE_UINT8)
@@ -124,6 +139,41 @@ inline uint4 qp_bytes16(int8 e, int8 o)
 {
     return as_uint4(convert_ushort8(e & 0xff)) | (as_uint4(convert_ushort8(o & 0xff)) << 8);
 }
+
+/* ---- second versions: the division of d = the taps summed (see the file's header) ---------- */
+/* ceil(2^16 / d) for d = 1 .. 9 (index 0 unused) */
+__constant uint QMAGIC16[10] = {0u, 65536u, 32768u, 21846u, 16384u, 13108u, 10923u, 9363u, 8192u, 7282u};
+
+/* floor((S + h) / d) of both 16-bit lanes of T (each <= 9 * 255), as q0 | q1 << 16; m =
+ * QMAGIC16[d], c = (h << 16) m */
+inline uint qp_div2(uint T, uint m, ulong c)
+{
+    const uint q1 = (uint)(((ulong)T * m + c) >> 32);
+    const uint q0 = (uint)(((ulong)(T << 16) * m + c) >> 32);
+    return q0 | (q1 << 16);
+}
+/* Q = qp_div2(T): one step down on a tie where the lane's q - ZP is odd; h2 = h * 0x00010001,
+ * zpar = (ZP & 1) * 0x00010001 (only for an even d: an odd d has no ties) */
+inline uint qp_ties2(uint T, uint Q, uint d, uint h2, uint zpar)
+{
+    const uint rem = T + h2 - Q * d;                         /* lanes (S + h) mod d, no borrow */
+    const uint nz = ((rem + 0x7fff7fffu) >> 15) & 0x00010001u; /* 1 where the remainder is > 0 */
+    return Q - (~nz & (Q ^ zpar) & 0x00010001u);
+}
+/* the low bytes of a's and b's two 16-bit lanes, in order: a.lo0, a.lo1, b.lo0, b.lo1 */
+#if HAL_PTX_U16X2
+inline uint qp_lobytes(uint a, uint b)
+{
+    uint d;
+    __asm__("prmt.b32 %0, %1, %2, 0x6420;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+#else
+inline uint qp_lobytes(uint a, uint b)
+{
+    return (a & 0xffu) | ((a >> 8) & 0xff00u) | ((b & 0xffu) << 16) | ((b << 8) & 0xff000000u);
+}
+#endif
 
 #if !LAYOUT_NHWC
 /* ------------------------------------------------------------------------------------
@@ -260,6 +310,10 @@ void pool2d_max(__global const qtype_t* restrict x, __global qtype_t* restrict y
     }
 }
 
+#ifndef QP_V2
+#define QP_V2 0
+#endif
+#if !QP_V2
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void pool2d_avg(__global const qtype_t* restrict x, __global qtype_t* restrict y, __global long* restrict indices,
                 int N, int C, int IH, int IW, int OH, int OW, int KH, int KW, int SH, int SW,
@@ -350,6 +404,132 @@ void pool2d_avg(__global const qtype_t* restrict x, __global qtype_t* restrict y
         qp_store8(y, QP_OUT_BASE, nv, OW, out);
     }
 }
+#else
+/* QROWS16=2's average: QROWS16=1's loads, fills and tap views, with
+ *  - every input row unpacked once into its even and odd lanes (the row between two output
+ *    rows serves both), the window rows then summed with three-input adds;
+ *  - every output row computed (the stores alone skip rows past OH), so that nothing is
+ *    recomputed behind a branch;
+ *  - where the divisor is K * K for all 8 outputs (cols_full and every window row counted:
+ *    count_include_pad, or a strip inside the input) the division of the file's header on
+ *    packed lanes: qp_div2 per word (ties for the 2x2 window's 4), bytes gathered from the
+ *    lanes (qp_lobytes), the int8 bias flipped off, no zero point and no clamp. Other rows
+ *    (the plane's edges without count_include_pad, ceil_mode, DIVISOR) as QROWS16=1. */
+#define QP_M16 (SK == 3 ? 7282u : 16384u) /* QMAGIC16[K * K] */
+#define QP_H16 ((uint)(QP_KK >> 1))
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void pool2d_avg(__global const qtype_t* restrict x, __global qtype_t* restrict y, __global long* restrict indices,
+                int N, int C, int IH, int IW, int OH, int OW, int KH, int KW, int SH, int SW,
+                int PT, int PB, int PL, int PR, int DH, int DW, int DIVISOR, int COUNT_INCLUDE_PAD, int ZP)
+{
+    QP_PROLOGUE
+    const uint zb = (uint)ZP & 0xffu; /* the zero point's stored byte: every tap outside */
+    const uint4 zw = (uint4)(zb * 0x01010101u);
+    if (partial) {
+        _Pragma("unroll") for (int i = 0; i < QP_NIN; ++i) wr[i] = bitselect(zw, wr[i], keep);
+    }
+    if (h0 < 0 || h0 + QP_NIN > IH) { /* a strip at the top or bottom: rows outside */
+        _Pragma("unroll") for (int i = 0; i < QP_NIN; ++i) {
+            const int row_ok = h0 + i >= 0 && h0 + i < IH;
+            wr[i] = row_ok ? wr[i] : zw;
+            hl[i] = row_ok ? hl[i] : zb;
+            hr[i] = row_ok ? hr[i] : zb;
+        }
+    }
+    /* every row's even and odd lanes (biased bytes), once */
+    uint4 re[QP_NIN], ro[QP_NIN];
+    _Pragma("unroll") for (int i = 0; i < QP_NIN; ++i) {
+        const uint4 w = wr[i] ^ QP_FLIP;
+        re[i] = w & QP_LO;
+        ro[i] = (w >> 8) & QP_LO;
+        hl[i] = (hl[i] ^ QP_FLIP) & 0xffu;
+        hr[i] = (hr[i] ^ QP_FLIP) & 0xffu;
+    }
+    /* halo columns outside the input: K rows of the zero point (biased as every byte) */
+    const uint zsum = SK * ((zb ^ (QP_FLIP & 0xffu)));
+    const int lin = c0 >= 1, rin = c0 + 16 < IW;
+    const int8 lane = (int8)(0, 1, 2, 3, 4, 5, 6, 7);
+    int8 cols_in = (int8)0, cols_pad = (int8)0;
+    for (int kw = 0; kw < SK; ++kw) {
+        const int8 iw = c0 + 2 * lane - POOL_PL + kw;
+        cols_in -= (iw >= 0) & (iw < IW);
+        cols_pad -= (iw >= -POOL_PL) & (iw < IW + PR);
+    }
+    const int8 cols = COUNT_INCLUDE_PAD ? cols_pad : cols_in;
+    const int cols_full = all((cols == SK) | (lane >= nv));
+    const float inv_divisor = DIVISOR > 0 ? 1.0f / (float)DIVISOR : 1.0f;
+    const int8 z = (int8)(QP_KK * (ZP + QP_BIAS)); /* the biased sums' offset: K * K taps */
+    const uint zpar = ((uint)ZP & 1u) * 0x00010001u;
+#pragma unroll
+    for (int r = 0; r < STRIP_ROWS; ++r) {
+        const int i0 = 2 * r;
+#if SK == 3
+        const uint4 ve = re[i0] + re[i0 + 1] + re[i0 + 2];
+        const uint4 vo = ro[i0] + ro[i0 + 1] + ro[i0 + 2];
+        uint vl = hl[i0] + hl[i0 + 1] + hl[i0 + 2];
+        uint vr = hr[i0] + hr[i0 + 1] + hr[i0 + 2];
+#else
+        const uint4 ve = re[i0] + re[i0 + 1];
+        const uint4 vo = ro[i0] + ro[i0 + 1];
+        uint vl = hl[i0] + hl[i0 + 1];
+        uint vr = hr[i0] + hr[i0 + 1];
+#endif
+        vl = lin ? vl : zsum;
+        vr = rin ? vr : zsum;
+#if SK == 3 && POOL_PL == 1
+        const uint4 tsum = ve + vo + ((vo << 16) | ((uint4)(vl << 16, vo.xyz) >> 16));
+#elif SK == 3
+        const uint4 tsum = ve + vo + ((ve >> 16) | ((uint4)(ve.yzw, vr) << 16));
+#elif POOL_PL == 1
+        const uint4 tsum = ve + ((vo << 16) | ((uint4)(vl << 16, vo.xyz) >> 16));
+#else
+        const uint4 tsum = ve + vo;
+#endif
+        int rows_in = 0, rows_pad = 0;
+        for (int kh = 0; kh < SK; ++kh) {
+            const int ih = h0 + i0 + kh;
+            rows_in += ih >= 0 && ih < IH;
+            rows_pad += ih >= -PT && ih < IH + PB;
+        }
+        const int rows = COUNT_INCLUDE_PAD ? rows_pad : rows_in;
+        uint2 out;
+        if (DIVISOR == 0 && rows == SK && cols_full) { /* d = K * K for the 8 outputs */
+            const ulong c = (ulong)(QP_H16 << 16) * QP_M16;
+            uint4 Q = (uint4)(qp_div2(tsum.x, QP_M16, c), qp_div2(tsum.y, QP_M16, c), qp_div2(tsum.z, QP_M16, c),
+                              qp_div2(tsum.w, QP_M16, c));
+#if !(SK & 1) /* 2x2: d = 4 has ties */
+            const uint h2 = QP_H16 * 0x00010001u;
+            Q = (uint4)(qp_ties2(tsum.x, Q.x, QP_KK, h2, zpar), qp_ties2(tsum.y, Q.y, QP_KK, h2, zpar),
+                        qp_ties2(tsum.z, Q.z, QP_KK, h2, zpar), qp_ties2(tsum.w, Q.w, QP_KK, h2, zpar));
+#endif
+            out = (uint2)(qp_lobytes(Q.x, Q.y), qp_lobytes(Q.z, Q.w)) ^ (uint2)(QP_FLIP);
+        } else {
+            int8 S;
+            S.even = as_int4(tsum & 0xffffu);
+            S.odd = as_int4(tsum >> 16);
+            if (DIVISOR > 0) {
+                out = QP_BYTES8_SAT(qp_div_float(S - z, DIVISOR, inv_divisor) + ZP);
+            } else {
+                int8 q;
+                if (cols_full) {
+                    const int d = max(rows * SK, 1);
+                    if (d & 1)
+                        q = qp_div_odd(S, z, (int8)d, (uint8)QMAGIC2[d]);
+                    else
+                        q = qp_div_ties(S, z, (int8)d, (uint8)QMAGIC2[d]);
+                } else {
+                    const int8 d = clamp(rows * cols, 1, 9); /* lanes past OW may count 0 taps */
+                    const uint8 m = (uint8)(QMAGIC2[d.s0], QMAGIC2[d.s1], QMAGIC2[d.s2], QMAGIC2[d.s3],
+                                            QMAGIC2[d.s4], QMAGIC2[d.s5], QMAGIC2[d.s6], QMAGIC2[d.s7]);
+                    q = qp_div_ties(S, z, d, m);
+                }
+                out = QP_BYTES8(q + ZP);
+            }
+        }
+        if (oh0 + r < OH) qp_store8(y, QP_OUT_BASE, nv, OW, out);
+    }
+}
+#endif
 
 #else
 /* ------------------------------------------------------------------------------------
@@ -408,6 +588,10 @@ inline void q16_store(__global qtype_t* y, int o, int nvalid, int aligned, uint4
     }
 }
 
+#ifndef QP_PIX
+#define QP_PIX 0
+#endif
+#if !QP_PIX
 /* the window's taps, row-major, into tap[]: every load issued before any is used */
 #define Q16_LOAD_WINDOW(LOAD)                                                              \
     _Pragma("unroll") for (int kh = 0; kh < POOL_KH; ++kh) {                               \
@@ -502,4 +686,169 @@ void pool2d_avg(__global const qtype_t* restrict x, __global qtype_t* restrict y
     }
     q16_store(y, obase, nvalid, aligned, out);
 }
+#else
+/* ------------------------------------------------------------------------------------
+ * QVEC16=3 and 4 (QP_PIX = 2 and 4): the 16 channels of QP_PIX neighbouring output pixels of
+ * one output row a work-item. Their windows share input columns (stride 2: one of three;
+ * stride 1: two of three), so the work-item loads the Q16P_SPAN columns of the KH window rows
+ * once, reduces every column over the rows first, then each output over its KW columns:
+ * fewer loads, address computations, unpacks and index divisions per output than QVEC16=2.
+ * The average divides as the file's header says where the divisor is the count of taps
+ * inside (the window inside the input, or count_include_pad = 0), else as QVEC16=2.
+ * ---------------------------------------------------------------------------------- */
+#define Q16P_SPAN ((QP_PIX - 1) * POOL_SW + POOL_KW)
+#define Q16P_PROLOGUE                                                                      \
+    const int CG = CEIL_DIV(C, 16);                                                        \
+    const int OWB = CEIL_DIV(OW, QP_PIX);                                                  \
+    const int gid = get_global_id(0);                                                      \
+    if (gid >= N * OH * OWB * CG) return;                                                  \
+    const int cg = gid % CG;                                                               \
+    int t = gid / CG;                                                                      \
+    const int ow0 = (t % OWB) * QP_PIX;                                                    \
+    t /= OWB;                                                                              \
+    const int oh = t % OH;                                                                 \
+    const int n = t / OH;                                                                  \
+    const int c0 = cg * 16;                                                                \
+    const int nvalid = min(16, C - c0);                                                    \
+    const int np = min(QP_PIX, OW - ow0);                                                  \
+    const int h0 = oh * POOL_SH - PT;                                                      \
+    const int w0 = ow0 * POOL_SW - PL;                                                     \
+    const int obase = ((n * OH + oh) * OW + ow0) * C + c0;                                 \
+    const int aligned = C % 16 == 0;                                                       \
+    uint4 tap[POOL_KH][Q16P_SPAN];                                                         \
+    if (aligned) {                                                                         \
+        Q16P_LOAD(*(__global const uint4*)(x + p))                                         \
+    } else {                                                                               \
+        Q16P_LOAD(q16_load_any(x, p, nvalid))                                              \
+    }
+
+/* the KH rows x Q16P_SPAN columns, from rows and columns clamped into the input, every load
+ * issued before any is used */
+#define Q16P_LOAD(LOAD)                                                                    \
+    _Pragma("unroll") for (int kh = 0; kh < POOL_KH; ++kh) {                               \
+        const int prow = (n * IH + clamp(h0 + kh, 0, IH - 1)) * IW;                        \
+        _Pragma("unroll") for (int i = 0; i < Q16P_SPAN; ++i) {                            \
+            const int p = (prow + clamp(w0 + i, 0, IW - 1)) * C + c0;                      \
+            tap[kh][i] = LOAD;                                                             \
+        }                                                                                  \
+    }
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void pool2d_max(__global const qtype_t* restrict x, __global qtype_t* restrict y, __global long* restrict indices,
+                int N, int C, int IH, int IW, int OH, int OW, int KH, int KW, int SH, int SW,
+                int PT, int PB, int PL, int PR, int DH, int DW, int DIVISOR, int COUNT_INCLUDE_PAD, int ZP)
+{
+    Q16P_PROLOGUE
+    /* clamped taps are taps of the same window (each stored output's window overlaps the
+     * input, and its clamped columns are its own): taken as they are; columns first */
+    uint4 ev[Q16P_SPAN], od[Q16P_SPAN];
+    _Pragma("unroll") for (int i = 0; i < Q16P_SPAN; ++i) {
+        od[i] = tap[0][i];
+        ev[i] = tap[0][i] << 8;
+        _Pragma("unroll") for (int kh = 1; kh < POOL_KH; ++kh) {
+            od[i] = qp_max4(od[i], tap[kh][i]);
+            ev[i] = qp_max4(ev[i], tap[kh][i] << 8);
+        }
+    }
+    _Pragma("unroll") for (int q = 0; q < QP_PIX; ++q) {
+        uint4 e = ev[q * POOL_SW], o = od[q * POOL_SW];
+        _Pragma("unroll") for (int kw = 1; kw < POOL_KW; ++kw) {
+            e = qp_max4(e, ev[q * POOL_SW + kw]);
+            o = qp_max4(o, od[q * POOL_SW + kw]);
+        }
+        if (q < np) q16_store(y, obase + q * C, nvalid, aligned, ((e >> 8) & QP_LO) | (o & ~QP_LO));
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void pool2d_avg(__global const qtype_t* restrict x, __global qtype_t* restrict y, __global long* restrict indices,
+                int N, int C, int IH, int IW, int OH, int OW, int KH, int KW, int SH, int SW,
+                int PT, int PB, int PL, int PR, int DH, int DW, int DIVISOR, int COUNT_INCLUDE_PAD, int ZP)
+{
+    Q16P_PROLOGUE
+    int rows_in = 0, rows_pad = 0;
+    _Pragma("unroll") for (int kh = 0; kh < POOL_KH; ++kh) {
+        const int ih = h0 + kh;
+        rows_in += (ih >= 0 && ih < IH);
+        rows_pad += (ih >= -PT && ih < IH + PB);
+    }
+    /* every column summed over the window rows (a tap outside the input adds 0) */
+    uint4 se[Q16P_SPAN], so[Q16P_SPAN];
+    if (rows_in == POOL_KH && w0 >= 0 && w0 + Q16P_SPAN <= IW) { /* every tap inside the input */
+        _Pragma("unroll") for (int i = 0; i < Q16P_SPAN; ++i) {
+            se[i] = (uint4)0;
+            so[i] = (uint4)0;
+            _Pragma("unroll") for (int kh = 0; kh < POOL_KH; ++kh) {
+                const uint4 w = tap[kh][i] ^ QP_FLIP;
+                se[i] += w & QP_LO;
+                so[i] += (w >> 8) & QP_LO;
+            }
+        }
+    } else {
+        _Pragma("unroll") for (int i = 0; i < Q16P_SPAN; ++i) {
+            const int col_ok = w0 + i >= 0 && w0 + i < IW;
+            se[i] = (uint4)0;
+            so[i] = (uint4)0;
+            _Pragma("unroll") for (int kh = 0; kh < POOL_KH; ++kh) {
+                const int ok = col_ok && h0 + kh >= 0 && h0 + kh < IH;
+                const uint4 w = ok ? tap[kh][i] ^ QP_FLIP : (uint4)0;
+                se[i] += w & QP_LO;
+                so[i] += (w >> 8) & QP_LO;
+            }
+        }
+    }
+    const float inv = DIVISOR > 0 ? 1.0f / (float)DIVISOR : 1.0f;
+    const uint zpar = ((uint)ZP & 1u) * 0x00010001u;
+    _Pragma("unroll") for (int q = 0; q < QP_PIX; ++q) {
+        int cols_in = 0, cols_pad = 0;
+        _Pragma("unroll") for (int kw = 0; kw < POOL_KW; ++kw) {
+            const int iw = w0 + q * POOL_SW + kw;
+            cols_in += (iw >= 0 && iw < IW);
+            cols_pad += (iw >= -PL && iw < IW + PR);
+        }
+        uint4 ev = se[q * POOL_SW], od = so[q * POOL_SW];
+        _Pragma("unroll") for (int kw = 1; kw < POOL_KW; ++kw) {
+            ev += se[q * POOL_SW + kw];
+            od += so[q * POOL_SW + kw];
+        }
+        const int taps_in = rows_in * cols_in;
+        const int d = DIVISOR > 0 ? DIVISOR : max(COUNT_INCLUDE_PAD ? rows_pad * cols_pad : taps_in, 1);
+        uint4 out;
+        if (DIVISOR == 0 && d == taps_in) { /* s / d = S / d - (ZP + QP_BIAS): the packed division */
+            const uint m = QMAGIC16[d];
+            const ulong c = (ulong)((uint)(d >> 1) << 16) * m;
+            uint4 qe = (uint4)(qp_div2(ev.x, m, c), qp_div2(ev.y, m, c), qp_div2(ev.z, m, c), qp_div2(ev.w, m, c));
+            uint4 qo = (uint4)(qp_div2(od.x, m, c), qp_div2(od.y, m, c), qp_div2(od.z, m, c), qp_div2(od.w, m, c));
+            if (!(d & 1)) {
+                const uint h2 = (uint)(d >> 1) * 0x00010001u;
+                qe = (uint4)(qp_ties2(ev.x, qe.x, d, h2, zpar), qp_ties2(ev.y, qe.y, d, h2, zpar),
+                             qp_ties2(ev.z, qe.z, d, h2, zpar), qp_ties2(ev.w, qe.w, d, h2, zpar));
+                qo = (uint4)(qp_ties2(od.x, qo.x, d, h2, zpar), qp_ties2(od.y, qo.y, d, h2, zpar),
+                             qp_ties2(od.z, qo.z, d, h2, zpar), qp_ties2(od.w, qo.w, d, h2, zpar));
+            }
+            out = (qe | (qo << 8)) ^ QP_FLIP;
+        } else {
+            const int8 se8 = convert_int8(as_ushort8(ev)), so8 = convert_int8(as_ushort8(od));
+            const int8 z = (int8)(taps_in * (ZP + QP_BIAS)); /* the flip's +128 a tap, then the zero point */
+            if (DIVISOR > 0) {
+                out = qp_bytes16(clamp(qp_div_float(se8 - z, DIVISOR, inv) + ZP, QMIN, QMAX),
+                                 clamp(qp_div_float(so8 - z, DIVISOR, inv) + ZP, QMIN, QMAX));
+            } else {
+                const int8 dv = (int8)d;
+                const uint8 mv = (uint8)QMAGIC2[d];
+                int8 qe, qo;
+                if (d & 1) {
+                    qe = qp_div_odd(se8, z, dv, mv);
+                    qo = qp_div_odd(so8, z, dv, mv);
+                } else {
+                    qe = qp_div_ties(se8, z, dv, mv);
+                    qo = qp_div_ties(so8, z, dv, mv);
+                }
+                out = qp_bytes16(qe + ZP, qo + ZP);
+            }
+        }
+        if (q < np) q16_store(y, obase + q * C, nvalid, aligned, out);
+    }
+}
+#endif
 #endif

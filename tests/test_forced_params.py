@@ -195,7 +195,7 @@ def _pool_case(kind: str, extra: Mapping[str, object], x: np.ndarray, x_avg: np.
     return (hal.max_pool2d if kind == "max" else hal.avg_pool2d), xk, opts, relu, ref
 
 
-#: the packed int8/uint8 kernels (QROWS16=1, QVEC16=2)
+#: the packed int8/uint8 kernels (QROWS16=1 and 2, QVEC16=2, 3 and 4)
 QPACK = "qpool2d_pack.cl"
 
 #: row strips (LOCAL_TILE=3): shapes with IW % 8 == 0 (so VEC 4 and 8 both apply) that are
@@ -473,18 +473,24 @@ def test_opencl_quantized_nhwc_paths(device, dtype, vec, fixed):
                 np.testing.assert_array_equal(y.numpy(), want, err_msg=label)
 
 
+#: qpool2d_pack.cl's NHWC builds: output pixels per work-item (QP_PIX, absent for one) -> QVEC16
+_QPIX_QVEC16 = {1: 2, 2: 3, 4: 4}
+
+
 def built_q16(device: hal.Device) -> contextlib.AbstractContextManager[list[int]]:
     """QPOOL_VEC16 (0 when absent) of every qpool2d.cl kernel the OpenCL launcher asks for, in
-    order, and 2 for each of qpool2d_pack.cl's NHWC kernels (QVEC16=2)."""
+    order, and for each of qpool2d_pack.cl's NHWC kernels the QVEC16 value that builds it
+    (2; 3 and 4: QP_PIX 2 and 4)."""
     return _kernels_built(device, ("qpool2d.cl", QPACK),
-                          lambda f, d: 2 if f == QPACK else d.get("QPOOL_VEC16", 0))
+                          lambda f, d: _QPIX_QVEC16[d.get("QP_PIX", 1)] if f == QPACK else d.get("QPOOL_VEC16", 0))
 
 
 @pytest.mark.parametrize("dtype", ["int8", "uint8"])
-@pytest.mark.parametrize("wg, qvec", [(64, 1), (128, 1), (128, 2)])
+@pytest.mark.parametrize("wg, qvec", [(64, 1), (128, 1), (128, 2), (128, 3), (64, 4), (256, 4)])
 def test_opencl_quantized_nhwc16_path(device, dtype, wg, qvec):
     """int8/uint8 NHWC pooling, 16 channels per work-item (QVEC16=1; 2: the same on packed
-    16-bit lanes, qpool2d_pack.cl): aligned 16-byte taps (C 16, 32), vload16 and a partial
+    16-bit lanes, qpool2d_pack.cl; 3 and 4: 2 and 4 output pixels per work-item, output widths
+    that are multiples of neither): aligned 16-byte taps (C 16, 32), vload16 and a partial
     last group (C 20, 37, 5); windows 3x3/2, 3x3/1, 2x2/2 and 1x1 with pads 0 and 1 and
     ceil_mode (taps outside on every side), every divisor rule, zero points at and across the
     range (saturation); checked to be the path that ran, exactly against the quantized
@@ -547,11 +553,14 @@ def _tie_windows(rng: np.random.Generator, shape: tuple[int, int, int, int], lo:
 
 
 @pytest.mark.parametrize("dtype", ["int8", "uint8"])
-def test_opencl_quantized_nhwc16_divisors(device, dtype):
-    """The QVEC16 average's integer division (qpool2d.cl's q16_div_round_even) through the
-    forced path: divisor overrides 1 (the sum itself, saturating), 2, 6, 11, 300, 1000 and
-    2^31 - 1 beside both padding rules, zero points at, next to and inside the range ends,
-    C a multiple of 16 and not, shapes no tile divides, pads and ceil_mode; and windows whose
+@pytest.mark.parametrize("qvec", [1, 3, 4])
+def test_opencl_quantized_nhwc16_divisors(device, dtype, qvec):
+    """The QVEC16 average's integer division (qpool2d.cl's q16_div_round_even; 3 and 4:
+    qpool2d_pack.cl's division on 16-bit lane pairs where the divisor is the count of taps
+    inside, else QVEC16=2's) through the forced path: divisor overrides 1 (the sum itself,
+    saturating), 2, 6, 11, 300, 1000 and 2^31 - 1 beside both padding rules, zero points at,
+    next to and inside the range ends, C a multiple of 16 and not, shapes no tile divides,
+    pads and ceil_mode; and windows whose
     sums are built to be exact ties (k + 1/2, both signs) of the even divisors, so rounding
     half to even decides them. Exactly against the quantized oracle, outputs poisoned."""
     _opencl(device)
@@ -587,16 +596,28 @@ def test_opencl_quantized_nhwc16_divisors(device, dtype):
                                    zero_point=zp)
                     want, _ = reference.quantized_pool2d_from_spec(spec, q)
                     label = str((shape, k, s, pad, ceil, include_pad, divisor, zp))
-                    with forced(device, "pool2d", {"QVEC16": 1}), poison_outputs(), built_q16(device) as built:
+                    with forced(device, "pool2d", {"QVEC16": qvec}), poison_outputs(), \
+                            built_q16(device) as built:
                         y = hal.avg_pool2d(qt, k, s, pad, ceil_mode=ceil, count_include_pad=include_pad,
                                            divisor_override=divisor)
-                    assert built == [1], label
+                    assert built == [qvec], label
                     np.testing.assert_array_equal(y.numpy(), want, err_msg=label)
 
 
 def built_qpack(device: hal.Device) -> contextlib.AbstractContextManager[list[int]]:
     """1 for every qpool2d_pack.cl kernel the OpenCL launcher asks for, 0 for every qpool2d.cl one, in order."""
     return _kernels_built(device, ("qpool2d.cl", QPACK), lambda f, d: int(f == QPACK))
+
+
+def built_qpack_variant(device: hal.Device) -> contextlib.AbstractContextManager[list[int]]:
+    """As built_qpack, with 2 for the NCHW strips' second average (QP_V2: QROWS16=2) and the
+    QVEC16 value of the NHWC builds with several pixels per work-item (3, 4)."""
+    def pick(f: str, d: Mapping[str, int]) -> int:
+        if f != QPACK:
+            return 0
+        return _QPIX_QVEC16[d["QP_PIX"]] if "QP_PIX" in d else 1 + d.get("QP_V2", 0)
+
+    return _kernels_built(device, ("qpool2d.cl", QPACK), pick)
 
 
 #: QROWS16 (NCHW): rows of 16 aligned bytes (IW 16, 48, 112) and of four words with a partial
@@ -608,9 +629,10 @@ ROWS16_SHAPES = [(2, 3, 13, 16), (1, 5, 9, 20), (1, 1, 5, 44), (2, 2, 8, 24), (1
 
 
 @pytest.mark.parametrize("dtype", ["int8", "uint8"])
-@pytest.mark.parametrize("rows, wg", [(2, 32), (4, 256)])
-def test_opencl_quantized_rows16_path(device, dtype, rows, wg):
-    """int8/uint8 NCHW pooling on packed bytes (QROWS16=1, qpool2d_pack.cl): 2x2 and 3x3 windows
+@pytest.mark.parametrize("qrows, rows, wg", [(1, 2, 32), (1, 4, 256), (2, 2, 32), (2, 4, 256), (2, 4, 64)])
+def test_opencl_quantized_rows16_path(device, dtype, qrows, rows, wg):
+    """int8/uint8 NCHW pooling on packed bytes (QROWS16=1, qpool2d_pack.cl; 2: the average with
+    rows unpacked once and the K*K divisor on 16-bit lane pairs, max as 1): 2x2 and 3x3 windows
     of stride 2 with left pads 0 and 1 (the four tap layouts), ceil_mode (windows past the
     bottom and right edges), every divisor rule (the integer division, ties included: 2x2 and
     corner windows divide by 4 and 6) and overrides below and above 9 taps, zero points at the
@@ -619,9 +641,9 @@ def test_opencl_quantized_rows16_path(device, dtype, rows, wg):
     _opencl(device)
 
 
-    rng = np.random.default_rng(1700 + rows)
+    rng = np.random.default_rng(1700 + rows + 10 * qrows)
     info = np.iinfo(dtype)
-    params = {"QROWS16": 1, "STRIP_ROWS": rows, "WG": wg}
+    params = {"QROWS16": qrows, "STRIP_ROWS": rows, "WG": wg}
     for i, shape in enumerate(ROWS16_SHAPES):
         packed = shape[3] % 4 == 0
         q = rng.integers(info.min, info.max + 1, shape).astype(dtype)
@@ -632,9 +654,10 @@ def test_opencl_quantized_rows16_path(device, dtype, rows, wg):
         for spec, (k, pad, ceil, kind, include_pad, divisor) in _quantized_stride2_pools(shape, dtype, zp, windows):
             want, want_idx = reference.quantized_pool2d_from_spec(spec, q)
             label = str((shape, k, pad, ceil, kind, include_pad, divisor, zp))
-            with forced(device, "pool2d", params), poison_outputs(), built_qpack(device) as built:
+            with forced(device, "pool2d", params), poison_outputs(), built_qpack_variant(device) as built:
                 y = _quantized_pool(qt, k, pad, ceil, kind, include_pad, divisor)
-            assert built == [int(packed)], label
+            variant = qrows if kind == "avg" else 1  # QROWS16=2's max is QROWS16=1's kernel
+            assert built == [variant if packed else 0], label
             np.testing.assert_array_equal(y.numpy(), want, err_msg=label)
             if kind == "max" and ceil:  # with indices: qpool2d.cl
                 with forced(device, "pool2d", params), poison_outputs(), built_qpack(device) as built:
@@ -661,8 +684,12 @@ def test_opencl_quantized_packed_ties(device, dtype):
     rng = np.random.default_rng(1800)
     info = np.iinfo(dtype)
     lo, hi = int(info.min), int(info.max)
+    device.backend._plans.clear()  # specs other tests planned too: built_qpack must see every build
     for layout, params, sizes in (("NCHW", {"QROWS16": 1, "STRIP_ROWS": 2}, [(1, 3, 10, 20), (2, 2, 6, 16)]),
-                                  ("NHWC", {"QVEC16": 2}, [(1, 32, 10, 14), (2, 19, 6, 10)])):
+                                  ("NCHW", {"QROWS16": 2, "STRIP_ROWS": 4}, [(1, 3, 10, 20), (2, 2, 6, 16)]),
+                                  ("NHWC", {"QVEC16": 2}, [(1, 32, 10, 14), (2, 19, 6, 10)]),
+                                  ("NHWC", {"QVEC16": 3}, [(1, 32, 10, 14), (2, 19, 6, 10)]),
+                                  ("NHWC", {"QVEC16": 4}, [(1, 32, 10, 14), (2, 19, 6, 10)])):
         for shape in sizes:
             for zp in (lo, lo + 1, hi - 1, hi, (lo + hi) // 2):  # the centred taps lie in [lo - zp, hi - zp]
                 for d, divisor in ((4, None), (2, 2), (6, 6)):
@@ -682,7 +709,9 @@ def test_opencl_quantized_packed_ties(device, dtype):
 
 
 @pytest.mark.parametrize("params", [{"QROWS16": 1, "STRIP_ROWS": 2}, {"QROWS16": 1, "STRIP_ROWS": 4},
-                                    {"QVEC16": 2}], ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()))
+                                    {"QROWS16": 2, "STRIP_ROWS": 2}, {"QROWS16": 2, "STRIP_ROWS": 4},
+                                    {"QVEC16": 2}, {"QVEC16": 3}, {"QVEC16": 4}],
+                         ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()))
 def test_opencl_quantized_packed_paths_write_only_their_outputs(device, params):
     """The packed int8/uint8 kernels under the tuner's evaluation: outputs poisoned with the
     dtype's minimum, then its maximum (an unwritten byte differs from the oracle in one of the
