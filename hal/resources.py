@@ -46,14 +46,17 @@ SOURCE_SUFFIXES = (".c", ".cl", ".cu")
 @cache
 def family_hash(folder: str, kernel: str) -> str:
     """sha256 over the files one kernel family builds from: every header of the folder and
-    the family's own sources (``<kernel>.*`` and its quantized twin ``q<kernel>.*``).
+    the family's own sources (``<kernel>.*``, its quantized twin ``q<kernel>.*`` and their
+    variants ``<kernel>_*.*`` / ``q<kernel>_*.*``, such as ``qpool2d_pack.cl``).
 
     Tuning entries record it, so that editing one family's kernels stales that family's
     measured entries only; a shared header stales them all.
     """
     digest = hashlib.sha256()
     for path in sorted(kernel_dir(folder).iterdir()):
-        own = path.suffix in SOURCE_SUFFIXES and path.stem in (kernel, f"q{kernel}")
+        own = path.suffix in SOURCE_SUFFIXES and (
+            path.stem in (kernel, f"q{kernel}") or path.stem.startswith((f"{kernel}_", f"q{kernel}_"))
+        )
         if path.is_file() and (own or path.suffix in HEADER_SUFFIXES):
             digest.update(path.name.encode())
             digest.update(path.read_bytes())
