@@ -341,6 +341,13 @@ _SCHEMAS: dict[str, KernelSchema] = {
             Param("K1G_BN", (64, 128), 128,
                   "conv2d_k1_gemm: output channels per block tile (2 x 4 warps of 64 x 32 for 128, 4 x 2 of "
                   "32 x 32 for 64); 64 wherever C_out <= 64, whatever this says (-D)"),
+            Param("K1G_PERSIST", (0, 1, 2), 0,
+                  "conv2d_k1_gemm: 0 = one block per output tile; 1 = persistent blocks (conv2d_k1_gemm_persist: "
+                  "resident blocks x SMs, each walking tiles, the next tile's first K1G_STAGES - 1 stages issued "
+                  "before this tile's epilogue, a separate output staging buffer: K1G_BN x 256 more bytes of "
+                  "shared memory); 2 = 1 with streaming (st.global.cs) output stores; where the device cannot "
+                  "hold as many persistent blocks an SM as the registers allow, 0's kernel serves (not measured "
+                  "on the H200 yet)"),
             Param("CONV_K1_NCHW", (0, 1), 0,
                   "float16 NCHW dense 1x1 convs at stride 1 without padding (C_in % 8 == 0, H*W % 8 == 0, 16-byte "
                   "aligned buffers, sm_80+): 1 = one GEMM on tensor cores with no transposes, tried before "
@@ -352,6 +359,13 @@ _SCHEMAS: dict[str, KernelSchema] = {
             Param("K1N_BM", (64, 128), 128,
                   "conv2d_k1_gemm_nchw: output channels per block tile (2 x 4 warps of BM/2 x 32 pixels); 64 "
                   "wherever C_out <= 64, whatever this says (-D)"),
+            Param("K1N_PERSIST", (0, 1, 2), 0,
+                  "conv2d_k1_gemm_nchw: 0 = one block per output tile; 1 = persistent blocks "
+                  "(conv2d_k1_gemm_nchw_persist: resident blocks x SMs, each walking tiles, the next tile's "
+                  "first K1N_STAGES - 1 stages issued before this tile's epilogue, a separate output staging "
+                  "buffer: K1N_BM x 256 more bytes of shared memory); 2 = 1 with streaming (st.global.cs) "
+                  "output stores; where the device cannot hold as many persistent blocks an SM as the "
+                  "registers allow, 0's kernel serves (not measured on the H200 yet)"),
             Param("CONV_K1_SIMT", (0, 1), 0,
                   "float32 dense 1x1 convs (groups 1, any stride and padding, any C_in, C_out and alignment): "
                   "1 = one SGEMM on CUDA cores, both layouts natively (conv2d_k1_simt: 128 output pixels x K1S_BN "
@@ -656,6 +670,25 @@ def _k1n_smem(stages: int, bm: int) -> int:
     `bm` output channels (K1N_BM) x 32 input channels (64-byte rows) and 32 input channels x 128 pixels
     (256-byte rows), or the block's `bm` x 128 float16 results, staged for the stores, where they are more."""
     return max(stages * (bm * 64 + 32 * 256), bm * 256)
+
+
+#: resident blocks an SM the GEMM kernels' registers allow (k1g::MINB / k1n::MINB in conv2d.cu), by tile width
+_K1_MINB = {128: 2, 64: 3}
+#: the persistent GEMM kernels by K1G_PERSIST / K1N_PERSIST (2: streaming stores)
+_K1G_PERSIST_KERNELS = {1: "conv2d_k1_gemm_persist", 2: "conv2d_k1_gemm_persist_cs"}
+_K1N_PERSIST_KERNELS = {1: "conv2d_k1_gemm_nchw_persist", 2: "conv2d_k1_gemm_nchw_persist_cs"}
+
+
+def _k1g_persist_smem(stages: int, bn: int) -> int:
+    """conv2d_k1_gemm_persist's shared memory (k1g::PSMEM): the stage buffers and, beside them, the
+    128 x `bn` float16 output staging buffer (the next tile's stages load while it is stored)."""
+    return stages * (128 + bn) * 64 + 128 * bn * 2
+
+
+def _k1n_persist_smem(stages: int, bm: int) -> int:
+    """conv2d_k1_gemm_nchw_persist's shared memory (k1n::PSMEM): the stage buffers and, beside them, the
+    `bm` x 128 float16 output staging buffer."""
+    return stages * (bm * 64 + 32 * 256) + bm * 256
 
 
 def _k1s_smem(bn: int, bk: int) -> int:
@@ -2158,9 +2191,10 @@ class CudaBackend(Backend):
         the caller checks), sm_80+, its shared memory (K1G_STAGES, K1G_BN) within the device's, and
         M = N * OH * OW (+ a tile) and the grid within int32. One block per 128-pixel x K1G_BN-channel
         output tile (K1G_BN 64 wherever C_out <= 64: a 128-wide tile would multiply zero weights for
-        half its mma), the N tiles of an M tile adjacent. NCHW: x transposed into an NHWC workspace,
-        the NHWC build, the result transposed back (the stride-2 tensor-core path's way; any
-        alignment of x and y)."""
+        half its mma), the N tiles of an M tile adjacent. K1G_PERSIST 1 / 2: the persistent kernel of the
+        same build instead (the resident blocks x SMs, each walking tiles in that order; 2: streaming
+        stores) where `_k1_persist_grid` allows it. NCHW: x transposed into an NHWC workspace, the NHWC
+        build, the result transposed back (the stride-2 tensor-core path's way; any alignment of x and y)."""
         n, ci, co, ih, iw, oh, ow = spec.n, spec.c_in, spec.c_out, spec.in_h, spec.in_w, spec.out_h, spec.out_w
         sh, sw = spec.stride
         pt, _, pl, _ = spec.pads
@@ -2176,8 +2210,14 @@ class CudaBackend(Backend):
             return None
         if nchw or bn != p["K1G_BN"]:  # the NHWC build, of the tile width served
             defines = self.compile_defines("conv2d", spec.dtype, "NHWC", {**p, "K1G_BN": bn}, spec.relu)
+        kernel = "conv2d_k1_gemm"
+        if p["K1G_PERSIST"]:  # the persistent kernels of the same build, where the device holds their blocks
+            psmem = _k1g_persist_smem(int(p["K1G_STAGES"]), bn)
+            pgrid = self._k1_persist_grid(psmem, grid, _K1_MINB[bn])
+            if pgrid is not None:
+                kernel, smem, grid = _K1G_PERSIST_KERNELS[int(p["K1G_PERSIST"])], psmem, pgrid
         xs, ys = ("xt", "yt") if nchw else ("x", "y")
-        gemm = Launch("conv2d.cu", defines, "conv2d_k1_gemm", "PPPP" + "i" * 11, (grid, 1, 1), (256, 1, 1),
+        gemm = Launch("conv2d.cu", defines, kernel, "PPPP" + "i" * 11, (grid, 1, 1), (256, 1, 1),
                       smem, (xs, "w", "b", ys, n, ci, ih, iw, co, oh, ow, sh, sw, pt, pl))
         return self._through_nhwc(spec, (gemm,)) if nchw else (gemm,)
 
@@ -2190,7 +2230,9 @@ class CudaBackend(Backend):
         sm_80+, its shared memory (K1N_STAGES, K1N_BM) within the device's, and N*H*W (+ a tile), the
         element offsets and the grid within int32. One block per K1N_BM-channel x 128-pixel output tile
         (K1N_BM 64 wherever C_out <= 64), the pixels flattened over the batch, the channel tiles of a pixel
-        tile adjacent. No transposes, no workspace."""
+        tile adjacent. K1N_PERSIST 1 / 2: the persistent kernel of the same build instead (the resident
+        blocks x SMs, each walking tiles in that order; 2: streaming stores) where `_k1_persist_grid` allows
+        it. No transposes, no workspace."""
         n, ci, co = spec.n, spec.c_in, spec.c_out
         hw = spec.in_h * spec.in_w
         bm = 64 if co <= 64 else int(p["K1N_BM"])
@@ -2205,10 +2247,28 @@ class CudaBackend(Backend):
             return None
         if bm != p["K1N_BM"]:  # the build of the tile height served
             defines = self.compile_defines("conv2d", spec.dtype, "NCHW", {**p, "K1N_BM": bm}, spec.relu)
+        kernel = "conv2d_k1_gemm_nchw"
+        if p["K1N_PERSIST"]:  # the persistent kernels of the same build, where the device holds their blocks
+            psmem = _k1n_persist_smem(int(p["K1N_STAGES"]), bm)
+            pgrid = self._k1_persist_grid(psmem, grid, _K1_MINB[bm])
+            if pgrid is not None:
+                kernel, smem, grid = _K1N_PERSIST_KERNELS[int(p["K1N_PERSIST"])], psmem, pgrid
         return (
-            Launch("conv2d.cu", defines, "conv2d_k1_gemm_nchw", "PPPPiiii", (grid, 1, 1), (256, 1, 1), smem,
+            Launch("conv2d.cu", defines, kernel, "PPPPiiii", (grid, 1, 1), (256, 1, 1), smem,
                    ("x", "w", "b", "y", n, ci, hw, co)),
         )
+
+    def _k1_persist_grid(self, shared: int, tiles: int, minb: int) -> int | None:
+        """The grid of a persistent 1x1 GEMM kernel (K1G_PERSIST, K1N_PERSIST) of `shared` bytes a block over
+        `tiles` output tiles: the `minb` blocks an SM its registers allow x the SMs, at most `tiles`; None
+        (the one-block-a-tile kernel serves) where the shared memory does not fit a block, or holds fewer than
+        `minb` of them an SM (persistence trades the second resident block's overlap for its own: with fewer
+        blocks than the non-persistent kernel keeps, that trade is not the one measured), or where tiles +
+        grid reaches 2^31 (the kernel's tile index)."""
+        if shared > self._max_smem() or self._resident_blocks(shared, minb) < minb:
+            return None
+        grid = max(1, min(tiles, self._sms * minb))
+        return grid if tiles + grid < 2**31 else None
 
     def _plan_conv_k1_simt(self, spec: Conv2dSpec, p: Mapping[str, int]) -> tuple[Launch, ...] | None:
         """conv2d_k1_simt (CONV_K1_SIMT) for a float32 dense 1x1 conv, or None where it does not apply: not

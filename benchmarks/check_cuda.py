@@ -721,6 +721,38 @@ def conv_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
             check_conv(dev, rng, "k1g s2 misaligned", (2, 16, 10, 11), 16, 1, stride=2, padding=1, offset=4,
                        params=k1g, **c)
             check_conv(dev, rng, "k1g misaligned weights", (2, 16, 10, 11), 24, 1, w_offset=8, params=k1g, **c)
+            # its persistent variants (K1G_PERSIST 1, 2: conv2d_k1_gemm_persist(_cs), a grid of 2 (BN 128) or 3
+            # (BN 64) blocks an SM walking the tiles, the next tile's stages issued under this one's epilogue;
+            # not measured yet): tiles that span images, a partial last tile, C_out % 8 != 0 (scalar stores),
+            # C_in 40 and 264, stride 2 with padding, ReLU, no bias, more tiles than blocks with a block's N tile
+            # changing between its tiles (5 N tiles), K1G_BN 64 / 128 x K1G_STAGES 2 / 3 / 4, the benchmark's
+            # shapes; a misaligned y (scalar stores) and C_in % 8 != 0 (the other kernels serve)
+            for pv in (1, 2):
+                k1gp = {**k1g, "K1G_PERSIST": pv}
+                check_conv(dev, rng, f"k1g persist{pv} 40->70 odd", (3, 40, 13, 17), 70, 1, params=k1gp, **c)
+                check_conv(dev, rng, f"k1g persist{pv} 264->130 relu", (2, 264, 9, 40), 130, 1, params=k1gp,
+                           relu=True, **c)
+                check_conv(dev, rng, f"k1g persist{pv} s2 pad1 40->70 nobias", (3, 40, 13, 70), 70, 1, stride=2,
+                           padding=1, bias=False, params=k1gp, **c)
+                check_conv(dev, rng, f"k1g persist{pv} many tiles", (30, 64, 56, 56), 256, 1, params=k1gp, **c)
+                check_conv(dev, rng, f"k1g persist{pv} 5 N tiles", (8, 40, 37, 41), 600, 1, params=k1gp, relu=True,
+                           **c)
+                check_conv(dev, rng, f"k1g persist{pv} bn64 5 N tiles", (8, 40, 37, 41), 300, 1,
+                           params={**k1gp, "K1G_BN": 64}, **c)
+                for bn in (64, 128):
+                    for st in (2, 3, 4):
+                        check_conv(dev, rng, f"k1g persist{pv} bn{bn} stages{st} 136->72 many tiles",
+                                   (12, 136, 19, 23), 72, 1, params={**k1gp, "K1G_BN": bn, "K1G_STAGES": st}, **c)
+                if dtype == np.float16:  # the benchmark's shapes
+                    check_conv(dev, rng, f"k1g persist{pv} 32x64x56x56 64->256", (32, 64, 56, 56), 256, 1,
+                               params=k1gp, **c)
+                    check_conv(dev, rng, f"k1g persist{pv} 32x256x56x56 256->64", (32, 256, 56, 56), 64, 1,
+                               params=k1gp, **c)
+                    check_conv(dev, rng, f"k1g persist{pv} s2 32x256x56x56 256->512", (32, 256, 56, 56), 512, 1,
+                               stride=2, params=k1gp, **c)
+                check_conv(dev, rng, f"k1g persist{pv} misaligned", (2, 16, 10, 11), 16, 1, offset=4, params=k1gp,
+                           **c)
+                check_conv(dev, rng, f"k1g persist{pv} ci12", (2, 12, 10, 11), 20, 1, params=k1gp, **c)
             # the NCHW 1x1 GEMM without transposes (CONV_K1_NCHW, conv2d_k1_gemm_nchw, session 24; float16 NCHW
             # stride 1 without padding; NHWC, float32 and the rest serve the other kernels): pixels over the
             # batch (7x8 and 9x16 images: tiles that span images, a partial last tile), C_in 40 (a partial
@@ -751,6 +783,32 @@ def conv_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
             check_conv(dev, rng, "k1n pad1", (2, 16, 8, 8), 24, 1, padding=1, params=k1n, **c)
             check_conv(dev, rng, "k1n misaligned", (2, 16, 8, 8), 16, 1, offset=4, params=k1n, **c)
             check_conv(dev, rng, "k1n misaligned weights", (2, 16, 8, 8), 24, 1, w_offset=8, params=k1n, **c)
+            # its persistent variants (K1N_PERSIST 1, 2: conv2d_k1_gemm_nchw_persist(_cs), a grid of 2 (BM 128) or
+            # 3 (BM 64) blocks an SM walking the tiles, the next tile's stages issued under this one's epilogue;
+            # not measured yet): tiles that span images, a partial last tile, C_in 40 and 264, C_out 70, 136 and
+            # 24, ReLU, no bias, more tiles than blocks with a block's channel tile changing between its tiles
+            # (5 channel tiles), K1N_BM 64 / 128 x K1N_STAGES 2 / 3 / 4, the benchmark's shapes
+            for pv in (1, 2):
+                k1np = {**k1n, "K1N_PERSIST": pv}
+                check_conv(dev, rng, f"k1n persist{pv} 40->70 7x8", (3, 40, 7, 8), 70, 1, params=k1np, **c)
+                check_conv(dev, rng, f"k1n persist{pv} 264->136 relu 9x16", (2, 264, 9, 16), 136, 1, params=k1np,
+                           relu=True, **c)
+                check_conv(dev, rng, f"k1n persist{pv} 104->24 nobias", (3, 104, 7, 8), 24, 1, bias=False,
+                           params=k1np, **c)
+                check_conv(dev, rng, f"k1n persist{pv} many tiles", (30, 64, 56, 56), 256, 1, params=k1np, **c)
+                check_conv(dev, rng, f"k1n persist{pv} 5 channel tiles", (16, 40, 37, 40), 600, 1, params=k1np,
+                           relu=True, **c)
+                check_conv(dev, rng, f"k1n persist{pv} bm64 5 channel tiles", (16, 40, 37, 40), 300, 1,
+                           params={**k1np, "K1N_BM": 64}, **c)
+                for bm in (64, 128):
+                    for st in (2, 3, 4):
+                        check_conv(dev, rng, f"k1n persist{pv} bm{bm} stages{st} 136->72 many tiles",
+                                   (12, 136, 19, 24), 72, 1, params={**k1np, "K1N_BM": bm, "K1N_STAGES": st}, **c)
+                if dtype == np.float16:  # the benchmark's shapes
+                    check_conv(dev, rng, f"k1n persist{pv} 32x64x56x56 64->256", (32, 64, 56, 56), 256, 1,
+                               params=k1np, **c)
+                    check_conv(dev, rng, f"k1n persist{pv} 32x256x56x56 256->64", (32, 256, 56, 56), 64, 1,
+                               params=k1np, **c)
             # the float32 1x1 SGEMM (CONV_K1_SIMT, conv2d_k1_simt, session 23; both layouts natively, float16
             # serves other kernels): M = N*OH*OW no multiple of 128 (tiles that span images), C_in 37 / 38 / 39
             # (scalar loads along k) and 40 / 264 (float4 loads), C_out 70 (scalar NHWC stores), 72 / 130 / 512,
@@ -1201,6 +1259,11 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
             check_conv(dev, rng, "one 1x1 k1g s2 pad1", (2, 40, 17, 19), 70, 1, stride=2, padding=1,
                        params={"CONV_K1_GEMM": 1}, **c)
             check_conv(dev, rng, "one 1x1 k1n", (3, 40, 7, 8), 70, 1, params={"CONV_K1_NCHW": 1}, relu=True, **c)
+            # the persistent GEMMs with more tiles than one SM's blocks, for compute-sanitizer's racecheck
+            check_conv(dev, rng, "one 1x1 k1g persist", (8, 40, 37, 41), 300, 1,
+                       params={"CONV_K1_GEMM": 1, "K1G_PERSIST": 1}, **c)
+            check_conv(dev, rng, "one 1x1 k1n persist", (16, 40, 37, 40), 300, 1,
+                       params={"CONV_K1_NCHW": 1, "K1N_PERSIST": 1}, relu=True, **c)
             if dtype == np.float32:  # the float32 1x1 SGEMM: float4 loads, then scalar loads and gathers
                 check_conv(dev, rng, "one 1x1 k1s", (2, 40, 8, 12), 72, 1, params={"CONV_K1_SIMT": 1}, **c)
                 check_conv(dev, rng, "one 1x1 k1s s2 pad1", (2, 37, 17, 19), 70, 1, stride=2, padding=1,

@@ -24,7 +24,9 @@
 //       stride 1, any C_in % 8 == 0, weights streamed 32 channels at a time (CONV_TC=3; see there)
 //   conv2d_k1_gemm(x, w, bias, y, N, CI, IH, IW, CO, OH, OW, SH, SW, PT, PL): float16 NHWC 1x1, any
 //       stride and padding, C_in % 8 == 0, as one GEMM on tensor cores (CONV_K1_GEMM, K1G_STAGES [3],
-//       K1G_BN [128]; see there)
+//       K1G_BN [128]; see there); conv2d_k1_gemm_persist(_cs), same arguments: its persistent variants
+//       (K1G_PERSIST, a launch parameter); conv2d_k1_gemm_nchw(_persist(_cs))(x, w, bias, y, N, CI, HW, CO):
+//       the NCHW twin without transposes (CONV_K1_NCHW, K1N_PERSIST; see there)
 //   conv2d_k1_simt(x, w, bias, y, N, CI, IH, IW, CO, OH, OW, SH, SW, PT, PL): float32 1x1 (NCHW and NHWC), any
 //       stride, padding, channel counts and alignment, as one SGEMM on CUDA cores (CONV_K1_SIMT, K1S_BN [128],
 //       K1S_BK [8]; see there)
@@ -1141,20 +1143,24 @@ __device__ __forceinline__ void tc_wide_body(unsigned char* smem_raw, const __ha
 TC_WIDE_KERNEL(conv2d_k3_tc_wide, 3, 1, 1)
 TC_WIDE_KERNEL(conv2d_k1_tc_wide, 1, 1, TC_WIDE_K1_BLOCKS)
 
-// The k-loop of the float16 GEMM kernels (conv2d_k1_gemm, conv2d_k1_gemm_nchw): stage kt lives in
-// buffer kt % STAGES; the first STAGES - 1 go out before the loop (one commit group each, empty past
-// the last, so that the group count stays exact). load_stage(kt, buf) issues stage kt's copies into
-// buffer buf; frags(buf, kk, af, bf) reads the A and B fragments of k step kk (16 channels) from
-// buffer buf. On return every copy has landed and every warp is done reading the stages, so they can
-// become the output staging area.
-template <int STAGES, int BK, int MT, int NT, class LoadStage, class Frags>
-__device__ __forceinline__ void tc_gemm_k_loop(float (&acc)[MT][NT][4], int KT, LoadStage&& load_stage,
-                                               Frags&& frags) {
+// The k-loop of the float16 GEMM kernels (conv2d_k1_gemm, conv2d_k1_gemm_nchw and their persistent
+// variants): stage kt lives in buffer kt % STAGES; the first STAGES - 1 go out before the loop
+// (tc_gemm_prologue: one commit group each, empty past the last, so that the group count stays exact).
+// load_stage(kt, buf) issues stage kt's copies into buffer buf; frags(buf, kk, af, bf) reads the A and
+// B fragments of k step kk (16 channels) from buffer buf. tc_gemm_k_steps runs the loop after the
+// prologue: on return every copy has landed and every warp is done reading the stages, so they can
+// become the output staging area or take the next tile's prologue. tc_gemm_k_loop is the two in a row.
+template <int STAGES, class LoadStage>
+__device__ __forceinline__ void tc_gemm_prologue(int KT, LoadStage&& load_stage) {
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
         if (s < KT) load_stage(s, s);
         cp_async_commit();
     }
+}
+template <int STAGES, int BK, int MT, int NT, class LoadStage, class Frags>
+__device__ __forceinline__ void tc_gemm_k_steps(float (&acc)[MT][NT][4], int KT, LoadStage&& load_stage,
+                                                Frags&& frags) {
 #pragma unroll
     for (int a = 0; a < MT; ++a)
 #pragma unroll
@@ -1182,6 +1188,12 @@ __device__ __forceinline__ void tc_gemm_k_loop(float (&acc)[MT][NT][4], int KT, 
     cp_async_wait<0>();  // (the trailing groups are empty)
     __syncthreads();
 }
+template <int STAGES, int BK, int MT, int NT, class LoadStage, class Frags>
+__device__ __forceinline__ void tc_gemm_k_loop(float (&acc)[MT][NT][4], int KT, LoadStage&& load_stage,
+                                               Frags&& frags) {
+    tc_gemm_prologue<STAGES>(KT, load_stage);
+    tc_gemm_k_steps<STAGES, BK>(acc, KT, load_stage, frags);
+}
 
 #if LAYOUT_NHWC
 // 3x3 stride 2 (a ResNet's downsampling conv; session 21): the patch of an 8 x 32 output tile is
@@ -1207,12 +1219,17 @@ TC_WIDE_KERNEL(conv2d_k1s2_tc_wide, 1, 2, TC_WIDE_K1_BLOCKS)
 //   reads fall in 8 different bank groups. A thread's copy rows (pixel -> input offset) are worked
 //   out once per block; the K loop only adds the chunk's channel offset.
 //   Grid: one block per (M tile, N tile), the N tiles of one M tile adjacent (blocks that read the
-//   same input rows run together, the later ones from L2); not persistent.
+//   same input rows run together, the later ones from L2). conv2d_k1_gemm_persist (K1G_PERSIST 1; _cs: 2,
+//   streaming stores): MINB blocks an SM x the SMs, block b taking tiles b, b + grid, ... (the same order:
+//   the tiles running at once are still adjacent); after a tile's k steps it issues the next tile's first
+//   STAGES - 1 stages, then runs this tile's epilogue through a staging buffer of its own (k1g::PSMEM).
 //   Epilogue: bias (float, may be NULL), ReLU (FUSE_RELU), float16 through shared memory
 //   ([128][BN], 16-byte chunks XOR row % 8: conflict-free both ways) to 16-byte stores along each
 //   output pixel's channels (C_out % 8 == 0 and y 16-byte aligned), scalar stores otherwise.
 // Needs x and w 16-byte aligned, C_in % 8 == 0, N*OH*OW + 128 < 2^31; shared memory
-// max(STAGES x (128 + BN) x 64, 128 x BN x 2) bytes (k1g::SMEM: 49,152 for 3 stages of BN 128).
+// max(STAGES x (128 + BN) x 64, 128 x BN x 2) bytes (k1g::SMEM: 49,152 for 3 stages of BN 128); the
+// persistent variants STAGES x (128 + BN) x 64 + 128 x BN x 2 (k1g::PSMEM: 81,920 for 3 stages of BN 128)
+// and tiles + grid < 2^31.
 // ---------------------------------------------------------------------------------
 // K1G_STAGES [3]: stage buffers of conv2d_k1_gemm (2..4); K1G_BN [128]: its tile's output channels
 // (64 or 128; the launcher builds 64 wherever C_out <= 64)
@@ -1237,20 +1254,28 @@ constexpr int A_LOADS = BM * (BK / 8) / THREADS, B_LOADS = BN * (BK / 8) / THREA
 constexpr int ROW_STEP = THREADS / (BK / 8);
 // resident blocks per SM the registers allow: 2 (128 registers) for BN 128, 3 (85) for BN 64
 constexpr int MINB = BN == 128 ? 2 : 3;
+// the persistent variants (K1G_PERSIST): the stages and the output staging buffer side by side; MINB blocks
+// of it (+ 1 KB each, the system's) fit sm_90's 228 KB an SM (4 stages: 2 x 97 KB for BN 128, 3 x 65 for 64)
+constexpr int PSMEM = STAGES * STAGE_BYTES + OUT_BYTES;
+static_assert(MINB * (PSMEM + 1024) <= 228 * 1024, "k1g::PSMEM: MINB persistent blocks an SM on sm_90");
 }  // namespace k1g
 
-extern "C" __global__ void __launch_bounds__(256, k1g::MINB)
-    conv2d_k1_gemm(const __half* __restrict__ x, const __half* __restrict__ w, const float* __restrict__ bias,
-                   __half* __restrict__ y, int N, int CI, int IH, int IW, int CO, int OH, int OW, int SH, int SW,
-                   int PT, int PL) {
-    HAL_PDL_ENTRY();
+// conv2d_k1_gemm's body. PERSIST 0: the block's one tile (blockIdx.x). 1: persistent (K1G_PERSIST), the block
+// walks tiles blockIdx.x + i gridDim.x and issues the next tile's first STAGES - 1 stages before this tile's
+// epilogue, which stages the results in their own buffer past the stages (k1g::PSMEM). 2: as 1, with
+// streaming stores (st.global.cs: y is not read again by this kernel).
+template <int PERSIST>
+__device__ __forceinline__ void k1g_body(unsigned char* smem_raw, const __half* __restrict__ x,
+                                         const __half* __restrict__ w, const float* __restrict__ bias,
+                                         __half* __restrict__ y, int N, int CI, int IH, int IW, int CO, int OH,
+                                         int OW, int SH, int SW, int PT, int PL) {
     using namespace k1g;
-    extern __shared__ __align__(16) unsigned char smem_raw[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = warp % WARPS_M, wn = warp / WARPS_M;
     const int ntn = (CO + BN - 1) / BN;
-    const int mtile = blockIdx.x / ntn, ntile = blockIdx.x - mtile * ntn;
-    const int m0 = mtile * BM, n0 = ntile * BN;
+    unsigned t = blockIdx.x;
+    int mtile = t / ntn, ntile = t - mtile * ntn;
+    int m0 = mtile * BM, n0 = ntile * BN;
     const int OHW = OH * OW, M = N * OHW;
     const int KT = (CI + BK - 1) / BK;
 
@@ -1259,23 +1284,26 @@ extern "C" __global__ void __launch_bounds__(256, k1g::MINB)
     const int c16 = tid & 3, r0 = tid >> 2;
     const __half* a_src[A_LOADS];
     const __half* b_src[B_LOADS];
+    auto copy_rows = [&]() {
 #pragma unroll
-    for (int i = 0; i < A_LOADS; ++i) {
-        const int m = m0 + r0 + ROW_STEP * i;
-        a_src[i] = nullptr;
-        if (m < M) {
-            const int n = m / OHW, rem = m - n * OHW;
-            const int oh = rem / OW, ow = rem - oh * OW;
-            const int ih = oh * SH - PT, iw = ow * SW - PL;
-            if ((unsigned)ih < (unsigned)IH && (unsigned)iw < (unsigned)IW)
-                a_src[i] = x + (((long long)n * IH + ih) * IW + iw) * CI + c16 * 8;
+        for (int i = 0; i < A_LOADS; ++i) {
+            const int m = m0 + r0 + ROW_STEP * i;
+            a_src[i] = nullptr;
+            if (m < M) {
+                const int n = m / OHW, rem = m - n * OHW;
+                const int oh = rem / OW, ow = rem - oh * OW;
+                const int ih = oh * SH - PT, iw = ow * SW - PL;
+                if ((unsigned)ih < (unsigned)IH && (unsigned)iw < (unsigned)IW)
+                    a_src[i] = x + (((long long)n * IH + ih) * IW + iw) * CI + c16 * 8;
+            }
         }
-    }
 #pragma unroll
-    for (int i = 0; i < B_LOADS; ++i) {
-        const int co = n0 + r0 + ROW_STEP * i;
-        b_src[i] = co < CO ? w + (long long)co * CI + c16 * 8 : nullptr;
-    }
+        for (int i = 0; i < B_LOADS; ++i) {
+            const int co = n0 + r0 + ROW_STEP * i;
+            b_src[i] = co < CO ? w + (long long)co * CI + c16 * 8 : nullptr;
+        }
+    };
+    copy_rows();
     // stage kt (input channels 32 kt ..) into buffer `buf`
     auto load_stage = [&](int kt, int buf) {
         unsigned char* sa = smem_raw + buf * STAGE_BYTES;
@@ -1296,22 +1324,23 @@ extern "C" __global__ void __launch_bounds__(256, k1g::MINB)
 
     // the bias of the lane's accumulator columns: n0 + wn WN + 8 nt + 2 (lane % 4) + {0, 1}
     float bv[NT][2];
+    auto load_bias = [&]() {
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
+        for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-            const int co = n0 + wn * WN + nt * 8 + (lane & 3) * 2 + e;
-            bv[nt][e] = (bias && co < CO) ? bias[co] : 0.0f;
-        }
+            for (int e = 0; e < 2; ++e) {
+                const int co = n0 + wn * WN + nt * 8 + (lane & 3) * 2 + e;
+                bv[nt][e] = (bias && co < CO) ? bias[co] : 0.0f;
+            }
+    };
+    if constexpr (PERSIST == 0) load_bias();  // (the persistent kernels: after each tile's k steps)
 
     // per-lane ldmatrix rows: A = pixels (matrices: rows 0-7 / 8-15 x channels 0-7 / 8-15), B = output
     // channels (matrices: channels 0-7 x k 0-7, 8-15, then channels 8-15)
     const int a_row = wm * WM + (lane & 7) + ((lane >> 3) & 1) * 8, a_half = lane >> 4;
     const int b_row = wn * WN + (lane & 7) + (lane >> 4) * 8, b_half = (lane >> 3) & 1;
     const unsigned smem_u = smem_u32(smem_raw);
-    float acc[MT][NT][4];
-    tc_gemm_k_loop<STAGES, BK>(acc, KT, load_stage,
-                               [&](int buf, int kk, unsigned (&af)[MT][4], unsigned (&bf)[NT][2]) {
+    auto frags = [&](int buf, int kk, unsigned (&af)[MT][4], unsigned (&bf)[NT][2]) {
         const unsigned a_u = smem_u + buf * STAGE_BYTES, b_u = a_u + A_BYTES;
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
@@ -1320,45 +1349,109 @@ extern "C" __global__ void __launch_bounds__(256, k1g::MINB)
         for (int np = 0; np < NT / 2; ++np)
             ldsm_x4(b_u + tcw_at(b_row + np * 16, kk * 2 + b_half), bf[2 * np][0], bf[2 * np][1],
                     bf[2 * np + 1][0], bf[2 * np + 1][1]);
-    });
+    };
 
-    // results -> [128 pixels][BN channels] float16, chunk ch of row r at (ch ^ (r % 8)): a lane holds
-    // pixels lane / 4 (+ 8) of each m16 tile, channels 2 (lane % 4) + {0, 1} of each n8 tile
-    __half* stage = reinterpret_cast<__half*>(smem_raw);
+    // the tile at (tm0, tn0) out of acc, through `stage`
+    auto epilogue = [&](float (&acc)[MT][NT][4], __half* stage, int tm0, int tn0) {
+        // results -> [128 pixels][BN channels] float16, chunk ch of row r at (ch ^ (r % 8)): a lane holds
+        // pixels lane / 4 (+ 8) of each m16 tile, channels 2 (lane % 4) + {0, 1} of each n8 tile
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
+        for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int hsel = 0; hsel < 2; ++hsel) {
-            const int r = wm * WM + mt * 16 + (lane >> 2) + hsel * 8;
+            for (int hsel = 0; hsel < 2; ++hsel) {
+                const int r = wm * WM + mt * 16 + (lane >> 2) + hsel * 8;
 #pragma unroll
-            for (int nt = 0; nt < NT; ++nt) {
-                const int ch = wn * (WN / 8) + nt;
-                *reinterpret_cast<__half2*>(stage + r * BN + ((ch ^ (r & 7)) << 3) + (lane & 3) * 2) =
-                    __floats2half2_rn(out_act(acc[mt][nt][hsel * 2] + bv[nt][0]),
-                                      out_act(acc[mt][nt][hsel * 2 + 1] + bv[nt][1]));
+                for (int nt = 0; nt < NT; ++nt) {
+                    const int ch = wn * (WN / 8) + nt;
+                    *reinterpret_cast<__half2*>(stage + r * BN + ((ch ^ (r & 7)) << 3) + (lane & 3) * 2) =
+                        __floats2half2_rn(out_act(acc[mt][nt][hsel * 2] + bv[nt][0]),
+                                          out_act(acc[mt][nt][hsel * 2 + 1] + bv[nt][1]));
+                }
+            }
+        __syncthreads();
+        // 16-byte chunks out: consecutive threads take consecutive chunks of a pixel's channels (output
+        // pixel m's channels start at m * CO in NHWC)
+        const bool vec_out = (CO % 8 == 0) && aligned16(y);
+        constexpr int CPR = BN / 8;
+#pragma unroll
+        for (int it = 0; it < BM * CPR / THREADS; ++it) {
+            const int i = it * THREADS + tid, r = i / CPR, ch = i % CPR;
+            const int m = tm0 + r, co = tn0 + ch * 8;
+            if (m >= M || co >= CO) continue;
+            const uint4 u = *reinterpret_cast<const uint4*>(stage + r * BN + ((ch ^ (r & 7)) << 3));
+            __half* yp = y + (long long)m * CO + co;
+            if (vec_out) {
+                if constexpr (PERSIST == 2)
+                    __stcs(reinterpret_cast<uint4*>(yp), u);
+                else
+                    *reinterpret_cast<uint4*>(yp) = u;
+            } else {
+                const __half* h = reinterpret_cast<const __half*>(&u);
+#pragma unroll
+                for (int j = 0; j < 8; ++j)
+                    if (co + j < CO) yp[j] = h[j];
             }
         }
-    __syncthreads();
-    // 16-byte chunks out: consecutive threads take consecutive chunks of a pixel's channels (output
-    // pixel m's channels start at m * CO in NHWC)
-    const bool vec_out = (CO % 8 == 0) && aligned16(y);
-    constexpr int CPR = BN / 8;
-#pragma unroll
-    for (int it = 0; it < BM * CPR / THREADS; ++it) {
-        const int i = it * THREADS + tid, r = i / CPR, ch = i % CPR;
-        const int m = m0 + r, co = n0 + ch * 8;
-        if (m >= M || co >= CO) continue;
-        const uint4 u = *reinterpret_cast<const uint4*>(stage + r * BN + ((ch ^ (r & 7)) << 3));
-        __half* yp = y + (long long)m * CO + co;
-        if (vec_out) {
-            *reinterpret_cast<uint4*>(yp) = u;
-        } else {
-            const __half* h = reinterpret_cast<const __half*>(&u);
-#pragma unroll
-            for (int j = 0; j < 8; ++j)
-                if (co + j < CO) yp[j] = h[j];
+    };
+
+    if constexpr (PERSIST == 0) {
+        float acc[MT][NT][4];
+        tc_gemm_k_loop<STAGES, BK>(acc, KT, load_stage, frags);
+        epilogue(acc, reinterpret_cast<__half*>(smem_raw), m0, n0);
+    } else {
+        // the launcher's grid is at most the tile count, and tiles + grid < 2^31
+        const int ntiles = (M + BM - 1) / BM * ntn;
+        __half* const out = reinterpret_cast<__half*>(smem_raw + STAGES * STAGE_BYTES);
+        tc_gemm_prologue<STAGES>(KT, load_stage);
+        for (;;) {
+            float acc[MT][NT][4];
+            tc_gemm_k_steps<STAGES, BK>(acc, KT, load_stage, frags);
+            // this tile's bias, loaded here rather than kept in registers across the k steps (spills), its
+            // latency under the next tile's copies. Every warp is done with the stage buffers: the next tile's
+            // first stages go out now, under this tile's epilogue (whose staging buffer the k steps above
+            // never touch; the barriers in them order its reuse after the last tile's stores read it)
+            load_bias();
+            const int tm0 = m0, tn0 = n0;
+            t += gridDim.x;
+            const bool more = t < (unsigned)ntiles;
+            if (more) {
+                mtile = t / ntn;
+                ntile = t - mtile * ntn;
+                m0 = mtile * BM;
+                n0 = ntile * BN;
+                copy_rows();
+                tc_gemm_prologue<STAGES>(KT, load_stage);
+            }
+            epilogue(acc, out, tm0, tn0);
+            if (!more) break;
         }
     }
+}
+
+extern "C" __global__ void __launch_bounds__(256, k1g::MINB)
+    conv2d_k1_gemm(const __half* __restrict__ x, const __half* __restrict__ w, const float* __restrict__ bias,
+                   __half* __restrict__ y, int N, int CI, int IH, int IW, int CO, int OH, int OW, int SH, int SW,
+                   int PT, int PL) {
+    HAL_PDL_ENTRY();
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    k1g_body<0>(smem_raw, x, w, bias, y, N, CI, IH, IW, CO, OH, OW, SH, SW, PT, PL);
+}
+// K1G_PERSIST 1 and 2 (the launcher's grid: resident blocks x SMs at most; shared memory k1g::PSMEM)
+extern "C" __global__ void __launch_bounds__(256, k1g::MINB)
+    conv2d_k1_gemm_persist(const __half* __restrict__ x, const __half* __restrict__ w,
+                           const float* __restrict__ bias, __half* __restrict__ y, int N, int CI, int IH, int IW,
+                           int CO, int OH, int OW, int SH, int SW, int PT, int PL) {
+    HAL_PDL_ENTRY();
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    k1g_body<1>(smem_raw, x, w, bias, y, N, CI, IH, IW, CO, OH, OW, SH, SW, PT, PL);
+}
+extern "C" __global__ void __launch_bounds__(256, k1g::MINB)
+    conv2d_k1_gemm_persist_cs(const __half* __restrict__ x, const __half* __restrict__ w,
+                              const float* __restrict__ bias, __half* __restrict__ y, int N, int CI, int IH, int IW,
+                              int CO, int OH, int OW, int SH, int SW, int PT, int PL) {
+    HAL_PDL_ENTRY();
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    k1g_body<2>(smem_raw, x, w, bias, y, N, CI, IH, IW, CO, OH, OW, SH, SW, PT, PL);
 }
 #endif
 
@@ -1376,10 +1469,15 @@ extern "C" __global__ void __launch_bounds__(256, k1g::MINB)
 //   (256-byte rows, 16-byte chunk c of row r at c ^ (r % 8): the 8 rows an ldmatrix.trans reads fall in 8
 //   bank groups); copies are 16 bytes, zero-filled past C_out, C_in and the last pixel.
 //   Grid: one block per (pixel tile, channel tile), the channel tiles of a pixel tile adjacent.
+//   conv2d_k1_gemm_nchw_persist (K1N_PERSIST 1; _cs: 2, streaming stores): MINB blocks an SM x the SMs, block b
+//   taking tiles b, b + grid, ... (the same order); after a tile's k steps it issues the next tile's first
+//   STAGES - 1 stages, then runs this tile's epilogue through a staging buffer of its own (k1n::PSMEM).
 //   Epilogue: bias (float, may be NULL), ReLU (FUSE_RELU), float16 into the stage buffers as [BM][128 px]
 //   (the same chunk swizzle), then 16-byte stores along each output channel's pixels.
 // Needs x, w, y 16-byte aligned, C_in % 8 == 0, H*W % 8 == 0, N*H*W + 128 < 2^31; shared memory
-// max(STAGES x (BM x 64 + 32 x 256), BM x 256) bytes (k1n::SMEM: 49,152 for 3 stages of BM 128).
+// max(STAGES x (BM x 64 + 32 x 256), BM x 256) bytes (k1n::SMEM: 49,152 for 3 stages of BM 128); the
+// persistent variants STAGES x (BM x 64 + 32 x 256) + BM x 256 (k1n::PSMEM: 81,920 for 3 stages of BM 128)
+// and tiles + grid < 2^31.
 // ---------------------------------------------------------------------------------
 // K1N_STAGES [3]: stage buffers of conv2d_k1_gemm_nchw (2..4); K1N_BM [128]: its tile's output channels
 // (64 or 128; the launcher builds 64 wherever C_out <= 64)
@@ -1406,21 +1504,29 @@ constexpr int A_LOADS = BM * (BK / 8) / THREADS, A_ROW_STEP = THREADS / (BK / 8)
 constexpr int CPR = BN / 8, B_LOADS = BK * CPR / THREADS, B_ROW_STEP = THREADS / CPR;
 static_assert(THREADS % CPR == 0 && (BM * CPR) % THREADS == 0, "k1n: a thread keeps its pixel chunk");
 constexpr int MINB = BM == 128 ? 2 : 3;
+// the persistent variants (K1N_PERSIST): the stages and the output staging buffer side by side; MINB blocks
+// of it (+ 1 KB each, the system's) fit sm_90's 228 KB an SM (4 stages: 2 x 97 KB for BM 128, 3 x 65 for 64)
+constexpr int PSMEM = STAGES * STAGE_BYTES + OUT_BYTES;
+static_assert(MINB * (PSMEM + 1024) <= 228 * 1024, "k1n::PSMEM: MINB persistent blocks an SM on sm_90");
 // 16-byte chunk c of 256-byte row r (an input k row, or a staged output channel), XOR-swizzled by r % 8
 __device__ __forceinline__ int row_at(int row, int chunk) { return row * B_ROW + ((chunk ^ (row & 7)) << 4); }
 }  // namespace k1n
 
-extern "C" __global__ void __launch_bounds__(256, k1n::MINB)
-    conv2d_k1_gemm_nchw(const __half* __restrict__ x, const __half* __restrict__ w, const float* __restrict__ bias,
-                        __half* __restrict__ y, int N, int CI, int HW, int CO) {
-    HAL_PDL_ENTRY();
+// conv2d_k1_gemm_nchw's body. PERSIST 0: the block's one tile (blockIdx.x). 1: persistent (K1N_PERSIST), the
+// block walks tiles blockIdx.x + i gridDim.x and issues the next tile's first STAGES - 1 stages before this
+// tile's epilogue, which stages the results in their own buffer past the stages (k1n::PSMEM). 2: as 1, with
+// streaming stores (st.global.cs: y is not read again by this kernel).
+template <int PERSIST>
+__device__ __forceinline__ void k1n_body(unsigned char* smem_raw, const __half* __restrict__ x,
+                                         const __half* __restrict__ w, const float* __restrict__ bias,
+                                         __half* __restrict__ y, int N, int CI, int HW, int CO) {
     using namespace k1n;
-    extern __shared__ __align__(16) unsigned char smem_raw[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = warp % WARPS_M, wn = warp / WARPS_M;
     const int ntm = (CO + BM - 1) / BM;
-    const int ptile = blockIdx.x / ntm, mtile = blockIdx.x - ptile * ntm;
-    const int co0 = mtile * BM, p0 = ptile * BN;
+    unsigned t = blockIdx.x;
+    int ptile = t / ntm, mtile = t - ptile * ntm;
+    int co0 = mtile * BM, p0 = ptile * BN;
     const int NP = N * HW;  // pixels of the batch (a multiple of 8)
     const int KT = (CI + BK - 1) / BK;
 
@@ -1428,20 +1534,28 @@ extern "C" __global__ void __launch_bounds__(256, k1n::MINB)
     // row), and the 8 pixels p0 + 8 pc of k rows kr0 + 16 i (b_src: their channel 0, NULL past the batch)
     const int c16 = tid & 3, r0 = tid >> 2;
     const __half* a_src[A_LOADS];
+    auto weight_rows = [&]() {
 #pragma unroll
-    for (int i = 0; i < A_LOADS; ++i) {
-        const int co = co0 + r0 + A_ROW_STEP * i;
-        a_src[i] = co < CO ? w + (long long)co * CI + c16 * 8 : nullptr;
-    }
+        for (int i = 0; i < A_LOADS; ++i) {
+            const int co = co0 + r0 + A_ROW_STEP * i;
+            a_src[i] = co < CO ? w + (long long)co * CI + c16 * 8 : nullptr;
+        }
+    };
+    weight_rows();
     const int pc = tid & (CPR - 1), kr0 = tid / CPR;
-    const int pix = p0 + pc * 8;
-    const __half* b_src = nullptr;
-    long long y_off = -1;  // the chunk's offset in y at output channel 0
-    if (pix < NP) {
-        const int n = pix / HW, p = pix - n * HW;
-        b_src = x + (long long)n * CI * HW + p;
-        y_off = (long long)n * CO * HW + p;
-    }
+    const __half* b_src;
+    long long y_off;  // the chunk's offset in y at output channel 0 (-1: past the batch)
+    auto pixel_chunk = [&]() {
+        const int pix = p0 + pc * 8;
+        b_src = nullptr;
+        y_off = -1;
+        if (pix < NP) {
+            const int n = pix / HW, p = pix - n * HW;
+            b_src = x + (long long)n * CI * HW + p;
+            y_off = (long long)n * CO * HW + p;
+        }
+    };
+    pixel_chunk();
     // stage kt (input channels 32 kt ..) into buffer `buf`
     auto load_stage = [&](int kt, int buf) {
         unsigned char* sa = smem_raw + buf * STAGE_BYTES;
@@ -1463,22 +1577,23 @@ extern "C" __global__ void __launch_bounds__(256, k1n::MINB)
 
     // the bias of the lane's accumulator rows: co0 + wm WM + 16 mt + lane / 4 (+ 8)
     float bv[MT][2];
+    auto load_bias = [&]() {
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
+        for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int co = co0 + wm * WM + mt * 16 + (lane >> 2) + h * 8;
-            bv[mt][h] = (bias && co < CO) ? bias[co] : 0.0f;
-        }
+            for (int h = 0; h < 2; ++h) {
+                const int co = co0 + wm * WM + mt * 16 + (lane >> 2) + h * 8;
+                bv[mt][h] = (bias && co < CO) ? bias[co] : 0.0f;
+            }
+    };
+    if constexpr (PERSIST == 0) load_bias();  // (the persistent kernels: after each tile's k steps)
 
     // per-lane ldmatrix rows: A = output channels (matrices: rows 0-7 / 8-15 x k 0-7, then k 8-15); B (.trans)
     // = k rows (matrices: k 0-7 / 8-15 x pixels 0-7, then pixels 8-15), each transposed into a B fragment
     const int a_row = wm * WM + (lane & 7) + ((lane >> 3) & 1) * 8, a_half = lane >> 4;
     const int b_krow = (lane & 7) + ((lane >> 3) & 1) * 8, b_chunk = wn * (WN / 8) + (lane >> 4);
     const unsigned smem_u = smem_u32(smem_raw);
-    float acc[MT][NT][4];
-    tc_gemm_k_loop<STAGES, BK>(acc, KT, load_stage,
-                               [&](int buf, int kk, unsigned (&af)[MT][4], unsigned (&bf)[NT][2]) {
+    auto frags = [&](int buf, int kk, unsigned (&af)[MT][4], unsigned (&bf)[NT][2]) {
         const unsigned a_u = smem_u + buf * STAGE_BYTES, b_u = a_u + A_BYTES;
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
@@ -1487,35 +1602,102 @@ extern "C" __global__ void __launch_bounds__(256, k1n::MINB)
         for (int np = 0; np < NT / 2; ++np)
             ldsm_x4_trans(b_u + row_at(kk * 16 + b_krow, b_chunk + np * 2), bf[2 * np][0], bf[2 * np][1],
                           bf[2 * np + 1][0], bf[2 * np + 1][1]);
-    });
+    };
 
-    // results -> [BM channels][128 pixels] float16, chunk ch of row r at (ch ^ (r % 8)): a lane holds
-    // channels lane / 4 (+ 8) of each m16 tile, pixels 2 (lane % 4) + {0, 1} of each n8 tile
-    unsigned char* stage = smem_raw;
+    // the tile of output channels tco0.. out of acc through `stage`, this thread's chunk at ty_off
+    auto epilogue = [&](float (&acc)[MT][NT][4], unsigned char* stage, int tco0, long long ty_off) {
+        // results -> [BM channels][128 pixels] float16, chunk ch of row r at (ch ^ (r % 8)): a lane holds
+        // channels lane / 4 (+ 8) of each m16 tile, pixels 2 (lane % 4) + {0, 1} of each n8 tile
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
+        for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int hsel = 0; hsel < 2; ++hsel) {
-            const int r = wm * WM + mt * 16 + (lane >> 2) + hsel * 8;
+            for (int hsel = 0; hsel < 2; ++hsel) {
+                const int r = wm * WM + mt * 16 + (lane >> 2) + hsel * 8;
 #pragma unroll
-            for (int nt = 0; nt < NT; ++nt) {
-                const int ch = wn * (WN / 8) + nt;
-                *reinterpret_cast<__half2*>(stage + row_at(r, ch) + (lane & 3) * 4) =
-                    __floats2half2_rn(out_act(acc[mt][nt][hsel * 2] + bv[mt][hsel]),
-                                      out_act(acc[mt][nt][hsel * 2 + 1] + bv[mt][hsel]));
+                for (int nt = 0; nt < NT; ++nt) {
+                    const int ch = wn * (WN / 8) + nt;
+                    *reinterpret_cast<__half2*>(stage + row_at(r, ch) + (lane & 3) * 4) =
+                        __floats2half2_rn(out_act(acc[mt][nt][hsel * 2] + bv[mt][hsel]),
+                                          out_act(acc[mt][nt][hsel * 2 + 1] + bv[mt][hsel]));
+                }
             }
-        }
-    __syncthreads();
-    // 16-byte chunks out: a thread keeps its pixel chunk pc (rows tid / 16 + 16 it); a warp writes two
-    // channels' 256 contiguous bytes (where the tile lies in one image)
-    if (y_off < 0) return;
+        __syncthreads();
+        // 16-byte chunks out: a thread keeps its pixel chunk pc (rows tid / 16 + 16 it); a warp writes two
+        // channels' 256 contiguous bytes (where the tile lies in one image)
+        if (ty_off < 0) return;
 #pragma unroll
-    for (int it = 0; it < BM * CPR / THREADS; ++it) {
-        const int r = it * (THREADS / CPR) + kr0, co = co0 + r;
-        if (co >= CO) break;
-        *reinterpret_cast<uint4*>(y + y_off + (long long)co * HW) =
-            *reinterpret_cast<const uint4*>(stage + row_at(r, pc));
+        for (int it = 0; it < BM * CPR / THREADS; ++it) {
+            const int r = it * (THREADS / CPR) + kr0, co = tco0 + r;
+            if (co >= CO) break;
+            uint4* yp = reinterpret_cast<uint4*>(y + ty_off + (long long)co * HW);
+            const uint4 u = *reinterpret_cast<const uint4*>(stage + row_at(r, pc));
+            if constexpr (PERSIST == 2)
+                __stcs(yp, u);
+            else
+                *yp = u;
+        }
+    };
+
+    if constexpr (PERSIST == 0) {
+        float acc[MT][NT][4];
+        tc_gemm_k_loop<STAGES, BK>(acc, KT, load_stage, frags);
+        epilogue(acc, smem_raw, co0, y_off);
+    } else {
+        // the launcher's grid is at most the tile count, and tiles + grid < 2^31
+        const int ntiles = (NP + BN - 1) / BN * ntm;
+        unsigned char* const out = smem_raw + STAGES * STAGE_BYTES;
+        tc_gemm_prologue<STAGES>(KT, load_stage);
+        for (;;) {
+            float acc[MT][NT][4];
+            tc_gemm_k_steps<STAGES, BK>(acc, KT, load_stage, frags);
+            // this tile's bias, loaded here rather than kept in registers across the k steps (spills), its
+            // latency under the next tile's copies. Every warp is done with the stage buffers: the next tile's
+            // first stages go out now, under this tile's epilogue (whose staging buffer the k steps above
+            // never touch; the barriers in them order its reuse after the last tile's stores read it). A
+            // thread past the batch still takes part in every barrier: no early return.
+            load_bias();
+            const int tco0 = co0, tp0 = p0;
+            const long long ty_off = y_off;
+            t += gridDim.x;
+            const bool more = t < (unsigned)ntiles;
+            if (more) {
+                ptile = t / ntm;
+                mtile = t - ptile * ntm;
+                co0 = mtile * BM;
+                p0 = ptile * BN;
+                if (co0 != tco0) weight_rows();
+                if (p0 != tp0) pixel_chunk();
+                tc_gemm_prologue<STAGES>(KT, load_stage);
+            }
+            epilogue(acc, out, tco0, ty_off);
+            if (!more) break;
+        }
     }
+}
+
+extern "C" __global__ void __launch_bounds__(256, k1n::MINB)
+    conv2d_k1_gemm_nchw(const __half* __restrict__ x, const __half* __restrict__ w, const float* __restrict__ bias,
+                        __half* __restrict__ y, int N, int CI, int HW, int CO) {
+    HAL_PDL_ENTRY();
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    k1n_body<0>(smem_raw, x, w, bias, y, N, CI, HW, CO);
+}
+// K1N_PERSIST 1 and 2 (the launcher's grid: resident blocks x SMs at most; shared memory k1n::PSMEM)
+extern "C" __global__ void __launch_bounds__(256, k1n::MINB)
+    conv2d_k1_gemm_nchw_persist(const __half* __restrict__ x, const __half* __restrict__ w,
+                                const float* __restrict__ bias, __half* __restrict__ y, int N, int CI, int HW,
+                                int CO) {
+    HAL_PDL_ENTRY();
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    k1n_body<1>(smem_raw, x, w, bias, y, N, CI, HW, CO);
+}
+extern "C" __global__ void __launch_bounds__(256, k1n::MINB)
+    conv2d_k1_gemm_nchw_persist_cs(const __half* __restrict__ x, const __half* __restrict__ w,
+                                   const float* __restrict__ bias, __half* __restrict__ y, int N, int CI, int HW,
+                                   int CO) {
+    HAL_PDL_ENTRY();
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    k1n_body<2>(smem_raw, x, w, bias, y, N, CI, HW, CO);
 }
 #endif
 // end of the tensor-core section

@@ -1,7 +1,8 @@
 """The CUDA tensor-core kernels on the host emulator (tools/cuda_emu.py), without a GPU.
 
 One float16 conv through ``conv2d_k3_tc_pipe`` (NCHW: staged rows, the transposition, the
-staged output), one float16 1x1 conv through ``conv2d_k1_gemm``, one float32 1x1 conv through the
+staged output), one float16 1x1 conv through ``conv2d_k1_gemm`` and one through each persistent 1x1
+GEMM (``conv2d_k1_gemm_persist_cs``, ``conv2d_k1_gemm_nchw_persist``), one float32 1x1 conv through the
 SGEMM ``conv2d_k1_simt`` and one uint8 x int8
 QLinearConv through ``qconv2d_k3_tc`` (NHWC: the zero-point algebra and the mma of ones),
 BatchNorm's flat inference with its first loads early, BatchNorm training (its statistics'
@@ -102,6 +103,23 @@ def test_nchw_gemm_1x1_conv_matches_the_oracle_on_the_emulator(emu):
     kernel, ok, detail = cuda_emu.check_k1_nchw(be, np.random.default_rng(14), work, (3, 40, 7, 8), 70,
                                                 relu=True, bias=False)
     assert kernel == "conv2d_k1_gemm_nchw"
+    assert ok, detail
+
+
+@pytest.mark.parametrize(("check", "shape", "params", "kernel"), [
+    ("check_k1_gemm", (3, 40, 13, 17), {"K1G_PERSIST": 2}, "conv2d_k1_gemm_persist_cs"),
+    ("check_k1_nchw", (5, 40, 9, 16), {"K1N_PERSIST": 1}, "conv2d_k1_gemm_nchw_persist"),
+])
+def test_persistent_gemm_1x1_convs_match_the_oracle_on_the_emulator(emu, check, shape, params, kernel):
+    """K1G_PERSIST 2 / K1N_PERSIST 1 (opt-in): the persistent 1x1 GEMMs planned for one multiprocessor, so
+    that its 2 blocks walk 3 tiles each (6 tiles: 663 NHWC pixels, or 720 NCHW pixels over 5 images, the last
+    tile partial), the next tile's stages issued before this tile's epilogue; 40 input channels (a partial
+    second stage), 70 output channels (a partial tile; NHWC's scalar stores), ReLU and no bias on NCHW."""
+    cuda_emu, be, work = emu
+    nchw = check == "check_k1_nchw"
+    kernel_run, ok, detail = getattr(cuda_emu, check)(be, np.random.default_rng(15), work, shape, 70, params=params,
+                                                      relu=nchw, bias=not nchw, sms=1)
+    assert kernel_run == kernel
     assert ok, detail
 
 

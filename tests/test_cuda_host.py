@@ -1129,6 +1129,79 @@ def test_cuda_float16_nchw_1x1_conv_plans_the_nchw_gemm_kernel_with_conv_k1_nchw
     assert "conv2d_k1_gemm_nchw" not in _kernels_planned_on_sm75(plan)  # no cp.async: built there, never planned
 
 
+def test_cuda_float16_1x1_gemms_plan_their_persistent_variants_with_k1g_and_k1n_persist():
+    """Without a GPU: K1G_PERSIST / K1N_PERSIST 1 and 2 send what conv2d_k1_gemm / conv2d_k1_gemm_nchw serve to
+    their persistent kernels (2: streaming stores) of the same build (no -D of their own): a grid of the
+    blocks an SM the registers allow (2 for 128-wide tiles, 3 for 64) x 132 SMs, at most the tile count, and
+    the stages plus a separate output staging buffer of shared memory. Where the device's shared memory holds
+    fewer such blocks an SM (or not one), the one-block-a-tile kernel serves; 0 (the default) keeps it."""
+    import dataclasses
+
+    import numpy as np
+
+    from hal import spec as S
+    from hal.backends.cuda import _SCHEMAS, _k1g_persist_smem, _k1g_smem, _k1n_persist_smem, _k1n_smem
+
+    be, _, buf, _, source = _conv_plans_on_h200()
+    runs: list[tuple[object, dict]] = []
+    be._run = lambda plan, buffers: runs.append((plan, buffers))
+    for name in ("conv2d_k1_gemm_persist(", "conv2d_k1_gemm_persist_cs(", "conv2d_k1_gemm_nchw_persist(",
+                 "conv2d_k1_gemm_nchw_persist_cs("):
+        assert name in source
+    defaults = _SCHEMAS["conv2d"].defaults()
+    assert defaults["K1G_PERSIST"] == 0 and defaults["K1N_PERSIST"] == 0
+    # the stages (16 or 12 KB each) and the output tile (32 or 16 KB) side by side
+    assert _k1g_persist_smem(3, 128) == 81_920 and _k1g_persist_smem(4, 128) == 98_304
+    assert _k1g_persist_smem(4, 64) == 65_536 and _k1n_persist_smem(4, 128) == 98_304
+    assert _k1n_persist_smem(3, 64) == 53_248
+
+    def plan(shape=(32, 64, 56, 56), cout=256, layout="NHWC", backend=be, **params):
+        sp = S.conv2d_spec(S.TensorGeometry(*shape, layout, np.dtype(np.float16)), (cout, shape[1], 1, 1), True,
+                           (cout,), 1, 0, 1, 1)
+        gate = {"CONV_K1_GEMM": 1} if layout == "NHWC" else {"CONV_K1_NCHW": 1}
+        backend.conv2d(sp, buf, buf, buf, buf, {**gate, **params})
+        return runs[-1][0][-1]
+
+    base = plan(K1G_STAGES=4)  # 784 M tiles x 2 N tiles
+    assert base.kernel == "conv2d_k1_gemm" and base.grid == (1568, 1, 1) and base.shared == _k1g_smem(4, 128)
+    for pv, kernel in ((1, "conv2d_k1_gemm_persist"), (2, "conv2d_k1_gemm_persist_cs")):
+        gemm = plan(K1G_STAGES=4, K1G_PERSIST=pv)
+        assert gemm.kernel == kernel and gemm.grid == (2 * 132, 1, 1) and gemm.shared == 98_304
+        assert gemm.defines == base.defines and gemm.args == base.args and gemm.fmt == base.fmt
+    gemm = plan((32, 256, 56, 56), 64, K1G_PERSIST=1)  # C_out <= 64: K1G_BN 64, three blocks an SM
+    assert gemm.grid == (3 * 132, 1, 1) and gemm.shared == _k1g_persist_smem(3, 64) and gemm.defines == plan(
+        (32, 256, 56, 56), 64).defines
+    assert plan((1, 16, 5, 7), 24, K1G_PERSIST=1).grid == (1, 1, 1)  # one tile: one block
+    base = plan(layout="NCHW", K1N_STAGES=3)  # 784 pixel tiles x 2 channel tiles
+    assert base.kernel == "conv2d_k1_gemm_nchw" and base.grid == (1568, 1, 1) and base.shared == _k1n_smem(3, 128)
+    for pv, kernel in ((1, "conv2d_k1_gemm_nchw_persist"), (2, "conv2d_k1_gemm_nchw_persist_cs")):
+        gemm = plan(layout="NCHW", K1N_STAGES=3, K1N_PERSIST=pv)
+        assert gemm.kernel == kernel and gemm.grid == (2 * 132, 1, 1) and gemm.shared == 81_920
+        assert gemm.defines == base.defines and gemm.args == base.args
+    gemm = plan((3, 40, 7, 8), 70, layout="NCHW", K1N_PERSIST=1, K1N_BM=64)  # 2 pixel x 2 channel tiles
+    assert gemm.kernel == "conv2d_k1_gemm_nchw_persist" and gemm.grid == (4, 1, 1)
+    # the persistent parameter of the other kernel does nothing here
+    assert plan(K1N_PERSIST=1).kernel == "conv2d_k1_gemm" and plan(layout="NCHW", K1G_PERSIST=1).kernel == (
+        "conv2d_k1_gemm_nchw")
+
+    # an SM of 164 KB (sm_80): 4 stages of 128-wide tiles (96 KB a block) hold one persistent block, 3 stages two
+    def with_smem(per_block: int, per_sm: int):
+        extras = dict(be.info.extras)
+        extras["shared_memory_per_sm"] = str(per_sm)
+        small, _, _, _, _ = _conv_plans_on_h200()
+        small.info = dataclasses.replace(be.info, local_mem_bytes=per_block, extras=tuple(extras.items()))
+        small._run = be._run
+        return small
+
+    sm80 = with_smem(163 * 1024, 164 * 1024)
+    assert plan(K1G_STAGES=4, K1G_PERSIST=1, backend=sm80).kernel == "conv2d_k1_gemm"
+    assert plan(K1G_STAGES=3, K1G_PERSIST=1, backend=sm80).kernel == "conv2d_k1_gemm_persist"
+    assert plan(layout="NCHW", K1N_STAGES=4, K1N_PERSIST=2, backend=sm80).kernel == "conv2d_k1_gemm_nchw"
+    sm86 = with_smem(99 * 1024, 100 * 1024)  # one 80 KB block an SM: the non-persistent kernel's two serve
+    assert plan(K1G_STAGES=3, K1G_PERSIST=1, backend=sm86).kernel == "conv2d_k1_gemm"
+    assert plan(layout="NCHW", K1N_STAGES=2, K1N_PERSIST=1, backend=sm86).kernel == "conv2d_k1_gemm_nchw"
+
+
 def test_cuda_float32_1x1_conv_plans_the_sgemm_kernel_with_conv_k1_simt():
     """Without a GPU: CONV_K1_SIMT 1 sends a float32 dense 1x1 conv (any stride, padding, channel counts and
     alignment) to conv2d_k1_simt alone, in either layout (no transposes, no workspace): one block per

@@ -340,14 +340,17 @@ def check_conv(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, 
 
 def _check_1x1(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], cout: int,
                dtype: Any, layout: str, stride: Any, padding: Any, params: dict[str, int], bias: bool, relu: bool,
-               kernel: str, alone: bool, tol: float) -> tuple[str, bool, str]:
+               kernel: str, alone: bool, tol: float, sms: int | None = None) -> tuple[str, bool, str]:
     """A dense 1x1 conv through the launcher's plan with `params`, which must launch `kernel` (alone, or
     among others, such as NCHW's transposes); y and the NHWC workspaces xt / yt poisoned with NaN, and
     with `alone` x and w followed by as many NaNs as they hold (a read past either's end, even one a zero
     multiplies, makes a NaN). Against the float64 oracle: float16 within `tol` of sum |x||w| + |b| + |y|
-    (check_conv's rule), float32 within `tol` of sum |x||w| + |b|; `relu` fuses ReLU."""
+    (check_conv's rule), float32 within `tol` of sum |x||w| + |b|; `relu` fuses ReLU; `sms` plans for
+    that many multiprocessors (persistent blocks then walk several tiles)."""
     from hal import reference as ref
     from hal import spec as S
+
+    be = _planner(be, sms)
 
     sp = S.conv2d_spec(S.TensorGeometry(*shape, layout, np.dtype(dtype)), (cout, shape[1], 1, 1), bias,
                        (cout,) if bias else None, stride, padding, 1, 1)
@@ -380,13 +383,20 @@ def _check_1x1(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, 
     return kernel, ok, detail
 
 
+#: the kernel name's suffix by K1G_PERSIST / K1N_PERSIST
+_PERSIST_SUFFIX = {0: "", 1: "_persist", 2: "_persist_cs"}
+
+
 def check_k1_gemm(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], cout: int,
                   layout: str = "NHWC", stride: Any = 1, padding: Any = 0, params: dict[str, int] | None = None,
-                  bias: bool = True, relu: bool = False) -> tuple[str, bool, str]:
+                  bias: bool = True, relu: bool = False, sms: int | None = None) -> tuple[str, bool, str]:
     """A float16 1x1 conv with CONV_K1_GEMM on (and `params`): ``conv2d_k1_gemm`` (NCHW: between two
-    layout transposes, whose NHWC workspaces are poisoned too); see _check_1x1."""
-    return _check_1x1(be, rng, work, shape, cout, np.float16, layout, stride, padding,
-                      {"CONV_K1_GEMM": 1, **(params or {})}, bias, relu, "conv2d_k1_gemm", False, 1.5e-3)
+    layout transposes, whose NHWC workspaces are poisoned too), or with K1G_PERSIST its persistent
+    kernel, planned for `sms` multiprocessors; see _check_1x1."""
+    params = {"CONV_K1_GEMM": 1, **(params or {})}
+    kernel = "conv2d_k1_gemm" + _PERSIST_SUFFIX[params.get("K1G_PERSIST", 0)]
+    return _check_1x1(be, rng, work, shape, cout, np.float16, layout, stride, padding, params, bias, relu, kernel,
+                      False, 1.5e-3, sms)
 
 
 def check_ldmatrix(work: Path) -> tuple[str, bool, str]:
@@ -430,11 +440,14 @@ def check_ldmatrix(work: Path) -> tuple[str, bool, str]:
 
 def check_k1_nchw(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], cout: int,
                   params: dict[str, int] | None = None, bias: bool = True,
-                  relu: bool = False) -> tuple[str, bool, str]:
-    """A float16 NCHW 1x1 stride-1 conv with CONV_K1_NCHW on (and `params`): ``conv2d_k1_gemm_nchw``
-    alone (no transposes); see _check_1x1."""
-    return _check_1x1(be, rng, work, shape, cout, np.float16, "NCHW", 1, 0, {"CONV_K1_NCHW": 1, **(params or {})},
-                      bias, relu, "conv2d_k1_gemm_nchw", True, 1.5e-3)
+                  relu: bool = False, sms: int | None = None) -> tuple[str, bool, str]:
+    """A float16 NCHW 1x1 stride-1 conv with CONV_K1_NCHW on (and `params`): ``conv2d_k1_gemm_nchw``, or with
+    K1N_PERSIST its persistent kernel, planned for `sms` multiprocessors, alone (no transposes); see
+    _check_1x1."""
+    params = {"CONV_K1_NCHW": 1, **(params or {})}
+    kernel = "conv2d_k1_gemm_nchw" + _PERSIST_SUFFIX[params.get("K1N_PERSIST", 0)]
+    return _check_1x1(be, rng, work, shape, cout, np.float16, "NCHW", 1, 0, params, bias, relu, kernel, True, 1.5e-3,
+                      sms)
 
 
 def check_k1_simt(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], cout: int,
@@ -763,6 +776,33 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
         out.append(("k1g s2 pad1 40->70 NCHW", "k1g",
                     dict(shape=(2, 40, 9, 13), cout=70, stride=2, padding=1, layout="NCHW")))
         out.append(("k1g s1 40->72 relu NCHW", "k1g", dict(shape=(1, 40, 9, 13), cout=72, relu=True, layout="NCHW")))
+    # the persistent 1x1 GEMM (K1G_PERSIST 1, 2: conv2d_k1_gemm_persist(_cs)), planned for 1 or 2 SMs, so that 2
+    # or 3 blocks a SM (BN 128 / 64) each walk several tiles, the next tile's stages issued under this one's
+    # epilogue: M no multiple of 128 (a partial last tile), C_in 40 (a partial stage; KT 2 < STAGES - 1 with
+    # 4 stages: empty prologue groups) and 264 (KT 9: the ring wraps inside each tile), C_out 70 (a partial
+    # N tile, scalar stores), 200 and 264 (4 / 3 N tiles: a grid of 3 / 2 blocks is no multiple of them, so
+    # a block's N tile and bias change between its tiles), stride 2 with padding, ReLU, no bias, K1G_STAGES
+    # 2, 3 and 4, K1G_BN 64 and 128, NCHW (through the transposes), a single tile
+    out.append(("k1g persist 40->70 1 SM NHWC", "k1g",
+                dict(shape=(3, 40, 13, 17), cout=70, sms=1, params={"K1G_PERSIST": 1})))
+    if not quick:
+        for st in (2, 3, 4):
+            out.append((f"k1g persist stages{st} 264->264 relu 1 SM NHWC", "k1g",
+                        dict(shape=(1, 264, 15, 17), cout=264, relu=True, sms=1,
+                             params={"K1G_PERSIST": 1, "K1G_STAGES": st})))
+            out.append((f"k1g persist cs stages{st} bn64 40->200 nobias 1 SM NHWC", "k1g",
+                        dict(shape=(2, 40, 11, 13), cout=200, bias=False, sms=1,
+                             params={"K1G_PERSIST": 2, "K1G_STAGES": st, "K1G_BN": 64})))
+        out.append(("k1g persist s2 pad1 40->70 relu 2 SMs NHWC", "k1g",
+                    dict(shape=(4, 40, 31, 23), cout=70, stride=2, padding=1, relu=True, sms=2,
+                         params={"K1G_PERSIST": 1, "K1G_STAGES": 4})))
+        out.append(("k1g persist cs narrowed 104->24 1 SM NHWC", "k1g",
+                    dict(shape=(2, 104, 13, 17), cout=24, sms=1, params={"K1G_PERSIST": 2})))
+        out.append(("k1g persist s2 pad1 40->136 NCHW", "k1g",
+                    dict(shape=(2, 40, 21, 23), cout=136, stride=2, padding=1, layout="NCHW", sms=1,
+                         params={"K1G_PERSIST": 1})))
+        out.append(("k1g persist one tile 16->24", "k1g",
+                    dict(shape=(1, 16, 5, 7), cout=24, params={"K1G_PERSIST": 1})))
     # the NCHW 1x1 GEMM without transposes (CONV_K1_NCHW, conv2d_k1_gemm_nchw): pixels flattened over the
     # batch (9x16 = 144 and 7x8 = 56 a image: tiles of 128 that span images, a partial last tile), C_in 40
     # (a partial 32-channel stage) and 264 (9 stages: the ring wraps), C_out 70 (a partial channel tile;
@@ -781,6 +821,28 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
         out.append(("k1n stages4 104->136 relu 1x9x16", "k1n", dict(shape=(1, 104, 9, 16), cout=136, relu=True,
                                                                     params={"K1N_STAGES": 4})))
         out.append(("k1n 8->8 nobias 1x2x4", "k1n", dict(shape=(1, 8, 2, 4), cout=8, bias=False)))
+    # the persistent NCHW 1x1 GEMM (K1N_PERSIST 1, 2: conv2d_k1_gemm_nchw_persist(_cs)), planned for 1 or 2 SMs
+    # (2 or 3 blocks a SM for BM 128 / 64, each walking several tiles): pixels over the batch no multiple of
+    # 128 (tiles that span images; a partial last tile whose threads past the batch store nothing but keep
+    # to the barriers), C_in 40 (a partial stage) and 264 (KT 9), C_out 70 (a partial channel tile), 200 and
+    # 264 (4 / 3 channel tiles: grids of 3 / 2 blocks no multiple of them, a block's weight rows and bias
+    # change between its tiles), ReLU, no bias, K1N_STAGES 2, 3 and 4, K1N_BM 64 and 128, a single tile
+    out.append(("k1n persist 40->70 relu 5x9x16 1 SM", "k1n",
+                dict(shape=(5, 40, 9, 16), cout=70, relu=True, sms=1, params={"K1N_PERSIST": 1})))
+    if not quick:
+        for st in (2, 3, 4):
+            out.append((f"k1n persist stages{st} 264->264 nobias 3x7x8 1 SM", "k1n",
+                        dict(shape=(3, 264, 7, 8), cout=264, bias=False, sms=1,
+                             params={"K1N_PERSIST": 1, "K1N_STAGES": st})))
+            out.append((f"k1n persist cs stages{st} bm64 40->200 relu 4x9x16 1 SM", "k1n",
+                        dict(shape=(4, 40, 9, 16), cout=200, relu=True, sms=1,
+                             params={"K1N_PERSIST": 2, "K1N_STAGES": st, "K1N_BM": 64})))
+        out.append(("k1n persist cs narrowed 104->24 16x7x8 2 SMs", "k1n",
+                    dict(shape=(16, 104, 7, 8), cout=24, sms=2, params={"K1N_PERSIST": 2})))
+        out.append(("k1n persist 40->136 5x9x16 2 SMs", "k1n",
+                    dict(shape=(5, 40, 9, 16), cout=136, sms=2, params={"K1N_PERSIST": 1, "K1N_STAGES": 4})))
+        out.append(("k1n persist one tile 8->8", "k1n",
+                    dict(shape=(1, 8, 2, 4), cout=8, bias=False, params={"K1N_PERSIST": 1})))
     # the float32 1x1 SGEMM (CONV_K1_SIMT, conv2d_k1_simt), both layouts natively: M = N*OH*OW no multiple
     # of 128 (tiles that span images), C_in 37, 38 and 39 (scalar loads along k, each of a quad's last three
     # guards in use; a partial 8-channel stage), 40 and 264
