@@ -2210,12 +2210,8 @@ class CudaBackend(Backend):
             return None
         if nchw or bn != p["K1G_BN"]:  # the NHWC build, of the tile width served
             defines = self.compile_defines("conv2d", spec.dtype, "NHWC", {**p, "K1G_BN": bn}, spec.relu)
-        kernel = "conv2d_k1_gemm"
-        if p["K1G_PERSIST"]:  # the persistent kernels of the same build, where the device holds their blocks
-            psmem = _k1g_persist_smem(int(p["K1G_STAGES"]), bn)
-            pgrid = self._k1_persist_grid(psmem, grid, _K1_MINB[bn])
-            if pgrid is not None:
-                kernel, smem, grid = _K1G_PERSIST_KERNELS[int(p["K1G_PERSIST"])], psmem, pgrid
+        kernel, smem, grid = self._k1_kernel("conv2d_k1_gemm", _K1G_PERSIST_KERNELS, int(p["K1G_PERSIST"]),
+                                             _k1g_persist_smem(int(p["K1G_STAGES"]), bn), smem, grid, _K1_MINB[bn])
         xs, ys = ("xt", "yt") if nchw else ("x", "y")
         gemm = Launch("conv2d.cu", defines, kernel, "PPPP" + "i" * 11, (grid, 1, 1), (256, 1, 1),
                       smem, (xs, "w", "b", ys, n, ci, ih, iw, co, oh, ow, sh, sw, pt, pl))
@@ -2247,16 +2243,23 @@ class CudaBackend(Backend):
             return None
         if bm != p["K1N_BM"]:  # the build of the tile height served
             defines = self.compile_defines("conv2d", spec.dtype, "NCHW", {**p, "K1N_BM": bm}, spec.relu)
-        kernel = "conv2d_k1_gemm_nchw"
-        if p["K1N_PERSIST"]:  # the persistent kernels of the same build, where the device holds their blocks
-            psmem = _k1n_persist_smem(int(p["K1N_STAGES"]), bm)
-            pgrid = self._k1_persist_grid(psmem, grid, _K1_MINB[bm])
-            if pgrid is not None:
-                kernel, smem, grid = _K1N_PERSIST_KERNELS[int(p["K1N_PERSIST"])], psmem, pgrid
+        kernel, smem, grid = self._k1_kernel("conv2d_k1_gemm_nchw", _K1N_PERSIST_KERNELS, int(p["K1N_PERSIST"]),
+                                             _k1n_persist_smem(int(p["K1N_STAGES"]), bm), smem, grid, _K1_MINB[bm])
         return (
             Launch("conv2d.cu", defines, kernel, "PPPPiiii", (grid, 1, 1), (256, 1, 1), smem,
                    ("x", "w", "b", "y", n, ci, hw, co)),
         )
+
+    def _k1_kernel(self, base: str, persistent: Mapping[int, str], mode: int, psmem: int, smem: int, grid: int,
+                   minb: int) -> tuple[str, int, int]:
+        """(kernel, shared memory, grid) of a 1x1 GEMM launch: the persistent kernel of the same build for
+        K1G_PERSIST / K1N_PERSIST `mode` 1 or 2 (`psmem` bytes a block), where the device holds its blocks
+        (`_k1_persist_grid`); else `base`, one block a tile (`smem`, `grid`)."""
+        if mode:
+            pgrid = self._k1_persist_grid(psmem, grid, minb)
+            if pgrid is not None:
+                return persistent[mode], psmem, pgrid
+        return base, smem, grid
 
     def _k1_persist_grid(self, shared: int, tiles: int, minb: int) -> int | None:
         """The grid of a persistent 1x1 GEMM kernel (K1G_PERSIST, K1N_PERSIST) of `shared` bytes a block over

@@ -1428,31 +1428,20 @@ __device__ __forceinline__ void k1g_body(unsigned char* smem_raw, const __half* 
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256, k1g::MINB)
-    conv2d_k1_gemm(const __half* __restrict__ x, const __half* __restrict__ w, const float* __restrict__ bias,
-                   __half* __restrict__ y, int N, int CI, int IH, int IW, int CO, int OH, int OW, int SH, int SW,
-                   int PT, int PL) {
-    HAL_PDL_ENTRY();
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    k1g_body<0>(smem_raw, x, w, bias, y, N, CI, IH, IW, CO, OH, OW, SH, SW, PT, PL);
-}
-// K1G_PERSIST 1 and 2 (the launcher's grid: resident blocks x SMs at most; shared memory k1g::PSMEM)
-extern "C" __global__ void __launch_bounds__(256, k1g::MINB)
-    conv2d_k1_gemm_persist(const __half* __restrict__ x, const __half* __restrict__ w,
-                           const float* __restrict__ bias, __half* __restrict__ y, int N, int CI, int IH, int IW,
-                           int CO, int OH, int OW, int SH, int SW, int PT, int PL) {
-    HAL_PDL_ENTRY();
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    k1g_body<1>(smem_raw, x, w, bias, y, N, CI, IH, IW, CO, OH, OW, SH, SW, PT, PL);
-}
-extern "C" __global__ void __launch_bounds__(256, k1g::MINB)
-    conv2d_k1_gemm_persist_cs(const __half* __restrict__ x, const __half* __restrict__ w,
-                              const float* __restrict__ bias, __half* __restrict__ y, int N, int CI, int IH, int IW,
-                              int CO, int OH, int OW, int SH, int SW, int PT, int PL) {
-    HAL_PDL_ENTRY();
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    k1g_body<2>(smem_raw, x, w, bias, y, N, CI, IH, IW, CO, OH, OW, SH, SW, PT, PL);
-}
+// the entry points: PERSIST 0 (one block a tile), 1 and 2 (K1G_PERSIST: the launcher's grid, resident
+// blocks x SMs at most; shared memory k1g::PSMEM; 2 with streaming stores)
+#define K1G_KERNEL(NAME, PERSIST)                                                                                \
+    extern "C" __global__ void __launch_bounds__(256, k1g::MINB)                                                 \
+        NAME(const __half* __restrict__ x, const __half* __restrict__ w, const float* __restrict__ bias,        \
+             __half* __restrict__ y, int N, int CI, int IH, int IW, int CO, int OH, int OW, int SH, int SW,      \
+             int PT, int PL) {                                                                                   \
+        HAL_PDL_ENTRY();                                                                                         \
+        extern __shared__ __align__(16) unsigned char smem_raw[];                                                \
+        k1g_body<PERSIST>(smem_raw, x, w, bias, y, N, CI, IH, IW, CO, OH, OW, SH, SW, PT, PL);                   \
+    }
+K1G_KERNEL(conv2d_k1_gemm, 0)
+K1G_KERNEL(conv2d_k1_gemm_persist, 1)
+K1G_KERNEL(conv2d_k1_gemm_persist_cs, 2)
 #endif
 
 #if !LAYOUT_NHWC
@@ -1675,30 +1664,19 @@ __device__ __forceinline__ void k1n_body(unsigned char* smem_raw, const __half* 
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256, k1n::MINB)
-    conv2d_k1_gemm_nchw(const __half* __restrict__ x, const __half* __restrict__ w, const float* __restrict__ bias,
-                        __half* __restrict__ y, int N, int CI, int HW, int CO) {
-    HAL_PDL_ENTRY();
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    k1n_body<0>(smem_raw, x, w, bias, y, N, CI, HW, CO);
-}
-// K1N_PERSIST 1 and 2 (the launcher's grid: resident blocks x SMs at most; shared memory k1n::PSMEM)
-extern "C" __global__ void __launch_bounds__(256, k1n::MINB)
-    conv2d_k1_gemm_nchw_persist(const __half* __restrict__ x, const __half* __restrict__ w,
-                                const float* __restrict__ bias, __half* __restrict__ y, int N, int CI, int HW,
-                                int CO) {
-    HAL_PDL_ENTRY();
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    k1n_body<1>(smem_raw, x, w, bias, y, N, CI, HW, CO);
-}
-extern "C" __global__ void __launch_bounds__(256, k1n::MINB)
-    conv2d_k1_gemm_nchw_persist_cs(const __half* __restrict__ x, const __half* __restrict__ w,
-                                   const float* __restrict__ bias, __half* __restrict__ y, int N, int CI, int HW,
-                                   int CO) {
-    HAL_PDL_ENTRY();
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    k1n_body<2>(smem_raw, x, w, bias, y, N, CI, HW, CO);
-}
+// the entry points: PERSIST 0 (one block a tile), 1 and 2 (K1N_PERSIST: the launcher's grid, resident
+// blocks x SMs at most; shared memory k1n::PSMEM; 2 with streaming stores)
+#define K1N_KERNEL(NAME, PERSIST)                                                                                \
+    extern "C" __global__ void __launch_bounds__(256, k1n::MINB)                                                 \
+        NAME(const __half* __restrict__ x, const __half* __restrict__ w, const float* __restrict__ bias,        \
+             __half* __restrict__ y, int N, int CI, int HW, int CO) {                                            \
+        HAL_PDL_ENTRY();                                                                                         \
+        extern __shared__ __align__(16) unsigned char smem_raw[];                                                \
+        k1n_body<PERSIST>(smem_raw, x, w, bias, y, N, CI, HW, CO);                                               \
+    }
+K1N_KERNEL(conv2d_k1_gemm_nchw, 0)
+K1N_KERNEL(conv2d_k1_gemm_nchw_persist, 1)
+K1N_KERNEL(conv2d_k1_gemm_nchw_persist_cs, 2)
 #endif
 // end of the tensor-core section
 #endif

@@ -1021,7 +1021,7 @@ def test_cuda_float16_1x1_conv_plans_the_gemm_kernel_with_conv_k1_gemm():
     be, _, buf, odd, source = _conv_plans_on_h200()
     runs: list[tuple[object, dict]] = []
     be._run = lambda plan, buffers: runs.append((plan, buffers))
-    assert "conv2d_k1_gemm(" in source and "namespace k1g {" in source
+    assert "K1G_KERNEL(conv2d_k1_gemm, 0)" in source and "namespace k1g {" in source
     assert _SCHEMAS["conv2d"].defaults()["CONV_K1_GEMM"] == 0
     assert _k1g_smem(3, 128) == 49_152 and _k1g_smem(4, 128) == 65_536 and _k1g_smem(3, 64) == 36_864
     assert _k1g_smem(2, 64) == 24_576  # the 128 x 64 output tile (16 KB) fits in the stages
@@ -1086,7 +1086,7 @@ def test_cuda_float16_nchw_1x1_conv_plans_the_nchw_gemm_kernel_with_conv_k1_nchw
     be, _, buf, odd, source = _conv_plans_on_h200()
     runs: list[tuple[object, dict]] = []
     be._run = lambda plan, buffers: runs.append((plan, buffers))
-    assert "conv2d_k1_gemm_nchw(" in source and "namespace k1n {" in source
+    assert "K1N_KERNEL(conv2d_k1_gemm_nchw, 0)" in source and "namespace k1n {" in source
     assert "ldmatrix.sync.aligned.m8n8.x4.trans" in source
     assert _SCHEMAS["conv2d"].defaults()["CONV_K1_NCHW"] == 0
     assert _k1n_smem(3, 128) == 49_152 and _k1n_smem(4, 128) == 65_536 and _k1n_smem(3, 64) == 36_864
@@ -1145,8 +1145,8 @@ def test_cuda_float16_1x1_gemms_plan_their_persistent_variants_with_k1g_and_k1n_
     be, _, buf, _, source = _conv_plans_on_h200()
     runs: list[tuple[object, dict]] = []
     be._run = lambda plan, buffers: runs.append((plan, buffers))
-    for name in ("conv2d_k1_gemm_persist(", "conv2d_k1_gemm_persist_cs(", "conv2d_k1_gemm_nchw_persist(",
-                 "conv2d_k1_gemm_nchw_persist_cs("):
+    for name in ("K1G_KERNEL(conv2d_k1_gemm_persist, 1)", "K1G_KERNEL(conv2d_k1_gemm_persist_cs, 2)",
+                 "K1N_KERNEL(conv2d_k1_gemm_nchw_persist, 1)", "K1N_KERNEL(conv2d_k1_gemm_nchw_persist_cs, 2)"):
         assert name in source
     defaults = _SCHEMAS["conv2d"].defaults()
     assert defaults["K1G_PERSIST"] == 0 and defaults["K1N_PERSIST"] == 0
