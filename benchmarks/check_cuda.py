@@ -35,6 +35,7 @@ from hal.errors import KernelCompileError, OutOfMemory
 
 RESULTS: list[dict[str, Any]] = []
 CONV_MATCH = ""  # --match: run only the conv and adaptive cases whose name contains this (e.g. "dw pipe")
+PROGRESS = False  # --progress: print every case as it ends, so a run cut by a time limit shows where it was
 
 #: the code-changing parameter sets the checks use (built in parallel up front)
 CHECK_BUILDS: dict[str, list[dict[str, int]]] = {
@@ -55,6 +56,8 @@ def record(name: str, ok: bool, detail: str = "") -> None:
     RESULTS.append({"name": name, "ok": bool(ok), "detail": detail})
     if not ok:
         print(f"FAIL {name}: {detail}", flush=True)
+    elif PROGRESS:
+        print(f"ok {name}", flush=True)
 
 
 def phys(a: np.ndarray, layout: str) -> np.ndarray:
@@ -1371,9 +1374,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prebuild", default="",
                     help="JSON list of conv2d parameter sets to build in parallel up front, plain and with fused ReLU "
                          "(the checks otherwise build each new set when they first launch it, one at a time)")
+    ap.add_argument("--progress", action="store_true", help="print every case as it ends, not only failures")
     args = ap.parse_args(argv)
-    global CONV_MATCH
-    CONV_MATCH = args.match
+    global CONV_MATCH, PROGRESS
+    CONV_MATCH, PROGRESS = args.match, args.progress
     probe = CudaBackend.probe()
     print(probe.reason, flush=True)
     if not probe.available:
