@@ -1194,6 +1194,32 @@ __device__ __forceinline__ void tc_gemm_k_loop(float (&acc)[MT][NT][4], int KT, 
     tc_gemm_prologue<STAGES>(KT, load_stage);
     tc_gemm_k_steps<STAGES, BK>(acc, KT, load_stage, frags);
 }
+// The persistent tile walk of the GEMM kernels (K1G_PERSIST, K1N_PERSIST): block b takes tiles b,
+// b + grid, ... (the launcher's grid is at most the tile count, and tiles + grid < 2^31). After a
+// tile's k steps, finish() loads what its epilogue needs (its bias: loaded then rather than kept in
+// registers across the k steps, which spilled) and returns that epilogue, the tile's coordinates bound;
+// seek(t) points the copies at tile t. Every warp is done with the stage buffers by then, so the next
+// tile's first stages go out under this tile's epilogue, whose staging buffer the k steps never touch
+// (the barriers in them order its reuse after the last tile's stores read it). Every thread, one past
+// the data too, takes part in every barrier: no early return.
+template <int STAGES, int BK, int MT, int NT, class LoadStage, class Frags, class Finish, class Seek>
+__device__ __forceinline__ void tc_gemm_tiles(int KT, unsigned ntiles, LoadStage&& load_stage, Frags&& frags,
+                                              Finish&& finish, Seek&& seek) {
+    tc_gemm_prologue<STAGES>(KT, load_stage);
+    for (unsigned t = blockIdx.x;;) {
+        float acc[MT][NT][4];
+        tc_gemm_k_steps<STAGES, BK>(acc, KT, load_stage, frags);
+        auto epilogue = finish();
+        t += gridDim.x;
+        const bool more = t < ntiles;
+        if (more) {
+            seek(t);
+            tc_gemm_prologue<STAGES>(KT, load_stage);
+        }
+        epilogue(acc);
+        if (!more) break;
+    }
+}
 
 #if LAYOUT_NHWC
 // 3x3 stride 2 (a ResNet's downsampling conv; session 21): the patch of an 8 x 32 output tile is
@@ -1399,32 +1425,20 @@ __device__ __forceinline__ void k1g_body(unsigned char* smem_raw, const __half* 
         tc_gemm_k_loop<STAGES, BK>(acc, KT, load_stage, frags);
         epilogue(acc, reinterpret_cast<__half*>(smem_raw), m0, n0);
     } else {
-        // the launcher's grid is at most the tile count, and tiles + grid < 2^31
-        const int ntiles = (M + BM - 1) / BM * ntn;
         __half* const out = reinterpret_cast<__half*>(smem_raw + STAGES * STAGE_BYTES);
-        tc_gemm_prologue<STAGES>(KT, load_stage);
-        for (;;) {
-            float acc[MT][NT][4];
-            tc_gemm_k_steps<STAGES, BK>(acc, KT, load_stage, frags);
-            // this tile's bias, loaded here rather than kept in registers across the k steps (spills), its
-            // latency under the next tile's copies. Every warp is done with the stage buffers: the next tile's
-            // first stages go out now, under this tile's epilogue (whose staging buffer the k steps above
-            // never touch; the barriers in them order its reuse after the last tile's stores read it)
-            load_bias();
-            const int tm0 = m0, tn0 = n0;
-            t += gridDim.x;
-            const bool more = t < (unsigned)ntiles;
-            if (more) {
+        tc_gemm_tiles<STAGES, BK, MT, NT>(
+            KT, (unsigned)((M + BM - 1) / BM * ntn), load_stage, frags,
+            [&]() {
+                load_bias();
+                return [&, tm0 = m0, tn0 = n0](float (&acc)[MT][NT][4]) { epilogue(acc, out, tm0, tn0); };
+            },
+            [&](unsigned t) {
                 mtile = t / ntn;
                 ntile = t - mtile * ntn;
                 m0 = mtile * BM;
                 n0 = ntile * BN;
                 copy_rows();
-                tc_gemm_prologue<STAGES>(KT, load_stage);
-            }
-            epilogue(acc, out, tm0, tn0);
-            if (!more) break;
-        }
+            });
     }
 }
 
@@ -1632,35 +1646,22 @@ __device__ __forceinline__ void k1n_body(unsigned char* smem_raw, const __half* 
         tc_gemm_k_loop<STAGES, BK>(acc, KT, load_stage, frags);
         epilogue(acc, smem_raw, co0, y_off);
     } else {
-        // the launcher's grid is at most the tile count, and tiles + grid < 2^31
-        const int ntiles = (NP + BN - 1) / BN * ntm;
         unsigned char* const out = smem_raw + STAGES * STAGE_BYTES;
-        tc_gemm_prologue<STAGES>(KT, load_stage);
-        for (;;) {
-            float acc[MT][NT][4];
-            tc_gemm_k_steps<STAGES, BK>(acc, KT, load_stage, frags);
-            // this tile's bias, loaded here rather than kept in registers across the k steps (spills), its
-            // latency under the next tile's copies. Every warp is done with the stage buffers: the next tile's
-            // first stages go out now, under this tile's epilogue (whose staging buffer the k steps above
-            // never touch; the barriers in them order its reuse after the last tile's stores read it). A
-            // thread past the batch still takes part in every barrier: no early return.
-            load_bias();
-            const int tco0 = co0, tp0 = p0;
-            const long long ty_off = y_off;
-            t += gridDim.x;
-            const bool more = t < (unsigned)ntiles;
-            if (more) {
+        tc_gemm_tiles<STAGES, BK, MT, NT>(
+            KT, (unsigned)((NP + BN - 1) / BN * ntm), load_stage, frags,
+            [&]() {
+                load_bias();
+                return [&, tco0 = co0, ty_off = y_off](float (&acc)[MT][NT][4]) { epilogue(acc, out, tco0, ty_off); };
+            },
+            [&](unsigned t) {
+                const int was_co0 = co0, was_p0 = p0;
                 ptile = t / ntm;
                 mtile = t - ptile * ntm;
                 co0 = mtile * BM;
                 p0 = ptile * BN;
-                if (co0 != tco0) weight_rows();
-                if (p0 != tp0) pixel_chunk();
-                tc_gemm_prologue<STAGES>(KT, load_stage);
-            }
-            epilogue(acc, out, tco0, ty_off);
-            if (!more) break;
-        }
+                if (co0 != was_co0) weight_rows();  // the copies' rows change only with their tile
+                if (p0 != was_p0) pixel_chunk();
+            });
     }
 }
 
