@@ -387,14 +387,12 @@ _SCHEMAS: dict[str, KernelSchema] = {
             Param("DW_ROWS", (0, 2, 4), 0,
                   "NCHW depthwise 3x3 stride 1, width a multiple of 16 bytes: output rows per thread of the "
                   "register row-strip kernel (no shared memory); 0 = the shared-memory tiles"),
-            Param("DW_SHFL", (0, 1, 2, 3), 0,
+            Param("DW_SHFL", (0, 1, 2), 0,
                   "with DW_ROWS, padding 1 on every side: each thread loads only its own rows, and the rows "
                   "above and below and the halo columns come from neighbouring lanes by shuffles "
                   "(1: conv2d_dw_rows{2,4}s_k3s1; 2: conv2d_dw_rows{2,4}p_k3s1, a persistent grid whose threads "
-                  "load their next item's rows while computing the current one; 3: conv2d_dw_rows{2,4}w_k3s1 "
-                  "where a plane's items (vector columns x strips) divide 32, so warps hold whole planes and "
-                  "need no fallback loads, else as 1 (session 24); the same outputs bit for bit as the plain "
-                  "strips; session 23)"),
+                  "load their next item's rows while computing the current one; the same outputs bit for bit "
+                  "as the plain strips; session 23)"),
             Param("DW_SHFL_OCC", (512, 640, 768, 1024), 640,
                   "with DW_SHFL 2: resident threads per SM the persistent kernel is built and launched for (-D)"),
             Param("DW_COLS", (0, 2, 4, 8), 0,
@@ -1673,9 +1671,7 @@ class CudaBackend(Backend):
             a, b, cc = _cdiv(ow, vec), _cdiv(oh, rows), c
             # DW_SHFL: halos by shuffles where every pad is 1 (so the output is the input's size)
             shfl = int(p["DW_SHFL"]) if spec.pads == (1, 1, 1, 1) and threads % 32 == 0 else 0
-            if shfl == 3 and 32 % (_cdiv(ow, vec) * _cdiv(oh, rows)):
-                shfl = 1  # a warp would hold part of a plane: the kernel with the fallback loads
-            kernel = f"conv2d_dw_rows{rows}{('', 's', 'p', 'w')[shfl]}_k3s1"
+            kernel = f"conv2d_dw_rows{rows}{('', 's', 'p')[shfl]}_k3s1"
             persistent = shfl == 2
             items = n * c * b * a
         else:

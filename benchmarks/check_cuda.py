@@ -864,8 +864,7 @@ def conv_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
             # the register kernels (session 5): NCHW row strips (width a multiple of 16 bytes), NHWC walks
             for reg in ({"DW_ROWS": 2}, {"DW_ROWS": 4}, {"DW_COLS": 2}, {"DW_COLS": 4}, {"DW_COLS": 8},
                         *({"DW_COLS": m, "DW_CROWS": r} for m in (2, 4) for r in (4, 8)),
-                        {"DW_ROWS": 2, "DW_SHFL": 1}, {"DW_ROWS": 4, "DW_SHFL": 1},
-                        {"DW_ROWS": 2, "DW_SHFL": 3}, {"DW_ROWS": 4, "DW_SHFL": 3}):
+                        {"DW_ROWS": 2, "DW_SHFL": 1}, {"DW_ROWS": 4, "DW_SHFL": 1}):
                 check_conv(dev, rng, f"dw regs {reg}", (2, 24, 19, 32), 24, 3, padding=1, groups=24, params=reg, **c)
                 check_conv(dev, rng, f"dw regs {reg} asym", (3, 20, 13, 16), 20, 3, padding=(1, 0, 0, 1),
                            groups=20, bias=False, params=reg, **c)
@@ -879,14 +878,6 @@ def conv_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
                         check_conv(dev, rng, f"dw shfl rows{rows} {shape}", shape, shape[1], 3, padding=1,
                                    groups=shape[1], params={"DW_ROWS": rows, "DW_SHFL": 1, "CONV_THREADS": 128},
                                    **c)
-                    # warps that hold whole planes (DW_SHFL 3): one, two or four planes a warp, partial last
-                    # strips, idle lanes in the last warp, and a plane that does not divide 32 (DW_SHFL 1 serves)
-                    for shape in ((2, 8, 32, 32), (3, 5, 16, 16), (1, 3, 14, 16), (2, 7, 8, 8), (1, 6, 30, 40)):
-                        for occ in (0, 1024):
-                            check_conv(dev, rng, f"dw shfl whole rows{rows} occ{occ} {shape}", shape, shape[1], 3,
-                                       padding=1, groups=shape[1],
-                                       params={"DW_ROWS": rows, "DW_SHFL": 3, "CONV_THREADS": 128, "CONV_OCC": occ},
-                                       **c)
                     # the persistent grid: 132 x 5 blocks, several items a thread at these sizes
                     for shape in ((16, 128, 32, 32), (4, 96, 30, 40), (2, 64, 9, 264)):
                         check_conv(dev, rng, f"dw shfl persist rows{rows} {shape}", shape, shape[1], 3, padding=1,
@@ -1279,8 +1270,7 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
             for reg in ({"DW_ROWS": 2}, {"DW_ROWS": 4}, {"DW_COLS": 2}, {"DW_COLS": 4}, {"DW_COLS": 8},
                         *({"DW_COLS": m, "DW_CROWS": r} for m in (2, 4) for r in (4, 8)),
                         {"DW_ROWS": 2, "DW_SHFL": 1}, {"DW_ROWS": 4, "DW_SHFL": 1},
-                        {"DW_ROWS": 2, "DW_SHFL": 2}, {"DW_ROWS": 4, "DW_SHFL": 2},
-                        {"DW_ROWS": 2, "DW_SHFL": 3}, {"DW_ROWS": 4, "DW_SHFL": 3}):
+                        {"DW_ROWS": 2, "DW_SHFL": 2}, {"DW_ROWS": 4, "DW_SHFL": 2}):
                 check_conv(dev, rng, f"one dw {reg}", (2, 16, 11, 16), 16, 3, padding=1, groups=16, params=reg, **c)
                 check_conv(dev, rng, f"one dw {reg} asym", (1, 8, 7, 24), 8, 3, padding=(0, 1, 1, 0), groups=8,
                            bias=False, params=reg, **c)

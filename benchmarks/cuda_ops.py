@@ -559,9 +559,6 @@ def build_cases(quick: bool) -> list[Case]:
                      {"DW_ROWS": 4, "CONV_THREADS": 128}]
                     # halos by shuffles (session 23)
                     + [{"DW_ROWS": r, "DW_SHFL": 1, "CONV_THREADS": t} for r in (2, 4) for t in (128, 256)]
-                    # ... where warps hold whole planes: no fallback loads (session 24)
-                    + [{"DW_ROWS": r, "DW_SHFL": 3, "CONV_THREADS": t, "CONV_OCC": o}
-                       for r in (2, 4) for t in (128, 256) for o in (0, 1024, 1536)]
                     # ... on a persistent grid, the next item's rows loaded under the current one's FMAs
                     + [{"DW_ROWS": r, "DW_SHFL": 2, "CONV_THREADS": t, "DW_SHFL_OCC": o}
                        for r in (2, 4) for t in (128, 256) for o in (512, 640, 1024)]

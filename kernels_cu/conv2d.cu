@@ -1863,10 +1863,7 @@ __device__ __forceinline__ void dw_shfl_own(const act_t* __restrict__ x, const D
 }
 // item it from its own rows: the halos by shuffles (or loads where the lane is outside the
 // warp), then dw_rows_finish. Every lane of the warp calls it, for items of one warp-wide step.
-// WHOLE (DW_SHFL 3): the launcher guarantees that each warp holds whole planes (32 % items a
-// plane == 0), so every in-plane neighbour is a lane of the warp: no fallback loads and no
-// branches for them (rows outside the plane are skipped by dw_rows_finish).
-template <int R, bool WHOLE = false>
+template <int R>
 __device__ __forceinline__ void dw_shfl_item(const act_t* __restrict__ x, const act_t* __restrict__ w,
                                              const float* __restrict__ bias, act_t* __restrict__ y,
                                              const DwRegParams& p, unsigned it, const uint4 (&own)[R]) {
@@ -1889,40 +1886,22 @@ __device__ __forceinline__ void dw_shfl_item(const act_t* __restrict__ x, const 
     // the rows above and below: the last own row of the strip above, the first of the one below
     const int d = a < 32 ? a : 0;
     const uint4 up = dw_shfl_up4(raw[R], d), dn = dw_shfl_down4(raw[1], d);
+    raw[0] = raw[R + 1] = make_uint4(0u, 0u, 0u, 0u);
+    if (active && ih0 >= 0)
+        raw[0] = d && lane >= d ? up : __ldg(reinterpret_cast<const uint4*>(xp + (size_t)ih0 * IW));
+    if (active && ih0 + R + 1 < IH)
+        raw[R + 1] = d && lane + d < 32 ? dn : __ldg(reinterpret_cast<const uint4*>(xp + (size_t)(ih0 + R + 1) * IW));
+    // the halo columns: the left lane's last element, the right lane's first
     const bool left = j > 0, right = j + 1 < a;
     float hl[NR], hr[NR];
-    if constexpr (WHOLE) {
-        // the strip above / below is lane -+ a of this plane; the rows outside the plane (the first
-        // strip's row above, the last strip's row below) get another lane's row, but dw_rows_finish
-        // skips rows outside the input, and their halos are those rows' too
-        raw[0] = up;
-        raw[R + 1] = dn;
 #pragma unroll
-        for (int r = 0; r < NR; ++r) {
-            const unsigned lw = __shfl_up_sync(0xffffffffu, raw[r].w, 1);
-            const unsigned rw = __shfl_down_sync(0xffffffffu, raw[r].x, 1);
-            hl[r] = left ? dw_elem(lw, true) : 0.0f;
-            hr[r] = right ? dw_elem(rw, false) : 0.0f;
-        }
-    } else {
-        raw[0] = raw[R + 1] = make_uint4(0u, 0u, 0u, 0u);
-        if (active && ih0 >= 0)
-            raw[0] = d && lane >= d ? up : __ldg(reinterpret_cast<const uint4*>(xp + (size_t)ih0 * IW));
-        if (active && ih0 + R + 1 < IH)
-            raw[R + 1] =
-                d && lane + d < 32 ? dn : __ldg(reinterpret_cast<const uint4*>(xp + (size_t)(ih0 + R + 1) * IW));
-        // the halo columns: the left lane's last element, the right lane's first
-#pragma unroll
-        for (int r = 0; r < NR; ++r) {
-            const unsigned lw = __shfl_up_sync(0xffffffffu, raw[r].w, 1);
-            const unsigned rw = __shfl_down_sync(0xffffffffu, raw[r].x, 1);
-            hl[r] = hr[r] = 0.0f;
-            const bool row_in = (unsigned)(ih0 + r) < (unsigned)IH;
-            if (active && row_in && left)
-                hl[r] = lane > 0 ? dw_elem(lw, true) : to_f(xp[(size_t)(ih0 + r) * IW - 1]);
-            if (active && row_in && right)
-                hr[r] = lane < 31 ? dw_elem(rw, false) : to_f(xp[(size_t)(ih0 + r) * IW + V]);
-        }
+    for (int r = 0; r < NR; ++r) {
+        const unsigned lw = __shfl_up_sync(0xffffffffu, raw[r].w, 1);
+        const unsigned rw = __shfl_down_sync(0xffffffffu, raw[r].x, 1);
+        hl[r] = hr[r] = 0.0f;
+        const bool row_in = (unsigned)(ih0 + r) < (unsigned)IH;
+        if (active && row_in && left) hl[r] = lane > 0 ? dw_elem(lw, true) : to_f(xp[(size_t)(ih0 + r) * IW - 1]);
+        if (active && row_in && right) hr[r] = lane < 31 ? dw_elem(rw, false) : to_f(xp[(size_t)(ih0 + r) * IW + V]);
     }
     if (active) dw_rows_finish<R, 1>(raw, hl, hr, true, ih0, IH, c0, w, bias, y, plane, c, oh0, p.OH, p.OW);
 }
@@ -1938,22 +1917,6 @@ __device__ __forceinline__ void dw_shfl_item(const act_t* __restrict__ x, const 
     }
 DW_ROWS_SHFL_KERNEL(conv2d_dw_rows2s_k3s1, 2)
 DW_ROWS_SHFL_KERNEL(conv2d_dw_rows4s_k3s1, 4)
-
-// DW_SHFL 3 (session 24): the same where every warp holds whole planes (the launcher's check:
-// the items of a plane, vector columns x strips, divide 32; 32 x 32 float16 with R = 4 is one
-// plane a warp), with the halo fallbacks compiled out
-// (CONV_OCC sets its register budget, as for the tiles)
-#define DW_ROWS_WHOLE_KERNEL(NAME, R)                                                                            \
-    extern "C" __global__ void __launch_bounds__(CONV_THREADS, CONV_MINB)                                        \
-        NAME(const act_t* __restrict__ x, const act_t* __restrict__ w, const float* __restrict__ bias,          \
-             act_t* __restrict__ y, DwRegParams p) { HAL_PDL_ENTRY();                                            \
-        const unsigned it = blockIdx.x * blockDim.x + threadIdx.x;                                               \
-        uint4 own[R];                                                                                            \
-        dw_shfl_own<R>(x, p, it, own);                                                                           \
-        dw_shfl_item<R, true>(x, w, bias, y, p, it, own);                                                        \
-    }
-DW_ROWS_WHOLE_KERNEL(conv2d_dw_rows2w_k3s1, 2)
-DW_ROWS_WHOLE_KERNEL(conv2d_dw_rows4w_k3s1, 4)
 
 // DW_SHFL 2: the same items on a persistent grid (the launcher's: at most the resident blocks,
 // sized so every thread gets the same number of steps), each thread striding by the grid with

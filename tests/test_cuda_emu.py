@@ -237,18 +237,6 @@ def test_tiled_direct_conv_matches_the_oracle_on_the_emulator(emu, name, kw):
     assert ok, f"{name}: {kernel}: {detail}"
 
 
-def test_depthwise_row_strips_of_whole_plane_warps_match_the_plain_strips_on_the_emulator(emu):
-    """DW_SHFL 3 (opt-in): conv2d_dw_rows4w_k3s1 on float16 NCHW 1x3x14x16, padding 1: four planes a warp
-    (2 vector columns x 4 strips), the last strip of each plane partial and a last warp with idle lanes;
-    against the oracle and bit for bit against the plain strips."""
-    cuda_emu, be, work = emu
-    kernel, ok, detail = cuda_emu.check_dwconv(be, np.random.default_rng(17), work, (1, 3, 14, 16), np.float16, 1,
-                                               {"DW_ROWS": 4, "DW_SHFL": 3}, layout="NCHW",
-                                               same_as={"DW_ROWS": 4}, kernel="conv2d_dw_rows4w_k3s1")
-    assert kernel == "conv2d_dw_rows4w_k3s1"
-    assert ok, detail
-
-
 def test_depthwise_row_strips_with_shuffled_halos_match_the_plain_strips_on_the_emulator(emu):
     """DW_SHFL (opt-in): conv2d_dw_rows4s_k3s1 on float16 NCHW 1x5x30x40, padding 1: 5 vector columns a
     row, so warps cross strips and planes (halos from lanes and from memory), and the last strip of each

@@ -929,21 +929,6 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
                          params={"DW_ROWS": rows, "DW_SHFL": 1, "CONV_THREADS": threads},
                          same_as={"DW_ROWS": rows, "CONV_THREADS": threads},
                          kernel=f"conv2d_dw_rows{rows}s_k3s1")))
-    # warps that hold whole planes (DW_SHFL 3, session 24): one 32 x 32 plane a warp, four 16 x 16 planes,
-    # a partial last strip (rows past the input in the lanes that own them), a last warp with idle lanes,
-    # float32, and a shape whose plane does not divide 32 (the DW_SHFL 1 kernel serves); bit for bit
-    # against the plain strips
-    whole_cases = [("f16 2x3x32x32", (2, 3, 32, 32), np.float16, 4, True, 128, "w"),
-                   ("f16 2x5x16x16 rows2", (2, 5, 16, 16), np.float16, 2, True, 128, "w"),
-                   ("f16 1x3x14x16 partial strips idle lanes", (1, 3, 14, 16), np.float16, 4, True, 128, "w"),
-                   ("f32 2x3x16x8 nobias", (2, 3, 16, 8), np.float32, 4, False, 256, "w"),
-                   ("f16 1x5x30x40 falls back", (1, 5, 30, 40), np.float16, 4, True, 128, "s")]
-    for name, shape, dt, rows, bias, threads, kind in whole_cases[:1 if quick else None]:
-        out.append((f"dwconv rows{rows} whole {name}", "dwconv",
-                    dict(shape=shape, dtype=dt, padding=1, bias=bias, layout="NCHW",
-                         params={"DW_ROWS": rows, "DW_SHFL": 3, "CONV_THREADS": threads},
-                         same_as={"DW_ROWS": rows, "CONV_THREADS": threads},
-                         kernel=f"conv2d_dw_rows{rows}{kind}_k3s1")))
     # the persistent grid (DW_SHFL 2) on 1 or 2 multiprocessors: each thread walks 2 to 4 items, the
     # next one's rows loaded while the current one computes, the last step with idle lanes or warps
     persist_cases = [("f16 2x20x32x32", (2, 20, 32, 32), np.float16, 4, True, 128),
