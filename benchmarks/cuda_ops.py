@@ -378,13 +378,13 @@ def same_size_copy_ms(torch: Any, nbytes: float) -> tuple[float, float]:
 #: serve them without it
 K1_GEMM = [{"CONV_K1_GEMM": 1, "K1G_STAGES": st} for st in (3, 2, 4)]
 #: and its persistent variants (K1G_PERSIST 1; 2: streaming stores), 3 and 4 stages (with C_in 64 the next
-#: tile's whole k range in flight under the epilogue); not measured yet
+#: tile's whole k range in flight under the epilogue); measured in session 25
 K1_GEMM += [{"CONV_K1_GEMM": 1, "K1G_STAGES": st, "K1G_PERSIST": pv} for pv in (1, 2) for st in (3, 4)]
 K1_GEMM_BN = K1_GEMM + [{"CONV_K1_GEMM": 1, "K1G_BN": 64, "K1G_STAGES": st} for st in (3, 2, 4)]
 #: the NCHW 1x1 GEMM without transposes (CONV_K1_NCHW, conv2d_k1_gemm_nchw, session 24; float16 NCHW stride 1)
 #: over its stage counts and (C_out > 64: the launcher takes 64 below) tile heights
 K1_NCHW = [{"CONV_K1_NCHW": 1, "K1N_STAGES": st} for st in (3, 2, 4)]
-#: and its persistent variants (K1N_PERSIST 1; 2: streaming stores), 3 and 4 stages; not measured yet
+#: and its persistent variants (K1N_PERSIST 1; 2: streaming stores), 3 and 4 stages; measured in session 25
 K1_NCHW += [{"CONV_K1_NCHW": 1, "K1N_STAGES": st, "K1N_PERSIST": pv} for pv in (1, 2) for st in (3, 4)]
 K1_NCHW_BM = K1_NCHW + [{"CONV_K1_NCHW": 1, "K1N_BM": 64, "K1N_STAGES": st} for st in (3, 2, 4)]
 #: the float32 1x1 SGEMM (CONV_K1_SIMT, conv2d_k1_simt, session 23) over its stage depths and (C_out > 64: the
