@@ -349,11 +349,12 @@ _SCHEMAS: dict[str, KernelSchema] = {
                   "hold as many persistent blocks an SM as the registers allow, 0's kernel serves (session 25, "
                   "H200: 3-8 % faster than 0; the sm_90 float16 NHWC 1x1 entries serve it)"),
             Param("CONV_K1_NCHW", (0, 1), 0,
-                  "float16 NCHW dense 1x1 convs at stride 1 without padding (C_in % 8 == 0, H*W % 8 == 0, 16-byte "
-                  "aligned buffers, sm_80+): 1 = one GEMM on tensor cores with no transposes, tried before "
-                  "CONV_K1_GEMM's transposing path (conv2d_k1_gemm_nchw: K1N_BM output channels x 128 pixels a "
-                  "block, 32 input channels a cp.async stage, ldmatrix.trans for the pixel-contiguous input); 0 = "
-                  "the other kernels (session 23: checked on the emulator, opt-in until measured on a GPU)"),
+                  "float16 NCHW dense 1x1 convs (C_in % 8 == 0, OH*OW % 8 == 0, 16-byte aligned buffers, sm_80+): "
+                  "1 = one GEMM on tensor cores with no transposes, tried before CONV_K1_GEMM's transposing path "
+                  "(conv2d_k1_gemm_nchw: K1N_BM output channels x 128 pixels a block, 32 input channels a "
+                  "cp.async stage, ldmatrix.trans for the pixel-contiguous input); at another stride or padding "
+                  "after sample_planes (x's sampled pixels into a workspace, session 25); 0 = the other kernels "
+                  "(stride 1: measured in session 24; the sampled path: see the sm_90 entries)"),
             Param("K1N_STAGES", (2, 3, 4), 3,
                   "conv2d_k1_gemm_nchw: cp.async stage buffers, stages - 1 in flight under the mma (-D)"),
             Param("K1N_BM", (64, 128), 128,
@@ -1870,7 +1871,7 @@ class CudaBackend(Backend):
         w_aligned = int(weight) % 16 == 0  # conv2d_k1_gemm reads the weights as they lie, 16 bytes a copy
         key = ("conv2d", spec, self._pkey(params), aligned, self.force_generic, w_aligned)
         plan = self._planned(key, lambda: self._plan_conv2d(spec, params, aligned, w_aligned))
-        if all(launch.kernel not in ("conv2d_tc_wprep", "layout_transpose") for launch in plan):
+        if all(launch.kernel not in ("conv2d_tc_wprep", "layout_transpose", "sample_planes") for launch in plan):
             self._run(plan, {"x": x, "w": weight, "b": bias, "y": y})
             return
         with self._lock:  # the workspaces are shared: keep the launches of one call together
@@ -1884,6 +1885,9 @@ class CudaBackend(Backend):
                 buffers["xt"] = self._workspace_buffer("conv_nhwc_x", es * spec.n * spec.c_in * spec.in_h * spec.in_w)
                 buffers["yt"] = self._workspace_buffer("conv_nhwc_y",
                                                        es * spec.n * spec.c_out * spec.out_h * spec.out_w)
+            if any(launch.kernel == "sample_planes" for launch in plan):  # the 1x1 window's pixels of x
+                buffers["xs"] = self._workspace_buffer("conv_k1_sampled_x",
+                                                       es * spec.n * spec.c_in * spec.out_h * spec.out_w)
             self._run(plan, buffers)
 
     def qconv2d(
@@ -2225,26 +2229,38 @@ class CudaBackend(Backend):
         (K1N_BM 64 wherever C_out <= 64), the pixels flattened over the batch, the channel tiles of a pixel
         tile adjacent. K1N_PERSIST 1 / 2: the persistent kernel of the same build instead (the resident
         blocks x SMs, each walking tiles in that order; 2: streaming stores) where `_k1_persist_grid` allows
-        it. No transposes, no workspace."""
-        n, ci, co = spec.n, spec.c_in, spec.c_out
-        hw = spec.in_h * spec.in_w
+        it. No transposes. Another stride or padding: x's sampled pixels first (sample_planes, eltwise.cu:
+        the rows and columns the 1x1 window reads, zeros for padding) into the workspace "xs", N x C_in x OH
+        x OW, then the stride-1 GEMM over it (OH * OW % 8 == 0; the sampled input is a quarter of x at
+        stride 2, where the transposing path moves all of x twice)."""
+        n, ci, co, ih, iw, oh, ow = spec.n, spec.c_in, spec.c_out, spec.in_h, spec.in_w, spec.out_h, spec.out_w
+        sampled = spec.stride != (1, 1) or spec.pads != (0, 0, 0, 0)
+        hw = oh * ow
         bm = 64 if co <= 64 else int(p["K1N_BM"])
         smem = _k1n_smem(int(p["K1N_STAGES"]), bm)
         m = n * hw
         grid = _cdiv(m, 128) * _cdiv(co, bm)
-        if not (spec.groups == 1 and spec.kernel == (1, 1) and spec.dtype == np.float16
-                and spec.layout == "NCHW" and spec.stride == (1, 1) and spec.pads == (0, 0, 0, 0)
+        if not (spec.groups == 1 and spec.kernel == (1, 1) and spec.dtype == np.float16 and spec.layout == "NCHW"
                 and ci % 8 == 0 and hw % 8 == 0 and aligned and self._cc >= (8, 0)
                 and smem <= self._max_smem() and 0 < m and m + 128 < 2**31 and n * ci * hw < 2**31
-                and n * co * hw < 2**31 and grid < 2**31):
+                and n * co * hw < 2**31 and grid < 2**31 and n * ci * ih * iw < 2**31):
             return None
         if bm != p["K1N_BM"]:  # the build of the tile height served
             defines = self.compile_defines("conv2d", spec.dtype, "NCHW", {**p, "K1N_BM": bm}, spec.relu)
         kernel, smem, grid = self._k1_kernel("conv2d_k1_gemm_nchw", _K1N_PERSIST_KERNELS, int(p["K1N_PERSIST"]),
                                              _k1n_persist_smem(int(p["K1N_STAGES"]), bm), smem, grid, _K1_MINB[bm])
+        gemm = Launch("conv2d.cu", defines, kernel, "PPPPiiii", (grid, 1, 1), (256, 1, 1), smem,
+                      ("xs" if sampled else "x", "w", "b", "y", n, ci, hw, co))
+        if not sampled:
+            return (gemm,)
+        rows = n * ci * oh  # < 2^31 with n * ci * hw
+        sh, sw = spec.stride
+        pt, _, pl, _ = spec.pads
+        edefines = self.compile_defines("eltwise", spec.dtype, "NCHW", _SCHEMAS["eltwise"].defaults())
         return (
-            Launch("conv2d.cu", defines, kernel, "PPPPiiii", (grid, 1, 1), (256, 1, 1), smem,
-                   ("x", "w", "b", "y", n, ci, hw, co)),
+            Launch("eltwise.cu", edefines, "sample_planes", "PP" + "i" * 9, (_cdiv(rows, 8), 1, 1), (32, 8, 1), 0,
+                   ("x", "xs", rows, ih, iw, oh, ow, sh, sw, pt, pl)),
+            gemm,
         )
 
     def _k1_kernel(self, base: str, persistent: Mapping[int, str], mode: int, psmem: int, smem: int, grid: int,

@@ -786,6 +786,26 @@ def conv_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
             check_conv(dev, rng, "k1n pad1", (2, 16, 8, 8), 24, 1, padding=1, params=k1n, **c)
             check_conv(dev, rng, "k1n misaligned", (2, 16, 8, 8), 16, 1, offset=4, params=k1n, **c)
             check_conv(dev, rng, "k1n misaligned weights", (2, 16, 8, 8), 24, 1, w_offset=8, params=k1n, **c)
+            # other strides and paddings: x's sampled pixels (sample_planes, into a workspace), then the stride-1
+            # GEMM (session 25): stride 2 with and without padding, (2, 1) with asymmetric padding, 3, padding
+            # alone (whole rows and columns of zeros), C_in 264, ReLU, no bias, persistent, the benchmark's shape;
+            # OH*OW % 8 != 0 (the transposing path serves)
+            if dtype == np.float16:
+                check_conv(dev, rng, "k1n sampled s2 pad1 40->70", (3, 40, 13, 17), 70, 1, stride=2, padding=1,
+                           params=k1n, **c)
+                check_conv(dev, rng, "k1n sampled s(2,1) asym", (2, 24, 18, 31), 24, 1, stride=(2, 1),
+                           padding=(0, 2, 1, 0), bias=False, params=k1n, **c)
+                check_conv(dev, rng, "k1n sampled s2 264->136 relu", (2, 264, 32, 30), 136, 1, stride=2,
+                           params=k1n, relu=True, **c)
+                check_conv(dev, rng, "k1n sampled pad2 nobias", (2, 40, 8, 8), 24, 1, padding=2, bias=False,
+                           params=k1n, **c)
+                check_conv(dev, rng, "k1n sampled s3", (2, 16, 24, 24), 40, 1, stride=3, params=k1n, **c)
+                check_conv(dev, rng, "k1n sampled s2 oh*ow%8", (2, 16, 18, 18), 24, 1, stride=2, params=k1n, **c)
+                for pv in (0, 1, 2):
+                    check_conv(dev, rng, f"k1n sampled persist{pv} s2 many tiles", (30, 64, 56, 56), 256, 1,
+                               stride=2, params={**k1n, "K1N_PERSIST": pv}, **c)
+                check_conv(dev, rng, "k1n sampled 32x256x56x56 s2 256->512", (32, 256, 56, 56), 512, 1, stride=2,
+                           params={**k1n, "K1N_PERSIST": 1}, **c)
             # its persistent variants (K1N_PERSIST 1, 2: conv2d_k1_gemm_nchw_persist(_cs), a grid of 2 (BM 128) or
             # 3 (BM 64) blocks an SM walking the tiles, the next tile's stages issued under this one's epilogue;
             # not measured yet): tiles that span images, a partial last tile, C_in 40 and 264, C_out 70, 136 and
@@ -1253,6 +1273,8 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
             check_conv(dev, rng, "one 1x1 k1g s2 pad1", (2, 40, 17, 19), 70, 1, stride=2, padding=1,
                        params={"CONV_K1_GEMM": 1}, **c)
             check_conv(dev, rng, "one 1x1 k1n", (3, 40, 7, 8), 70, 1, params={"CONV_K1_NCHW": 1}, relu=True, **c)
+            check_conv(dev, rng, "one 1x1 k1n sampled s2 pad1", (3, 40, 13, 17), 70, 1, stride=2, padding=1,
+                       params={"CONV_K1_NCHW": 1}, **c)
             # the persistent GEMMs with more tiles than one SM's blocks, for compute-sanitizer's racecheck
             check_conv(dev, rng, "one 1x1 k1g persist", (8, 40, 37, 41), 300, 1,
                        params={"CONV_K1_GEMM": 1, "K1G_PERSIST": 1}, **c)

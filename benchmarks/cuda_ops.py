@@ -387,6 +387,8 @@ K1_NCHW = [{"CONV_K1_NCHW": 1, "K1N_STAGES": st} for st in (3, 2, 4)]
 #: and its persistent variants (K1N_PERSIST 1; 2: streaming stores), 3 and 4 stages; measured in session 25
 K1_NCHW += [{"CONV_K1_NCHW": 1, "K1N_STAGES": st, "K1N_PERSIST": pv} for pv in (1, 2) for st in (3, 4)]
 K1_NCHW_BM = K1_NCHW + [{"CONV_K1_NCHW": 1, "K1N_BM": 64, "K1N_STAGES": st} for st in (3, 2, 4)]
+#: the same GEMM for NCHW 1x1 stride 2 after sample_planes (x's sampled pixels into a workspace, session 25)
+K1_NCHW_S2 = [{"CONV_K1_NCHW": 1, "K1N_STAGES": st, "K1N_PERSIST": pv} for pv in (0, 1) for st in (3, 4)]
 #: the float32 1x1 SGEMM (CONV_K1_SIMT, conv2d_k1_simt, session 23) over its stage depths and (C_out > 64: the
 #: launcher takes 64 below) tile widths: the float32 1x1 cases' candidates beside the tiled direct kernel
 K1_SIMT = [{"CONV_K1_SIMT": 1, "K1S_BK": bk} for bk in (8, 16)]
@@ -539,7 +541,8 @@ def build_cases(quick: bool) -> list[Case]:
             cases.append(Case(f"conv1x1 s2 256->512 32x56x56 {layout.lower()}", "conv2d", dtype, layout,
                               (xp + xp // 2 + 512 * 256) * es, 2 * 32 * 512 * 256 * 28 * 28,
                               {"shape": (32, 256, 56, 56), "cout": 512, "groups": 1, "k": 1, "stride": 2},
-                              strided + (K1_GEMM_BN if dtype == "float16" else K1_SIMT_BN)))
+                              strided + (K1_GEMM_BN + (K1_NCHW_S2 if layout == "NCHW" else [])
+                                         if dtype == "float16" else K1_SIMT_BN)))
             xst = 32 * 3 * 224 * 224
             cases.append(Case(f"conv7x7 s2 3->64 32x224x224 {layout.lower()}", "conv2d", dtype, layout,
                               (xst + 32 * 64 * 112 * 112 + 64 * 3 * 49) * es, 2 * 32 * 64 * 3 * 49 * 112 * 112,

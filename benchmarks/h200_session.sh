@@ -4,7 +4,7 @@
 # $OUT/results.tar.gz (the device tool brings back at most 8 files); a summary is printed.
 #   bash benchmarks/h200_session.sh tests conformance overhead tune-cuda-rapid ...
 # (conformance compiles every build it checks on a fresh machine: session 14 cut it at 100 s)
-# Steps: tests, nn, conformance, check, sanitize, overhead, overhead-nopdl, bench-cuda, bench-nopdl
+# Steps: tests, nn, conformance, check, sanitize, memcheck (sanitize's memcheck alone), overhead, overhead-nopdl, bench-cuda, bench-nopdl
 # (HAL_CUDA_PDL=0: without programmatic dependent launch), sweep, tune-cuda-rapid,
 # tune-cuda-normal, tune-ocl-rapid, tune-ocl-normal, tvd-cuda, tvd-ocl, demo, hal-bench, ocl-bench, ocl-tests,
 # ocl-ptx, timing, ncu, quant-bench, ncu-quant, bn-breakdown
@@ -37,6 +37,8 @@ for s in "$@"; do
     check) step check ${T_CHECK:-300} python3 benchmarks/check_cuda.py --out "$R" ${CHECK_ARGS:-}; tail -3 "$R/check.txt" ;;
     sanitize) step sanitize 240 bash -c 'for t in memcheck racecheck; do compute-sanitizer --tool $t --print-limit 20 python3 benchmarks/check_cuda.py ${SAN_ARGS:---only one} --out /tmp 2>&1 | tail -6; done'
       cat "$R/sanitize.txt" ;;
+    memcheck) step memcheck ${T_MEM:-150} compute-sanitizer --tool memcheck --print-limit 20 python3 benchmarks/check_cuda.py ${SAN_ARGS:---only one} --out /tmp
+      tail -4 "$R/memcheck.txt" ;;
     overhead) step overhead 90 python3 benchmarks/host_overhead.py --device cuda:0 --json "$R/overhead.json" --profile --micro --pdl-ab
       step overhead-ocl 60 python3 benchmarks/host_overhead.py --device opencl:nvidia --calls 500
       grep -E "^micro|^cuda|^pdl" "$R/overhead.txt"; tail -4 "$R/overhead-ocl.txt" ;;

@@ -11,6 +11,12 @@
 // each way. The float16 NCHW 3x3 stride-2 conv runs between two of these
 // (CudaBackend._plan_conv2d).
 //
+// sample_planes(x, y, ROWS, IH, IW, OH, OW, SH, SW, PT, PL): y's planes (OH x OW, ROWS = planes x OH
+// rows) take x's planes (IH x IW) at rows oy * SH - PT and columns ox * SW - PL, zero outside: a 1x1
+// conv's input at its stride and padding, so that the float16 NCHW 1x1 GEMM at stride 1 serves strided
+// and padded 1x1 convs (CudaBackend._plan_conv_k1_nchw). Blocks of 32 x 8 threads: a warp an output row
+// (lanes over its columns), blockIdx.x over groups of 8 rows. Any alignment.
+//
 // hal_spin(NS): one thread busy-waits NS nanoseconds of the GPU's global timer. Not an op:
 // CudaBackend.time_launches queues it ahead of the launches it times, so that the host has
 // enqueued them all before the GPU reaches them (no idle gaps inside the event pairs).
@@ -62,6 +68,26 @@ extern "C" __global__ void __launch_bounds__(256) layout_transpose(const act_t* 
     for (int k = threadIdx.y; k < T; k += 4) {
         const int c = c0 + k, r = r0 + tx;
         if (c < CC && r < R) yi[(long long)c * R + r] = tile[tx][k];
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256) sample_planes(const act_t* __restrict__ x, act_t* __restrict__ y,
+                                                                 int ROWS, int IH, int IW, int OH, int OW, int SH,
+                                                                 int SW, int PT, int PL) {
+    HAL_PDL_ENTRY();
+    const int row = blockIdx.x * 8 + threadIdx.y;  // plane * OH + oy
+    if (row >= ROWS) return;
+    const int plane = row / OH, oy = row - plane * OH, iy = oy * SH - PT;
+    act_t* yr = y + (long long)row * OW;
+    if (iy < 0 || iy >= IH) {  // a padding row
+        for (int ox = threadIdx.x; ox < OW; ox += 32) st_act(yr + ox, 0.0f);
+        return;
+    }
+    const act_t* xr = x + ((long long)plane * IH + iy) * IW;
+    for (int ox = threadIdx.x; ox < OW; ox += 32) {
+        const int ix = ox * SW - PL;
+        if (ix >= 0 && ix < IW) yr[ox] = xr[ix];
+        else st_act(yr + ox, 0.0f);
     }
 }
 

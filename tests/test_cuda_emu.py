@@ -106,6 +106,17 @@ def test_nchw_gemm_1x1_conv_matches_the_oracle_on_the_emulator(emu):
     assert ok, detail
 
 
+def test_strided_nchw_1x1_conv_samples_then_runs_the_gemm_on_the_emulator(emu):
+    """CONV_K1_NCHW 1 at stride 2 with padding 1: sample_planes writes the 8 x 10 sampled pixels of 3 x 40 x 13 x
+    17 (zeros for the padding) into the poisoned workspace, then conv2d_k1_gemm_nchw runs over it; x, w and the
+    workspace followed by NaNs."""
+    cuda_emu, be, work = emu
+    kernel, ok, detail = cuda_emu.check_k1_nchw(be, np.random.default_rng(16), work, (3, 40, 13, 17), 70,
+                                                stride=2, padding=1)
+    assert kernel == "conv2d_k1_gemm_nchw"
+    assert ok, detail
+
+
 @pytest.mark.parametrize(("check", "shape", "params", "kernel"), [
     ("check_k1_gemm", (3, 40, 13, 17), {"K1G_PERSIST": 2}, "conv2d_k1_gemm_persist_cs"),
     ("check_k1_nchw", (5, 40, 9, 16), {"K1N_PERSIST": 1}, "conv2d_k1_gemm_nchw_persist"),

@@ -1077,7 +1077,8 @@ def test_cuda_float16_nchw_1x1_conv_plans_the_nchw_gemm_kernel_with_conv_k1_nchw
     == 0, H*W % 8 == 0, 16-byte aligned x, y and weights, sm_80+) to conv2d_k1_gemm_nchw alone, ahead of
     CONV_K1_GEMM's transposes: one block per K1N_BM-channel x 128-pixel tile (pixels over the batch; K1N_BM
     64 wherever C_out <= 64), no workspace. CONV_K1_NCHW 0 (the default), float32, NHWC, C_in % 8, H*W % 8,
-    a misaligned buffer, stride 2, padding, 3x3, groups and sm_75 take other kernels."""
+    a misaligned buffer, padding that leaves OH*OW % 8 != 0, 3x3, groups and sm_75 take other kernels (other
+    strides and paddings: the next test)."""
     import numpy as np
 
     from hal import spec as S
@@ -1124,9 +1125,51 @@ def test_cuda_float16_nchw_1x1_conv_plans_the_nchw_gemm_kernel_with_conv_k1_nchw
     # elsewhere: other kernels
     for other in (dict(CONV_K1_NCHW=0), dict(dtype=np.float32), dict(layout="NHWC"), dict(shape=(32, 60, 56, 56)),
                   dict(shape=(2, 64, 7, 7)), dict(x=odd), dict(y=odd), dict(w=CudaBuffer(0x10008, 1 << 30, None)),
-                  dict(stride=2), dict(padding=1), dict(k=3, padding=1), dict(groups=2)):
+                  dict(padding=1), dict(k=3, padding=1), dict(groups=2)):
         assert all(launch.kernel != "conv2d_k1_gemm_nchw" for launch in plan(**other)[0]), other
     assert "conv2d_k1_gemm_nchw" not in _kernels_planned_on_sm75(plan)  # no cp.async: built there, never planned
+
+
+def test_cuda_float16_nchw_strided_1x1_conv_samples_x_then_runs_the_stride_1_gemm():
+    """Without a GPU: with CONV_K1_NCHW 1, a float16 NCHW dense 1x1 conv at another stride or padding launches
+    sample_planes (eltwise.cu: the pixels the window reads, zeros for padding, into the workspace "xs" of N x
+    C_in x OH x OW) and then conv2d_k1_gemm_nchw (or its persistent kernel) over "xs" at stride 1, where OH*OW
+    % 8 == 0; no transposes. Elsewhere (OH*OW % 8 != 0, a misaligned buffer) CONV_K1_GEMM's transposes."""
+    import numpy as np
+
+    from hal import spec as S
+
+    be, _, buf, odd, _ = _conv_plans_on_h200()
+    runs: list[tuple[object, dict]] = []
+    be._run = lambda plan, buffers: runs.append((plan, buffers))
+
+    def plan(shape=(32, 256, 56, 56), cout=512, stride=2, padding=0, x=buf, **params):
+        sp = S.conv2d_spec(S.TensorGeometry(*shape, "NCHW", np.dtype(np.float16)), (cout, shape[1], 1, 1), True,
+                           (cout,), stride, padding, 1, 1)
+        be.conv2d(sp, x, buf, buf, buf, {"CONV_K1_NCHW": 1, "CONV_K1_GEMM": 1, **params})
+        return runs[-1]
+
+    (sample, gemm), buffers = plan()  # a ResNet projection: 56x56 -> 28x28
+    assert (sample.kernel, sample.file, sample.block, sample.shared) == ("sample_planes", "eltwise.cu", (32, 8, 1), 0)
+    rows = 32 * 256 * 28
+    assert sample.grid == (rows // 8, 1, 1) and sample.fmt == "PP" + "i" * 9
+    assert sample.args == ("x", "xs", rows, 56, 56, 28, 28, 2, 2, 0, 0)
+    assert gemm.kernel == "conv2d_k1_gemm_nchw" and gemm.args == ("xs", "w", "b", "y", 32, 256, 784, 512)
+    assert buffers["xs"].nbytes >= 2 * 32 * 256 * 28 * 28 and "xt" not in buffers and "yt" not in buffers
+    # stride (2, 1) with asymmetric padding (top 0, bottom 2, left 1, right 0): 10 x 32 outputs of 18 x 31
+    (sample, gemm), _ = plan((2, 24, 18, 31), 24, (2, 1), (0, 2, 1, 0))
+    assert sample.args == ("x", "xs", 2 * 24 * 10, 18, 31, 10, 32, 2, 1, 0, 1) and sample.grid == (60, 1, 1)
+    assert gemm.args[4:] == (2, 24, 320, 24)
+    (sample, gemm), _ = plan((2, 40, 8, 8), 24, 1, 2)  # padding alone: 12 x 12
+    assert sample.args[2:] == (2 * 40 * 12, 8, 8, 12, 12, 1, 1, 2, 2) and gemm.args[6] == 144
+    (_, gemm), _ = plan(K1N_PERSIST=1)
+    assert gemm.kernel == "conv2d_k1_gemm_nchw_persist" and gemm.args[0] == "xs"
+    # OH*OW % 8 != 0 (9 x 9) and a misaligned x: the GEMM between transposes
+    for other in (dict(shape=(2, 16, 18, 18)), dict(x=odd)):
+        assert [launch.kernel for launch in plan(**other)[0]] == [
+            "layout_transpose", "conv2d_k1_gemm", "layout_transpose"], other
+    assert [launch.kernel for launch in plan(CONV_K1_NCHW=0)[0]] == [
+        "layout_transpose", "conv2d_k1_gemm", "layout_transpose"]
 
 
 def test_cuda_float16_1x1_gemms_plan_their_persistent_variants_with_k1g_and_k1n_persist():

@@ -123,7 +123,8 @@ def kernel_source(file: str) -> str:
                 "inline float max_nan(float best, float v) { return (v > best || std::isnan(v)) ? v : best; }\n"
                 + text[start:text.index("// ---- NCHW tiles")])
     elif file == "eltwise.cu":
-        # the layout transpose alone; its static tile is the block's shared memory (one block at a time)
+        # the layout transpose and the plane sampling alone; the static tile is the block's shared memory
+        # (one block at a time)
         start = text.index('extern "C" __global__ void __launch_bounds__(256) layout_transpose(')
         text = text[start:text.index('extern "C" __global__ void hal_spin(')]
         text = text.replace("__shared__ act_t tile", "static act_t tile")
@@ -340,11 +341,13 @@ def check_conv(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, 
 
 def _check_1x1(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], cout: int,
                dtype: Any, layout: str, stride: Any, padding: Any, params: dict[str, int], bias: bool, relu: bool,
-               kernel: str, alone: bool, tol: float, sms: int | None = None) -> tuple[str, bool, str]:
+               kernel: str, alone: bool, tol: float, sms: int | None = None,
+               expect: tuple[str, ...] | None = None) -> tuple[str, bool, str]:
     """A dense 1x1 conv through the launcher's plan with `params`, which must launch `kernel` (alone, or
-    among others, such as NCHW's transposes); y and the NHWC workspaces xt / yt poisoned with NaN, and
-    with `alone` x and w followed by as many NaNs as they hold (a read past either's end, even one a zero
-    multiplies, makes a NaN). Against the float64 oracle: float16 within `tol` of sum |x||w| + |b| + |y|
+    among others, such as NCHW's transposes; with `expect`, exactly those launches); y and the workspaces
+    (NHWC xt / yt, the sampled input xs) poisoned with NaN, and with `alone` or `expect` x, w and xs
+    followed by as many NaNs as they hold (a read past either's end, even one a zero multiplies, makes a
+    NaN). Against the float64 oracle: float16 within `tol` of sum |x||w| + |b| + |y|
     (check_conv's rule), float32 within `tol` of sum |x||w| + |b|; `relu` fuses ReLU; `sms` plans for
     that many multiprocessors (persistent blocks then walk several tiles)."""
     from hal import reference as ref
@@ -367,12 +370,15 @@ def _check_1x1(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, 
     y = np.full((n, oh, ow, c) if layout == "NHWC" else (n, c, oh, ow), np.nan, dtype)
 
     def nan_tail(a: np.ndarray) -> np.ndarray:
-        return np.concatenate([a.ravel(), np.full(a.size, np.nan, a.dtype)]) if alone else a
+        return np.concatenate([a.ravel(), np.full(a.size, np.nan, a.dtype)]) if alone or expect else a
 
     dummy = _aligned_buffer()
     r = run_plan(be, lambda: be.conv2d(sp, dummy, dummy, dummy if bias else None, dummy, params),
                  {"x": nan_tail(_phys(x, layout)), "w": nan_tail(w), "b": b, "y": y,
-                  "xt": np.full(x.size, np.nan, dtype), "yt": np.full(y.size, np.nan, dtype)}, {"y"}, work)
+                  "xt": np.full(x.size, np.nan, dtype), "yt": np.full(y.size, np.nan, dtype),
+                  "xs": nan_tail(np.full(n * shape[1] * oh * ow, np.nan, dtype))}, {"y"}, work)
+    if expect is not None and r.kernels != expect:
+        return r.kernel, False, f"planned {list(r.kernels)}, not {list(expect)}"
     if (r.kernels != (kernel,)) if alone else (kernel not in r.kernels):
         return r.kernel, False, f"planned {list(r.kernels)}, not {kernel}{' alone' if alone else ''}"
     got = _logical(r.outputs["y"], layout).astype(np.float64)
@@ -440,14 +446,19 @@ def check_ldmatrix(work: Path) -> tuple[str, bool, str]:
 
 def check_k1_nchw(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], cout: int,
                   params: dict[str, int] | None = None, bias: bool = True,
-                  relu: bool = False, sms: int | None = None) -> tuple[str, bool, str]:
-    """A float16 NCHW 1x1 stride-1 conv with CONV_K1_NCHW on (and `params`): ``conv2d_k1_gemm_nchw``, or with
-    K1N_PERSIST its persistent kernel, planned for `sms` multiprocessors, alone (no transposes); see
+                  relu: bool = False, sms: int | None = None, stride: Any = 1,
+                  padding: Any = 0) -> tuple[str, bool, str]:
+    """A float16 NCHW 1x1 conv with CONV_K1_NCHW on (and `params`): ``conv2d_k1_gemm_nchw``, or with
+    K1N_PERSIST its persistent kernel, planned for `sms` multiprocessors, alone (no transposes) at stride 1
+    without padding, else after ``sample_planes`` (the sampled input in the poisoned workspace xs); see
     _check_1x1."""
     params = {"CONV_K1_NCHW": 1, **(params or {})}
     kernel = "conv2d_k1_gemm_nchw" + _PERSIST_SUFFIX[params.get("K1N_PERSIST", 0)]
-    return _check_1x1(be, rng, work, shape, cout, np.float16, "NCHW", 1, 0, params, bias, relu, kernel, True, 1.5e-3,
-                      sms)
+    if stride == 1 and padding == 0:
+        return _check_1x1(be, rng, work, shape, cout, np.float16, "NCHW", 1, 0, params, bias, relu, kernel, True,
+                          1.5e-3, sms)
+    return _check_1x1(be, rng, work, shape, cout, np.float16, "NCHW", stride, padding, params, bias, relu, kernel,
+                      False, 1.5e-3, sms, ("sample_planes", kernel))
 
 
 def check_k1_simt(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], cout: int,
@@ -821,6 +832,21 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
         out.append(("k1n stages4 104->136 relu 1x9x16", "k1n", dict(shape=(1, 104, 9, 16), cout=136, relu=True,
                                                                     params={"K1N_STAGES": 4})))
         out.append(("k1n 8->8 nobias 1x2x4", "k1n", dict(shape=(1, 8, 2, 4), cout=8, bias=False)))
+    # other strides and paddings: sample_planes (x's sampled pixels into the workspace xs, poisoned, with a
+    # NaN tail) and then the stride-1 GEMM over them: stride 2 with padding 1 (8x10 outputs from 13x17),
+    # (2, 1) with asymmetric padding, padding alone (rows and columns of zeros), stride 3, C_in 264, ReLU,
+    # no bias, persistent on one SM
+    out.append(("k1n sampled s2 pad1 40->70 3x13x17", "k1n",
+                dict(shape=(3, 40, 13, 17), cout=70, stride=2, padding=1)))
+    if not quick:
+        out.append(("k1n sampled s(2,1) asym nobias 2x24x18x31", "k1n",
+                    dict(shape=(2, 24, 18, 31), cout=24, stride=(2, 1), padding=(0, 2, 1, 0), bias=False)))
+        out.append(("k1n sampled pad2 relu 2x40x8x8", "k1n",
+                    dict(shape=(2, 40, 8, 8), cout=24, padding=2, relu=True)))
+        out.append(("k1n sampled s3 264->136 2x264x24x24", "k1n",
+                    dict(shape=(2, 264, 24, 24), cout=136, stride=3)))
+        out.append(("k1n sampled persist s2 40->70 5x16x16 1 SM", "k1n",
+                    dict(shape=(5, 40, 16, 16), cout=70, stride=2, sms=1, params={"K1N_PERSIST": 1})))
     # the persistent NCHW 1x1 GEMM (K1N_PERSIST 1, 2: conv2d_k1_gemm_nchw_persist(_cs)), planned for 1 or 2 SMs
     # (2 or 3 blocks a SM for BM 128 / 64, each walking several tiles): pixels over the batch no multiple of
     # 128 (tiles that span images; a partial last tile whose threads past the batch store nothing but keep
