@@ -454,7 +454,7 @@ def check_k1_nchw(be: Any, rng: np.random.Generator, work: Path, shape: tuple[in
     _check_1x1."""
     params = {"CONV_K1_NCHW": 1, **(params or {})}
     kernel = "conv2d_k1_gemm_nchw" + _PERSIST_SUFFIX[params.get("K1N_PERSIST", 0)]
-    if stride == 1 and padding == 0:
+    if stride in (1, (1, 1)) and padding in (0, (0, 0, 0, 0)):
         return _check_1x1(be, rng, work, shape, cout, np.float16, "NCHW", 1, 0, params, bias, relu, kernel, True,
                           1.5e-3, sms)
     return _check_1x1(be, rng, work, shape, cout, np.float16, "NCHW", stride, padding, params, bias, relu, kernel,
@@ -1123,16 +1123,45 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
     return out
 
 
+def _fuzz_1x1(rng: np.random.Generator, i: int, layout: str) -> tuple[str, str, dict[str, Any]]:
+    """One random float16 1x1 GEMM case (see fuzz_cases); NCHW output planes of OH*OW % 8 == 0, so that the
+    NCHW GEMM (after sample_planes where strided or padded) serves rather than the transposes."""
+    n, ci, cout = int(rng.integers(1, 4)), 8 * int(rng.integers(1, 34)), int(rng.integers(1, 300))
+    stride = tuple(int(v) for v in rng.integers(1, 4, 2))
+    pad = [int(v) for v in rng.integers(0, 3, 4)] if rng.integers(2) else [0, 0, 0, 0]
+    oh, ow = int(rng.integers(1, 12)), 8 * int(rng.integers(1, 4)) if layout == "NCHW" else int(rng.integers(1, 30))
+    dims = []
+    for o, s, lo, hi in ((oh, stride[0], 0, 1), (ow, stride[1], 2, 3)):  # an input size that gives `o` outputs
+        size = (o - 1) * s + 1 - pad[lo] - pad[hi] + int(rng.integers(0, s))
+        if size < 1:
+            pad[lo] = pad[hi] = 0
+            size = (o - 1) * s + 1 + int(rng.integers(0, s))
+        dims.append(size)
+    persist, stages, bias, relu = int(rng.integers(3)), int(rng.integers(2, 5)), bool(rng.integers(2)), bool(
+        rng.integers(2))
+    width = (64, 128)[int(rng.integers(2))]
+    params = ({"K1N_STAGES": stages, "K1N_BM": width, "K1N_PERSIST": persist} if layout == "NCHW"
+              else {"K1G_STAGES": stages, "K1G_BN": width, "K1G_PERSIST": persist})
+    kw = dict(shape=(n, ci, *dims), cout=cout, stride=stride, padding=tuple(pad), params=params, bias=bias,
+              relu=relu, sms=int(rng.integers(1, 4)))
+    return (f"fuzz{i} gemm1x1 {layout} {n}x{ci}x{dims[0]}x{dims[1]}->{cout} s{stride} pad{tuple(pad)} {params}",
+            "k1n" if layout == "NCHW" else "k1g", kw)
+
+
 def fuzz_cases(rng: np.random.Generator, count: int) -> list[tuple[str, str, dict[str, Any]]]:
     """`count` random cases for the served tensor-core kernels (and CONV_TC=3's): shapes, channel
-    counts, padding up to 3 per side, both layouts, every int8 type pair and output type."""
+    counts, padding up to 3 per side, both layouts, every int8 type pair and output type; every fourth
+    a float16 1x1 GEMM (NHWC conv2d_k1_gemm, NCHW conv2d_k1_gemm_nchw, sampled where strided or padded)
+    at strides 1-3, padding up to 2 a side, any stage count, tile width and persistence."""
     out: list[tuple[str, str, dict[str, Any]]] = []
     types = [(np.int8, np.int8), (np.uint8, np.int8), (np.uint8, np.uint8), (np.int8, np.uint8)]
     for i in range(count):
         layout = ("NHWC", "NCHW")[int(rng.integers(2))]
         n, h = int(rng.integers(1, 3)), int(rng.integers(3, 20))
         pad = tuple(int(v) for v in rng.integers(0, 4, 4))
-        if i % 3 == 2:  # int8: C_in % 16 == 0; NCHW widths % 16 == 0 (else the CUDA-core kernels serve)
+        if i % 4 == 3:
+            out.append(_fuzz_1x1(rng, i, layout))
+        elif i % 3 == 2:  # int8: C_in % 16 == 0; NCHW widths % 16 == 0 (else the CUDA-core kernels serve)
             ci = 16 * int(rng.integers(1, 5))
             w = 16 * int(rng.integers(1, 3)) if layout == "NCHW" else int(rng.integers(3, 40))
             xd, wd = types[int(rng.integers(4))]
