@@ -368,6 +368,11 @@ _SCHEMAS: dict[str, KernelSchema] = {
                   "output stores; where the device cannot hold as many persistent blocks an SM as the "
                   "registers allow, 0's kernel serves (session 25, H200: 5-20 % faster than 0; the sm_90 float16 "
                   "NCHW 1x1 entries serve it)"),
+            Param("K1N_SAMPLE", (0, 1), 0,
+                  "CONV_K1_NCHW at another stride or padding: the kernel that samples x first; 0 = sample_planes "
+                  "(a warp an output row, one load in flight a lane; session 25, measured), 1 = "
+                  "sample_planes_rows8 (8 rows a warp, their loads issued before their stores; emulator-checked, "
+                  "not measured on a GPU)"),
             Param("CONV_K1_SIMT", (0, 1), 0,
                   "float32 dense 1x1 convs (groups 1, any stride and padding, any C_in, C_out and alignment): "
                   "1 = one SGEMM on CUDA cores, both layouts natively (conv2d_k1_simt: 128 output pixels x K1S_BN "
@@ -1871,7 +1876,8 @@ class CudaBackend(Backend):
         w_aligned = int(weight) % 16 == 0  # conv2d_k1_gemm reads the weights as they lie, 16 bytes a copy
         key = ("conv2d", spec, self._pkey(params), aligned, self.force_generic, w_aligned)
         plan = self._planned(key, lambda: self._plan_conv2d(spec, params, aligned, w_aligned))
-        if all(launch.kernel not in ("conv2d_tc_wprep", "layout_transpose", "sample_planes") for launch in plan):
+        if all(launch.kernel not in ("conv2d_tc_wprep", "layout_transpose", "sample_planes", "sample_planes_rows8")
+               for launch in plan):
             self._run(plan, {"x": x, "w": weight, "b": bias, "y": y})
             return
         with self._lock:  # the workspaces are shared: keep the launches of one call together
@@ -1885,7 +1891,7 @@ class CudaBackend(Backend):
                 buffers["xt"] = self._workspace_buffer("conv_nhwc_x", es * spec.n * spec.c_in * spec.in_h * spec.in_w)
                 buffers["yt"] = self._workspace_buffer("conv_nhwc_y",
                                                        es * spec.n * spec.c_out * spec.out_h * spec.out_w)
-            if any(launch.kernel == "sample_planes" for launch in plan):  # the 1x1 window's pixels of x
+            if any(launch.kernel.startswith("sample_planes") for launch in plan):  # the 1x1 window's pixels of x
                 buffers["xs"] = self._workspace_buffer("conv_k1_sampled_x",
                                                        es * spec.n * spec.c_in * spec.out_h * spec.out_w)
             self._run(plan, buffers)
@@ -2253,13 +2259,14 @@ class CudaBackend(Backend):
                       ("xs" if sampled else "x", "w", "b", "y", n, ci, hw, co))
         if not sampled:
             return (gemm,)
-        rows = n * ci * oh  # < 2^31 with n * ci * hw
+        rows = n * ci * oh  # < 2^31 with n * ci * hw; a multiple of 8 (sample_planes_rows8 relies on it)
         sh, sw = spec.stride
         pt, _, pl, _ = spec.pads
         edefines = self.compile_defines("eltwise", spec.dtype, "NCHW", _SCHEMAS["eltwise"].defaults())
+        sample, rows_per_block = ("sample_planes_rows8", 64) if p["K1N_SAMPLE"] else ("sample_planes", 8)
         return (
-            Launch("eltwise.cu", edefines, "sample_planes", "PP" + "i" * 9, (_cdiv(rows, 8), 1, 1), (32, 8, 1), 0,
-                   ("x", "xs", rows, ih, iw, oh, ow, sh, sw, pt, pl)),
+            Launch("eltwise.cu", edefines, sample, "PP" + "i" * 9, (_cdiv(rows, rows_per_block), 1, 1), (32, 8, 1),
+                   0, ("x", "xs", rows, ih, iw, oh, ow, sh, sw, pt, pl)),
             gemm,
         )
 

@@ -806,6 +806,19 @@ def conv_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
                                stride=2, params={**k1n, "K1N_PERSIST": pv}, **c)
                 check_conv(dev, rng, "k1n sampled 32x256x56x56 s2 256->512", (32, 256, 56, 56), 512, 1, stride=2,
                            params={**k1n, "K1N_PERSIST": 1}, **c)
+                # K1N_SAMPLE 1 (sample_planes_rows8): a warp's 8 rows crossing planes, a partial last block, OW
+                # past 32 and 64 (several column passes), padding, stride (2, 1) and 3, the benchmark's shape
+                k1r = {**k1n, "K1N_SAMPLE": 1}
+                check_conv(dev, rng, "k1n sampled rows8 s2 pad1 40->70", (3, 40, 13, 17), 70, 1, stride=2,
+                           padding=1, params=k1r, **c)
+                check_conv(dev, rng, "k1n sampled rows8 s(2,1) asym wide", (3, 24, 18, 71), 24, 1, stride=(2, 1),
+                           padding=(0, 2, 1, 0), bias=False, params=k1r, **c)
+                check_conv(dev, rng, "k1n sampled rows8 s3 264->136", (2, 264, 24, 24), 136, 1, stride=3,
+                           params={**k1r, "K1N_PERSIST": 1}, relu=True, **c)
+                check_conv(dev, rng, "k1n sampled rows8 pad2 wide", (1, 8, 8, 134), 24, 1, padding=2, params=k1r,
+                           **c)
+                check_conv(dev, rng, "k1n sampled rows8 32x256x56x56 s2 256->512", (32, 256, 56, 56), 512, 1,
+                           stride=2, params={**k1r, "K1N_PERSIST": 1}, **c)
             # its persistent variants (K1N_PERSIST 1, 2: conv2d_k1_gemm_nchw_persist(_cs), a grid of 2 (BM 128) or
             # 3 (BM 64) blocks an SM walking the tiles, the next tile's stages issued under this one's epilogue;
             # not measured yet): tiles that span images, a partial last tile, C_in 40 and 264, C_out 70, 136 and
@@ -1275,6 +1288,8 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
             check_conv(dev, rng, "one 1x1 k1n", (3, 40, 7, 8), 70, 1, params={"CONV_K1_NCHW": 1}, relu=True, **c)
             check_conv(dev, rng, "one 1x1 k1n sampled s2 pad1", (3, 40, 13, 17), 70, 1, stride=2, padding=1,
                        params={"CONV_K1_NCHW": 1}, **c)
+            check_conv(dev, rng, "one 1x1 k1n sampled rows8 s(2,1) asym", (3, 24, 18, 71), 24, 1, stride=(2, 1),
+                       padding=(0, 2, 1, 0), params={"CONV_K1_NCHW": 1, "K1N_SAMPLE": 1}, **c)
             # the persistent GEMMs with more tiles than one SM's blocks, for compute-sanitizer's racecheck
             check_conv(dev, rng, "one 1x1 k1g persist", (8, 40, 37, 41), 300, 1,
                        params={"CONV_K1_GEMM": 1, "K1G_PERSIST": 1}, **c)

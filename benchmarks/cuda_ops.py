@@ -387,8 +387,10 @@ K1_NCHW = [{"CONV_K1_NCHW": 1, "K1N_STAGES": st} for st in (3, 2, 4)]
 #: and its persistent variants (K1N_PERSIST 1; 2: streaming stores), 3 and 4 stages; measured in session 25
 K1_NCHW += [{"CONV_K1_NCHW": 1, "K1N_STAGES": st, "K1N_PERSIST": pv} for pv in (1, 2) for st in (3, 4)]
 K1_NCHW_BM = K1_NCHW + [{"CONV_K1_NCHW": 1, "K1N_BM": 64, "K1N_STAGES": st} for st in (3, 2, 4)]
-#: the same GEMM for NCHW 1x1 stride 2 after sample_planes (x's sampled pixels into a workspace, session 25)
+#: the same GEMM for NCHW 1x1 stride 2 after sample_planes (x's sampled pixels into a workspace, session 25), and
+#: after sample_planes_rows8 (K1N_SAMPLE 1, 8 rows a warp; not measured yet)
 K1_NCHW_S2 = [{"CONV_K1_NCHW": 1, "K1N_STAGES": st, "K1N_PERSIST": pv} for pv in (0, 1) for st in (3, 4)]
+K1_NCHW_S2 += [{"CONV_K1_NCHW": 1, "K1N_PERSIST": pv, "K1N_SAMPLE": 1} for pv in (0, 1)]
 #: the float32 1x1 SGEMM (CONV_K1_SIMT, conv2d_k1_simt, session 23) over its stage depths and (C_out > 64: the
 #: launcher takes 64 below) tile widths: the float32 1x1 cases' candidates beside the tiled direct kernel
 K1_SIMT = [{"CONV_K1_SIMT": 1, "K1S_BK": bk} for bk in (8, 16)]

@@ -16,6 +16,10 @@
 // conv's input at its stride and padding, so that the float16 NCHW 1x1 GEMM at stride 1 serves strided
 // and padded 1x1 convs (CudaBackend._plan_conv_k1_nchw). Blocks of 32 x 8 threads: a warp an output row
 // (lanes over its columns), blockIdx.x over groups of 8 rows. Any alignment.
+// sample_planes_rows8: the same with 8 consecutive output rows a warp (blockIdx.x over groups of 64),
+// the 8 rows' loads issued before their stores, so that a lane has 8 loads in flight, not 1; ROWS a
+// multiple of 8 (the GEMM's C_in % 8 == 0 makes it so), so a warp's rows all exist (K1N_SAMPLE 1;
+// session 25: emulator-checked, not measured on a GPU).
 //
 // hal_spin(NS): one thread busy-waits NS nanoseconds of the GPU's global timer. Not an op:
 // CudaBackend.time_launches queues it ahead of the launches it times, so that the host has
@@ -88,6 +92,34 @@ extern "C" __global__ void __launch_bounds__(256) sample_planes(const act_t* __r
         const int ix = ox * SW - PL;
         if (ix >= 0 && ix < IW) yr[ox] = xr[ix];
         else st_act(yr + ox, 0.0f);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256) sample_planes_rows8(const act_t* __restrict__ x,
+                                                                       act_t* __restrict__ y, int ROWS, int IH,
+                                                                       int IW, int OH, int OW, int SH, int SW,
+                                                                       int PT, int PL) {
+    HAL_PDL_ENTRY();
+    constexpr int R = 8;
+    const int row0 = (blockIdx.x * 8 + threadIdx.y) * R;  // the warp's first row: plane * OH + oy
+    if (row0 >= ROWS) return;
+    const int plane0 = row0 / OH, oy0 = row0 - plane0 * OH;
+    const act_t zero = from_f<act_t>(0.0f);
+    for (int c0 = 0; c0 < OW; c0 += 32) {
+        const int ox = c0 + threadIdx.x, ix = ox * SW - PL;
+        const bool column = ox < OW && ix >= 0 && ix < IW;
+        act_t v[R];
+        int plane = plane0, oy = oy0;
+#pragma unroll
+        for (int r = 0; r < R; ++r) {  // every load first, then every store
+            const int iy = oy * SH - PT;
+            v[r] = column && iy >= 0 && iy < IH ? x[((long long)plane * IH + iy) * IW + ix] : zero;
+            if (++oy == OH) oy = 0, ++plane;
+        }
+        if (ox < OW) {
+#pragma unroll
+            for (int r = 0; r < R; ++r) y[(long long)(row0 + r) * OW + ox] = v[r];
+        }
     }
 }
 

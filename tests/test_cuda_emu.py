@@ -106,13 +106,19 @@ def test_nchw_gemm_1x1_conv_matches_the_oracle_on_the_emulator(emu):
     assert ok, detail
 
 
-def test_strided_nchw_1x1_conv_samples_then_runs_the_gemm_on_the_emulator(emu):
+@pytest.mark.parametrize(("shape", "stride", "padding", "params"), [
+    ((3, 40, 13, 17), 2, 1, {}),
+    ((3, 24, 18, 71), (2, 1), (0, 2, 1, 0), {"K1N_SAMPLE": 1}),
+])
+def test_strided_nchw_1x1_conv_samples_then_runs_the_gemm_on_the_emulator(emu, shape, stride, padding, params):
     """CONV_K1_NCHW 1 at stride 2 with padding 1: sample_planes writes the 8 x 10 sampled pixels of 3 x 40 x 13 x
     17 (zeros for the padding) into the poisoned workspace, then conv2d_k1_gemm_nchw runs over it; x, w and the
-    workspace followed by NaNs."""
+    workspace followed by NaNs, which must come back untouched past its end. K1N_SAMPLE 1 (sample_planes_rows8,
+    8 rows a warp) at stride (2, 1) with asymmetric padding: 10 x 72 outputs (three column passes), 720 rows (a
+    partial last block, warps whose rows cross planes)."""
     cuda_emu, be, work = emu
-    kernel, ok, detail = cuda_emu.check_k1_nchw(be, np.random.default_rng(16), work, (3, 40, 13, 17), 70,
-                                                stride=2, padding=1)
+    kernel, ok, detail = cuda_emu.check_k1_nchw(be, np.random.default_rng(16), work, shape, 70, stride=stride,
+                                                padding=padding, params=params)
     assert kernel == "conv2d_k1_gemm_nchw"
     assert ok, detail
 

@@ -1164,6 +1164,11 @@ def test_cuda_float16_nchw_strided_1x1_conv_samples_x_then_runs_the_stride_1_gem
     assert sample.args[2:] == (2 * 40 * 12, 8, 8, 12, 12, 1, 1, 2, 2) and gemm.args[6] == 144
     (_, gemm), _ = plan(K1N_PERSIST=1)
     assert gemm.kernel == "conv2d_k1_gemm_nchw_persist" and gemm.args[0] == "xs"
+    # K1N_SAMPLE 1: 8 rows a warp, 64 a block, the same arguments and workspace
+    (sample, gemm), buffers = plan(K1N_SAMPLE=1)
+    assert (sample.kernel, sample.block, sample.grid) == ("sample_planes_rows8", (32, 8, 1), (rows // 64, 1, 1))
+    assert sample.args == ("x", "xs", rows, 56, 56, 28, 28, 2, 2, 0, 0) and "xs" in buffers
+    assert plan((2, 24, 18, 31), 24, (2, 1), (0, 2, 1, 0), K1N_SAMPLE=1)[0][0].grid == (8, 1, 1)  # 480 rows
     # OH*OW % 8 != 0 (9 x 9) and a misaligned x: the GEMM between transposes
     for other in (dict(shape=(2, 16, 18, 18)), dict(x=odd)):
         assert [launch.kernel for launch in plan(**other)[0]] == [

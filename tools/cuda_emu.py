@@ -347,7 +347,8 @@ def _check_1x1(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, 
     among others, such as NCHW's transposes; with `expect`, exactly those launches); y and the workspaces
     (NHWC xt / yt, the sampled input xs) poisoned with NaN, and with `alone` or `expect` x, w and xs
     followed by as many NaNs as they hold (a read past either's end, even one a zero multiplies, makes a
-    NaN). Against the float64 oracle: float16 within `tol` of sum |x||w| + |b| + |y|
+    NaN; with `expect`, xs's NaN tail must also come back untouched). Against the float64 oracle: float16
+    within `tol` of sum |x||w| + |b| + |y|
     (check_conv's rule), float32 within `tol` of sum |x||w| + |b|; `relu` fuses ReLU; `sms` plans for
     that many multiprocessors (persistent blocks then walk several tiles)."""
     from hal import reference as ref
@@ -376,9 +377,11 @@ def _check_1x1(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, 
     r = run_plan(be, lambda: be.conv2d(sp, dummy, dummy, dummy if bias else None, dummy, params),
                  {"x": nan_tail(_phys(x, layout)), "w": nan_tail(w), "b": b, "y": y,
                   "xt": np.full(x.size, np.nan, dtype), "yt": np.full(y.size, np.nan, dtype),
-                  "xs": nan_tail(np.full(n * shape[1] * oh * ow, np.nan, dtype))}, {"y"}, work)
+                  "xs": nan_tail(np.full(n * shape[1] * oh * ow, np.nan, dtype))}, {"y", "xs"}, work)
     if expect is not None and r.kernels != expect:
         return r.kernel, False, f"planned {list(r.kernels)}, not {list(expect)}"
+    if expect is not None and not np.isnan(r.outputs["xs"][n * shape[1] * oh * ow:].astype(np.float32)).all():
+        return r.kernel, False, "wrote past the end of the sampled input xs"
     if (r.kernels != (kernel,)) if alone else (kernel not in r.kernels):
         return r.kernel, False, f"planned {list(r.kernels)}, not {kernel}{' alone' if alone else ''}"
     got = _logical(r.outputs["y"], layout).astype(np.float64)
@@ -458,7 +461,8 @@ def check_k1_nchw(be: Any, rng: np.random.Generator, work: Path, shape: tuple[in
         return _check_1x1(be, rng, work, shape, cout, np.float16, "NCHW", 1, 0, params, bias, relu, kernel, True,
                           1.5e-3, sms)
     return _check_1x1(be, rng, work, shape, cout, np.float16, "NCHW", stride, padding, params, bias, relu, kernel,
-                      False, 1.5e-3, sms, ("sample_planes", kernel))
+                      False, 1.5e-3, sms,
+                      ("sample_planes_rows8" if params.get("K1N_SAMPLE") else "sample_planes", kernel))
 
 
 def check_k1_simt(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], cout: int,
@@ -847,6 +851,19 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
                     dict(shape=(2, 264, 24, 24), cout=136, stride=3)))
         out.append(("k1n sampled persist s2 40->70 5x16x16 1 SM", "k1n",
                     dict(shape=(5, 40, 16, 16), cout=70, stride=2, sms=1, params={"K1N_PERSIST": 1})))
+    # K1N_SAMPLE 1 (sample_planes_rows8, 8 rows a warp): a warp's rows crossing planes (OH 8 and 10: rows 8
+    # a warp cross every 10-row plane), rows past the last plane (ROWS no multiple of 64), OW past 32
+    # (two column passes: 34 and 40), padding rows and columns, stride (2, 1) and 3
+    out.append(("k1n sampled rows8 s2 pad1 40->70 3x13x17", "k1n",
+                dict(shape=(3, 40, 13, 17), cout=70, stride=2, padding=1, params={"K1N_SAMPLE": 1})))
+    if not quick:
+        out.append(("k1n sampled rows8 s(2,1) asym wide 3x24x18x71", "k1n",
+                    dict(shape=(3, 24, 18, 71), cout=24, stride=(2, 1), padding=(0, 2, 1, 0), bias=False,
+                         params={"K1N_SAMPLE": 1})))
+        out.append(("k1n sampled rows8 s3 persist 264->136 2x264x24x24", "k1n",
+                    dict(shape=(2, 264, 24, 24), cout=136, stride=3, params={"K1N_SAMPLE": 1, "K1N_PERSIST": 1})))
+        out.append(("k1n sampled rows8 pad2 relu 1x8x8x36", "k1n",
+                    dict(shape=(1, 8, 8, 36), cout=24, padding=2, relu=True, params={"K1N_SAMPLE": 1})))
     # the persistent NCHW 1x1 GEMM (K1N_PERSIST 1, 2: conv2d_k1_gemm_nchw_persist(_cs)), planned for 1 or 2 SMs
     # (2 or 3 blocks a SM for BM 128 / 64, each walking several tiles): pixels over the batch no multiple of
     # 128 (tiles that span images; a partial last tile whose threads past the batch store nothing but keep
