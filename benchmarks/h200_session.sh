@@ -8,7 +8,8 @@
 # (HAL_CUDA_PDL=0: without programmatic dependent launch), sweep, tune-cuda-rapid,
 # tune-cuda-normal, tune-ocl-rapid, tune-ocl-normal, tvd-cuda, tvd-ocl, demo, hal-bench, ocl-bench, ocl-tests,
 # ocl-ptx, timing, ncu, quant-bench, ncu-quant, bn-breakdown
-# (sanitize: SAN_ARGS, default "--only one"; sweep: ONLY, SWEEP_ARGS such as "--dtype float16")
+# (sanitize: SAN_ARGS, default "--only one"; sweep: ONLY, SWEEP_ARGS such as "--dtype float16"; the *_ARGS
+# split on spaces, so check's --match with a space goes in CHECK_MATCH, e.g. CHECK_MATCH="k1n sampled")
 set -u -o pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT="${OUT:-/tmp/hal-out}"; R=/tmp/hal-results; mkdir -p "$OUT" "$R"
@@ -34,7 +35,8 @@ for s in "$@"; do
       grep -E "^FAILED|passed|failed" "$R/pytest-nn.txt" | tail -8 ;;
     conformance) step conformance ${T_CONF:-240} hal conformance --device ${CONF_DEVICES:-cuda:0,opencl:nvidia} --seed 11
       grep -E "FAIL|passed" "$R/conformance.txt" | tail -8 ;;
-    check) step check ${T_CHECK:-300} python3 benchmarks/check_cuda.py --out "$R" ${CHECK_ARGS:-}; tail -3 "$R/check.txt" ;;
+    check) step check ${T_CHECK:-300} python3 benchmarks/check_cuda.py --out "$R" ${CHECK_ARGS:-} \
+        ${CHECK_MATCH:+--match "$CHECK_MATCH"}; tail -3 "$R/check.txt" ;;
     sanitize) step sanitize 240 bash -c 'for t in memcheck racecheck; do compute-sanitizer --tool $t --print-limit 20 python3 benchmarks/check_cuda.py ${SAN_ARGS:---only one} --out /tmp 2>&1 | tail -6; done'
       cat "$R/sanitize.txt" ;;
     memcheck) step memcheck ${T_MEM:-150} compute-sanitizer --tool memcheck --print-limit 20 python3 benchmarks/check_cuda.py ${SAN_ARGS:---only one} --out /tmp
