@@ -2227,11 +2227,11 @@ class CudaBackend(Backend):
     def _plan_conv_k1_nchw(
         self, spec: Conv2dSpec, p: Mapping[str, int], aligned: bool, defines: tuple[tuple[str, int], ...]
     ) -> tuple[Launch, ...] | None:
-        """conv2d_k1_gemm_nchw (CONV_K1_NCHW) for a float16 NCHW dense 1x1 conv at stride 1 without padding,
-        or None where it does not apply: C_in % 8 == 0 (16-byte weight chunks), H*W % 8 == 0 (16-byte pixel
-        chunks, each inside one image), x and y 16-byte aligned (the weights too, which the caller checks),
-        sm_80+, its shared memory (K1N_STAGES, K1N_BM) within the device's, and N*H*W (+ a tile), the
-        element offsets and the grid within int32. One block per K1N_BM-channel x 128-pixel output tile
+        """conv2d_k1_gemm_nchw (CONV_K1_NCHW) for a float16 NCHW dense 1x1 conv (strided or padded: after
+        sample_planes, below), or None where it does not apply: C_in % 8 == 0 (16-byte weight chunks), OH*OW %
+        8 == 0 (16-byte pixel chunks, each inside one image), x and y 16-byte aligned (the weights too, which
+        the caller checks), sm_80+, its shared memory (K1N_STAGES, K1N_BM) within the device's, and N*OH*OW
+        (+ a tile), the element offsets and the grid within int32. One block per K1N_BM-channel x 128-pixel output tile
         (K1N_BM 64 wherever C_out <= 64), the pixels flattened over the batch, the channel tiles of a pixel
         tile adjacent. K1N_PERSIST 1 / 2: the persistent kernel of the same build instead (the resident
         blocks x SMs, each walking tiles in that order; 2: streaming stores) where `_k1_persist_grid` allows

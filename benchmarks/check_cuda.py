@@ -557,10 +557,11 @@ def adaptive_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
 def check_conv(
     dev: Dev, rng: np.random.Generator, name: str, shape: tuple[int, int, int, int], cout: int, k: Any, dtype: Any,
     layout: str, stride: Any = 1, padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
-    params: dict | None = None, offset: int = 0, relu: bool = False, w_offset: int = 0,
+    params: dict | None = None, offset: int = 0, relu: bool = False, w_offset: int = 0, expect: str = "",
 ) -> None:
     """One conv2d launch against the oracle (tolerance relative to sum |x||w|); `relu` fuses ReLU;
-    `offset` shifts x and y, `w_offset` the weights, that many bytes off their allocation's alignment."""
+    `offset` shifts x and y, `w_offset` the weights, that many bytes off their allocation's alignment;
+    `expect`: a kernel the launch plan must contain (else the case fails even where the result is right)."""
     full = f"conv2d[{name} {np.dtype(dtype).name} {layout}]"
     if CONV_MATCH and not any(m in name for m in CONV_MATCH.split("|")):
         return
@@ -587,6 +588,10 @@ def check_conv(
             ok, detail = compare(got, want, dtype, scale=np.maximum(scale, 1e-30), rtol=1e-5)
         else:
             ok, detail = compare(got, want, dtype, scale=scale + np.abs(want), rtol=1.5e-3)
+        if expect:
+            plan = dev.be._plan_conv2d(sp, params or {}, int(xb) % 16 == 0 and int(yb) % 16 == 0, int(wb) % 16 == 0)
+            if expect not in [launch.kernel for launch in plan]:
+                ok, detail = False, f"planned {[launch.kernel for launch in plan]}, not {expect}; {detail}"
         record(full, ok, detail)
     except Exception as exc:
         record(full, False, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}")
@@ -788,37 +793,40 @@ def conv_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
             check_conv(dev, rng, "k1n misaligned weights", (2, 16, 8, 8), 24, 1, w_offset=8, params=k1n, **c)
             # other strides and paddings: x's sampled pixels (sample_planes, into a workspace), then the stride-1
             # GEMM (session 25): stride 2 with and without padding, (2, 1) with asymmetric padding, 3, padding
-            # alone (whole rows and columns of zeros), C_in 264, ReLU, no bias, persistent, the benchmark's shape;
-            # OH*OW % 8 != 0 (the transposing path serves)
-            if dtype == np.float16:
+            # alone (whole rows and columns of zeros), C_in 264, ReLU, no bias, persistent, the benchmark's shape,
+            # each required to plan the sampling kernel; OH*OW % 8 != 0 (the transposing path serves). NCHW only
+            # (NHWC's GEMM takes strides itself)
+            if dtype == np.float16 and layout == "NCHW":
+                smp = {**c, "expect": "sample_planes"}
                 check_conv(dev, rng, "k1n sampled s2 pad1 40->70", (3, 40, 13, 17), 70, 1, stride=2, padding=1,
-                           params=k1n, **c)
+                           params=k1n, **smp)
                 check_conv(dev, rng, "k1n sampled s(2,1) asym", (2, 24, 18, 31), 24, 1, stride=(2, 1),
-                           padding=(0, 2, 1, 0), bias=False, params=k1n, **c)
+                           padding=(0, 2, 1, 0), bias=False, params=k1n, **smp)
                 check_conv(dev, rng, "k1n sampled s2 264->136 relu", (2, 264, 32, 30), 136, 1, stride=2,
-                           params=k1n, relu=True, **c)
+                           params=k1n, relu=True, **smp)
                 check_conv(dev, rng, "k1n sampled pad2 nobias", (2, 40, 8, 8), 24, 1, padding=2, bias=False,
-                           params=k1n, **c)
-                check_conv(dev, rng, "k1n sampled s3", (2, 16, 24, 24), 40, 1, stride=3, params=k1n, **c)
-                check_conv(dev, rng, "k1n sampled s2 oh*ow%8", (2, 16, 18, 18), 24, 1, stride=2, params=k1n, **c)
+                           params=k1n, **smp)
+                check_conv(dev, rng, "k1n sampled s3", (2, 16, 24, 24), 40, 1, stride=3, params=k1n, **smp)
+                check_conv(dev, rng, "k1n sampled s2 oh*ow%8", (2, 16, 18, 18), 24, 1, stride=2, params=k1n,
+                           expect="layout_transpose", **c)
                 for pv in (0, 1, 2):
                     check_conv(dev, rng, f"k1n sampled persist{pv} s2 many tiles", (30, 64, 56, 56), 256, 1,
-                               stride=2, params={**k1n, "K1N_PERSIST": pv}, **c)
+                               stride=2, params={**k1n, "K1N_PERSIST": pv}, **smp)
                 check_conv(dev, rng, "k1n sampled 32x256x56x56 s2 256->512", (32, 256, 56, 56), 512, 1, stride=2,
-                           params={**k1n, "K1N_PERSIST": 1}, **c)
+                           params={**k1n, "K1N_PERSIST": 1}, **smp)
                 # K1N_SAMPLE 1 (sample_planes_rows8): a warp's 8 rows crossing planes, a partial last block, OW
                 # past 32 and 64 (several column passes), padding, stride (2, 1) and 3, the benchmark's shape
-                k1r = {**k1n, "K1N_SAMPLE": 1}
+                k1r, rows8 = {**k1n, "K1N_SAMPLE": 1}, {**c, "expect": "sample_planes_rows8"}
                 check_conv(dev, rng, "k1n sampled rows8 s2 pad1 40->70", (3, 40, 13, 17), 70, 1, stride=2,
-                           padding=1, params=k1r, **c)
+                           padding=1, params=k1r, **rows8)
                 check_conv(dev, rng, "k1n sampled rows8 s(2,1) asym wide", (3, 24, 18, 71), 24, 1, stride=(2, 1),
-                           padding=(0, 2, 1, 0), bias=False, params=k1r, **c)
+                           padding=(0, 2, 1, 0), bias=False, params=k1r, **rows8)
                 check_conv(dev, rng, "k1n sampled rows8 s3 264->136", (2, 264, 24, 24), 136, 1, stride=3,
-                           params={**k1r, "K1N_PERSIST": 1}, relu=True, **c)
+                           params={**k1r, "K1N_PERSIST": 1}, relu=True, **rows8)
                 check_conv(dev, rng, "k1n sampled rows8 pad2 wide", (1, 8, 8, 134), 24, 1, padding=2, params=k1r,
-                           **c)
+                           **rows8)
                 check_conv(dev, rng, "k1n sampled rows8 32x256x56x56 s2 256->512", (32, 256, 56, 56), 512, 1,
-                           stride=2, params={**k1r, "K1N_PERSIST": 1}, **c)
+                           stride=2, params={**k1r, "K1N_PERSIST": 1}, **rows8)
             # its persistent variants (K1N_PERSIST 1, 2: conv2d_k1_gemm_nchw_persist(_cs), a grid of 2 (BM 128) or
             # 3 (BM 64) blocks an SM walking the tiles, the next tile's stages issued under this one's epilogue;
             # not measured yet): tiles that span images, a partial last tile, C_in 40 and 264, C_out 70, 136 and

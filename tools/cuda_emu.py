@@ -853,7 +853,7 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
                     dict(shape=(5, 40, 16, 16), cout=70, stride=2, sms=1, params={"K1N_PERSIST": 1})))
     # K1N_SAMPLE 1 (sample_planes_rows8, 8 rows a warp): a warp's rows crossing planes (OH 8 and 10: rows 8
     # a warp cross every 10-row plane), rows past the last plane (ROWS no multiple of 64), OW past 32
-    # (two column passes: 34 and 40), padding rows and columns, stride (2, 1) and 3
+    # (three and two column passes: 72 and 40), padding rows and columns, stride (2, 1) and 3
     out.append(("k1n sampled rows8 s2 pad1 40->70 3x13x17", "k1n",
                 dict(shape=(3, 40, 13, 17), cout=70, stride=2, padding=1, params={"K1N_SAMPLE": 1})))
     if not quick:
