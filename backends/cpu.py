@@ -93,6 +93,8 @@ SIGNATURES: dict[str, list[type]] = {
     "qconv2d": [_P] * 6 + [_L] * 18,
 }
 #: entry points per source file.
+#: entry points that return a status (0, or 1 where a scratch allocation failed) instead of nothing
+_STATUS_ENTRIES = frozenset({"conv2d"})
 FILE_ENTRIES: dict[str, tuple[str, ...]] = {
     "pool2d.c": ("pool2d_max", "pool2d_avg"),
     "adaptive_pool2d.c": ("adaptive_pool2d_max", "adaptive_pool2d_avg"),
@@ -327,7 +329,7 @@ def load_kernel(file: str, defines: Mapping[str, int], isa: str) -> ctypes.CDLL:
             for name in FILE_ENTRIES.get(file, ()):
                 fn = getattr(lib, name)
                 fn.argtypes = SIGNATURES[name]
-                fn.restype = None
+                fn.restype = ctypes.c_int if name in _STATUS_ENTRIES else None
             lib.hal_set_num_threads.argtypes = [ctypes.c_int]
             lib.hal_set_num_threads.restype = None
             lib.hal_set_num_threads(num_threads())
@@ -524,6 +526,18 @@ def _ptr(buffer: Buffer | None) -> int | None:
         return ctypes.addressof(ctypes.c_char.from_buffer(buffer))
     except (TypeError, ValueError):  # read-only or empty arrays
         return int(buffer.ctypes.data)
+
+
+def _conv_scratch_bytes(spec: Conv2dSpec) -> int:
+    """The bytes of conv2d.c's float scratch copy of one image (NCHW: the stride phases some tap reads of the
+    padded planes; NHWC: the padded image, without the junk columns a partial tile may add), for
+    OutOfMemory's message."""
+    (kh, kw), (sh, sw), (dh, dw) = spec.kernel, spec.stride, spec.dilation
+    if spec.layout == "NCHW":
+        phases = len({(i * dh) % sh for i in range(kh)}) * len({(j * dw) % sw for j in range(kw)})
+        plane = (spec.out_h + (kh - 1) * dh // sh) * (spec.out_w + (kw - 1) * dw // sw)
+        return 4 * spec.c_in * phases * plane
+    return 4 * spec.c_in * ((spec.out_h - 1) * sh + (kh - 1) * dh + 1) * ((spec.out_w - 1) * sw + (kw - 1) * dw + 1)
 
 
 def _need(buffer: Buffer, nbytes: int, what: str) -> None:
@@ -732,9 +746,11 @@ class CpuBackend(Backend):
         if bias is not None:
             _need(bias, spec.c_out * 4, "bias")
         pt, _, pl, _ = spec.pads
-        lib.conv2d(_ptr(x), _ptr(weight), _ptr(bias), _ptr(y), spec.n, spec.c_in, spec.in_h, spec.in_w,
-                   spec.c_out, spec.out_h, spec.out_w, spec.kernel[0], spec.kernel[1], spec.stride[0],
-                   spec.stride[1], pt, pl, spec.dilation[0], spec.dilation[1], spec.groups)
+        failed = lib.conv2d(_ptr(x), _ptr(weight), _ptr(bias), _ptr(y), spec.n, spec.c_in, spec.in_h, spec.in_w,
+                            spec.c_out, spec.out_h, spec.out_w, spec.kernel[0], spec.kernel[1], spec.stride[0],
+                            spec.stride[1], pt, pl, spec.dilation[0], spec.dilation[1], spec.groups)
+        if failed:  # the kernel's scratch (a padded float copy of the input) could not be allocated
+            raise OutOfMemory(self.info.id, _conv_scratch_bytes(spec), "host memory for conv2d's padded input copy")
 
     def qconv2d(
         self,

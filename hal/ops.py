@@ -21,7 +21,7 @@ import numpy as np
 from hal.device import Device
 from hal.device import device as resolve_device
 from hal.dtypes import require_float
-from hal.errors import HalTypeError, HalValueError, UnsupportedOperation, bad_arg
+from hal.errors import HalError, HalTypeError, HalValueError, UnsupportedOperation, bad_arg
 from hal.quant import QUANT_DTYPES, qparams
 from hal.spec import (
     EltwiseSpec,
@@ -442,7 +442,10 @@ def quantize(x: Any, scale: Any, zero_point: Any = 0, dtype: Any = "int8", devic
     """
     from hal.quant import quantize_array
 
-    dt = np.dtype(dtype)
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as exc:
+        raise HalTypeError(f"dtype: expected 'int8' or 'uint8', got {dtype!r}") from exc
     if isinstance(x, Tensor):
         dev = x.device if device is None else resolve_device(device)
         layout = x.layout
@@ -453,8 +456,19 @@ def quantize(x: Any, scale: Any, zero_point: Any = 0, dtype: Any = "int8", devic
         host = np.asarray(x)
     if host.dtype.kind != "f":
         raise HalTypeError(f"x: expected float data to quantize, got {host.dtype.name}")
-    channels = host.shape[0] if host.ndim >= 1 and np.size(scale) > 1 else None
-    q = qparams(scale, zero_point, dt, channels=channels)
+    # per output channel where either parameter is an array of more than one value (the other broadcasts)
+    try:
+        per_channel = np.size(scale) > 1 or np.size(zero_point) > 1
+    except ValueError:  # a ragged sequence: qparams names it
+        per_channel = False
+    channels = host.shape[0] if host.ndim >= 1 and per_channel else None
+    try:
+        q = qparams(scale, zero_point, dt, channels=channels)
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, HalError):
+            raise
+        raise HalTypeError(f"scale: expected a positive float or an array of them, and zero_point integers; got "
+                           f"{scale!r} and {zero_point!r} ({exc})") from exc
     data = quantize_array(host, q, dt, axis=0)
     scale_out = q.scale[0] if not q.per_channel else np.asarray(q.scale)
     zp_out = q.zero_point[0] if not q.per_channel else np.asarray(q.zero_point)

@@ -65,12 +65,18 @@ def qparams(scale: Any, zero_point: Any, dtype: np.dtype, channels: int | None =
     z = z.astype(np.int64)
     if not np.all(np.isfinite(s)) or np.any(s <= 0):
         raise HalValueError(f"{name}: expected positive finite values, got {scale!r}")
+    with np.errstate(over="ignore", under="ignore"):
+        s32 = s.astype(np.float32)  # the kernels and QuantizeLinear compute in float32
+    if not np.all(np.isfinite(s32)) or np.any(s32 <= 0):
+        raise HalValueError(f"{name}: expected values a float32 holds (positive, at most 3.4e38), got {scale!r}")
     lo, hi = qrange(dtype)
     if np.any(z < lo) or np.any(z > hi):
         raise HalValueError(f"{zp_name}: expected values in [{lo}, {hi}] for {dtype.name}, got {zero_point!r}")
     if channels is None:
         if s.size != 1 or z.size != 1:
-            raise HalValueError(f"{name}: expected one scale and one zero point per tensor, got {s.size} and {z.size}")
+            culprit = name if s.size != 1 else zp_name
+            raise HalValueError(f"{culprit}: expected one scale and one zero point per tensor, "
+                                f"got {s.size} and {z.size}")
     else:
         for what, arr in ((name, s), (zp_name, z)):
             if arr.size not in (1, channels):
@@ -84,7 +90,9 @@ def qparams(scale: Any, zero_point: Any, dtype: np.dtype, channels: int | None =
 
 
 def quantize_array(x: np.ndarray, q: QParams, dtype: np.dtype, axis: int = 0) -> np.ndarray:
-    """ONNX QuantizeLinear in float32: saturate(round_half_even(x / scale) + zero_point)."""
+    """ONNX QuantizeLinear in float32: saturate(round_half_even(x / scale) + zero_point). Saturation happens
+    before any integer conversion, so values past the range and +-inf give the range's ends; NaN (which
+    QuantizeLinear leaves undefined for integer outputs) gives the zero point."""
     xf = np.asarray(x, dtype=np.float32)
     shape = [1] * xf.ndim
     if q.per_channel:
@@ -92,7 +100,10 @@ def quantize_array(x: np.ndarray, q: QParams, dtype: np.dtype, axis: int = 0) ->
     scale = np.asarray(q.scale, np.float32).reshape(shape) if q.per_channel else np.float32(q.scale[0])
     zp = np.asarray(q.zero_point, np.int64).reshape(shape) if q.per_channel else q.zero_point[0]
     lo, hi = qrange(dtype)
-    return np.clip(np.rint(xf / scale).astype(np.int64) + zp, lo, hi).astype(dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        v = np.rint(xf / scale).astype(np.float64) + zp  # exact: |integers| < 2**53 or saturated below
+    v = np.where(np.isnan(v), np.broadcast_to(zp, v.shape) if q.per_channel else zp, v)
+    return np.clip(v, lo, hi).astype(dtype)
 
 
 def dequantize_array(q: np.ndarray, p: QParams, axis: int = 0) -> np.ndarray:

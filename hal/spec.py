@@ -35,8 +35,12 @@ def _is_int(value: object) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
+#: the largest window size, stride, dilation or padding: every backend's kernels take them as 32-bit ints
+MAX_WINDOW_ARG = 2**31 - 1
+
+
 def pair(value: object, name: str, minimum: int = 1) -> tuple[int, int]:
-    """``int`` or 1-/2-sequence of ints >= ``minimum`` -> ``(h, w)``."""
+    """``int`` or 1-/2-sequence of ints in [``minimum``, 2**31 - 1] -> ``(h, w)``."""
     if _is_int(value):
         items = (int(value), int(value))  # type: ignore[call-overload]
     elif isinstance(value, (tuple, list)) and len(value) in (1, 2) and all(_is_int(v) for v in value):
@@ -45,6 +49,8 @@ def pair(value: object, name: str, minimum: int = 1) -> tuple[int, int]:
         raise bad_arg(name, "an int or a pair of ints", value)
     if min(items) < minimum:
         raise bad_arg(name, f"values >= {minimum}", value)
+    if max(items) > MAX_WINDOW_ARG:
+        raise bad_arg(name, f"values <= 2**31 - 1 ({MAX_WINDOW_ARG})", value)
     return items
 
 
@@ -95,6 +101,8 @@ def resolve_padding(
         raise bad_arg("padding", "an int, (ph, pw), (top, bottom, left, right), 'valid' or 'same'", padding)
     if min(pads) < 0:
         raise bad_arg("padding", "non-negative values", padding)
+    if max(pads) > MAX_WINDOW_ARG:
+        raise bad_arg("padding", f"values <= 2**31 - 1 ({MAX_WINDOW_ARG})", padding)
     return pads  # type: ignore[return-value]
 
 
@@ -120,12 +128,18 @@ def window_output_size(
 def _first_empty_window(
     size: int, kernel: int, stride: int, pad_begin: int, dilation: int, out: int
 ) -> int:
-    """Index of the first window with no tap inside the input, or -1."""
-    starts = np.arange(out, dtype=np.int64) * stride - pad_begin
-    taps = starts[:, None] + np.arange(kernel, dtype=np.int64)[None, :] * dilation
-    inside = ((taps >= 0) & (taps < size)).any(axis=1)
-    empty = np.flatnonzero(~inside)
-    return int(empty[0]) if empty.size else -1
+    """Index of the first window with no tap inside the input, or -1. A window starting at s0 has a tap inside
+    when its first tap at or past 0 (k0 = ceil(-s0 / dilation), at least 0) exists and lies before `size`;
+    the windows are checked in chunks, so that a huge padding costs time, not memory."""
+    chunk = 2**22
+    for first in range(0, out, chunk):
+        starts = np.arange(first, min(out, first + chunk), dtype=np.int64) * stride - pad_begin
+        k0 = np.maximum(0, -(starts // dilation))
+        inside = (k0 < kernel) & (starts + k0 * dilation < size)
+        empty = np.flatnonzero(~inside)
+        if empty.size:
+            return first + int(empty[0])
+    return -1
 
 
 # ----------------------------------------------------------------------------

@@ -64,15 +64,36 @@ static inline void copy_row(float *restrict dst, const hal_t *restrict src, hal_
 static inline int use_wide(hal_int units) { return units >= CO_BLOCK || 2 * units > CO_BLOCK; }
 
 #if !LAYOUT_NHWC
-static void conv_nchw(const hal_t *restrict x, const hal_t *restrict w, const float *restrict bias,
-                      hal_t *restrict y, hal_int N, hal_int CI, hal_int IH, hal_int IW, hal_int CO, hal_int OH,
-                      hal_int OW, hal_int KH, hal_int KW, hal_int SH, hal_int SW, hal_int PT, hal_int PL,
-                      hal_int DH, hal_int DW, hal_int G) {
+static int conv_nchw(const hal_t *restrict x, const hal_t *restrict w, const float *restrict bias,
+                     hal_t *restrict y, hal_int N, hal_int CI, hal_int IH, hal_int IW, hal_int CO, hal_int OH,
+                     hal_int OW, hal_int KH, hal_int KW, hal_int SH, hal_int SW, hal_int PT, hal_int PL,
+                     hal_int DH, hal_int DW, hal_int G) {
     const hal_int cig = CI / G, cog = CO / G, ntaps = KH * KW;
     const int wide = use_wide(cog);
     const hal_int cb = wide ? CO_BLOCK : 1, ncob = HAL_CDIV(cog, cb);
     const hal_int moh = ((KH - 1) * DH) / SH, mow = ((KW - 1) * DW) / SW;
-    const hal_int HPh = OH + moh, WPh = OW + mow, plane = HPh * WPh, ci_stride = SH * SW * plane;
+    /* the stride phases (a, b) some tap reads, at most KH row and KW column phases: only those are kept, so
+     * that a stride past the window (SH * SW phases, most unread) costs no memory */
+    hal_int *pa = (hal_int *)malloc(sizeof(hal_int) * (size_t)KH), *pb = (hal_int *)malloc(sizeof(hal_int) * (size_t)KW);
+    hal_int na = 0, nb = 0;
+    if (!pa || !pb) {
+        free(pa);
+        free(pb);
+        return 1;
+    }
+    for (hal_int kh = 0; kh < KH; kh++) {
+        const hal_int a = (kh * DH) % SH;
+        hal_int i = 0;
+        while (i < na && pa[i] != a) i++;
+        if (i == na) pa[na++] = a;
+    }
+    for (hal_int kw = 0; kw < KW; kw++) {
+        const hal_int b = (kw * DW) % SW;
+        hal_int i = 0;
+        while (i < nb && pb[i] != b) i++;
+        if (i == nb) pb[nb++] = b;
+    }
+    const hal_int HPh = OH + moh, WPh = OW + mow, plane = HPh * WPh, ci_stride = na * nb * plane;
     const hal_int TW = W_BLOCK * VW, tpr = HAL_CDIV(OW, TW);
     const hal_int ntile_row = OH * tpr, ntile_flat = HAL_CDIV(OH * WPh, TW);
     const int flat = ntile_flat * 10 < ntile_row * 9; /* flat when it saves more than 10% of the lanes */
@@ -81,15 +102,17 @@ static void conv_nchw(const hal_t *restrict x, const hal_t *restrict w, const fl
     float *xs = (float *)hal_alloc(sizeof(float) * (size_t)xs_len);
     float *wp = (float *)hal_alloc(sizeof(float) * (size_t)(G * ncob * cig * ntaps * cb));
     hal_int *tapoff = (hal_int *)malloc(sizeof(hal_int) * (size_t)ntaps);
-    char *used = (char *)calloc((size_t)(SH + SW), 1); /* phases some tap reads */
-    if (!xs || !wp || !tapoff || !used) goto done;
+    int status = 1;
+    if (!xs || !wp || !tapoff) goto done;
+    status = 0;
     memset(xs, 0, sizeof(float) * (size_t)xs_len);
     for (hal_int kh = 0; kh < KH; kh++)
         for (hal_int kw = 0; kw < KW; kw++) {
             const hal_int a = (kh * DH) % SH, b = (kw * DW) % SW;
-            tapoff[kh * KW + kw] = (a * SW + b) * plane + ((kh * DH) / SH) * WPh + (kw * DW) / SW;
-            used[a] = 1;
-            used[SH + b] = 1;
+            hal_int ia = 0, ib = 0;
+            while (pa[ia] != a) ia++;
+            while (pb[ib] != b) ib++;
+            tapoff[kh * KW + kw] = (ia * nb + ib) * plane + ((kh * DH) / SH) * WPh + (kw * DW) / SW;
         }
     const hal_int gcs = G * ncob, tasks = gcs * ntile;
 #pragma omp parallel num_threads(hal_threads_for(N * OH * OW * CO * cig * ntaps / 4))
@@ -107,15 +130,14 @@ static void conv_nchw(const hal_t *restrict x, const hal_t *restrict w, const fl
         }
         for (hal_int n = 0; n < N; n++) {
 #pragma omp for schedule(guided)
-            for (hal_int ca = 0; ca < CI * SH; ca++) {
-                const hal_int ci = ca / SH, a = ca - ci * SH;
-                if (!used[a]) continue;
+            for (hal_int ca = 0; ca < CI * na; ca++) {
+                const hal_int ci = ca / na, ia = ca - ci * na, a = pa[ia];
                 const hal_t *src = x + (n * CI + ci) * IH * IW;
                 for (hal_int i = 0; i < HPh; i++) {
                     const hal_int r = i * SH + a - PT;
-                    for (hal_int b = 0; b < SW; b++) {
-                        if (!used[SH + b]) continue;
-                        float *dst = xs + ci * ci_stride + (a * SW + b) * plane + i * WPh;
+                    for (hal_int ib = 0; ib < nb; ib++) {
+                        const hal_int b = pb[ib];
+                        float *dst = xs + ci * ci_stride + (ia * nb + ib) * plane + i * WPh;
                         if (r < 0 || r >= IH) {
                             memset(dst, 0, sizeof(float) * (size_t)WPh);
                             continue;
@@ -156,7 +178,9 @@ done:
     free(xs);
     free(wp);
     free(tapoff);
-    free(used);
+    free(pa);
+    free(pb);
+    return status;
 }
 
 #else /* NHWC */
@@ -204,9 +228,9 @@ static inline void dw_pixel(const hal_t *restrict xn, const float *restrict wb, 
 /* Depthwise NHWC straight from the input (a padded copy would double the memory
  * traffic of this memory-bound op): tiles for interior pixels, a bounds-checked
  * loop (still vectors along C) for the border pixels. */
-static void dw_nhwc(const hal_t *restrict x, const hal_t *restrict w, const float *restrict bias, hal_t *restrict y,
-                    hal_int N, hal_int C, hal_int IH, hal_int IW, hal_int OH, hal_int OW, hal_int KH, hal_int KW,
-                    hal_int SH, hal_int SW, hal_int PT, hal_int PL, hal_int DH, hal_int DW) {
+static int dw_nhwc(const hal_t *restrict x, const hal_t *restrict w, const float *restrict bias, hal_t *restrict y,
+                   hal_int N, hal_int C, hal_int IH, hal_int IW, hal_int OH, hal_int OW, hal_int KH, hal_int KW,
+                   hal_int SH, hal_int SW, hal_int PT, hal_int PL, hal_int DH, hal_int DW) {
     const hal_int ntaps = KH * KW;
     const int wide = use_wide(HAL_CDIV(C, VW));
     const hal_int cbw = (wide ? CO_BLOCK : 1) * VW, ncb = HAL_CDIV(C, cbw), Cw = ncb * cbw;
@@ -217,7 +241,9 @@ static void dw_nhwc(const hal_t *restrict x, const hal_t *restrict w, const floa
     const hal_int owb = HAL_MAX(owa, span < 0 ? 0 : HAL_MIN(OW, span / SW + 1));
     float *wp = (float *)hal_alloc(sizeof(float) * (size_t)(ntaps * Cw));
     hal_int *tapw = (hal_int *)malloc(sizeof(hal_int) * (size_t)KW);
+    int status = 1;
     if (!wp || !tapw) goto done;
+    status = 0;
     for (hal_int t = 0; t < ntaps; t++)
         for (hal_int c = 0; c < Cw; c++) wp[t * Cw + c] = c < C ? ld(w + c * ntaps + t) : 0.0f;
     for (hal_int kw = 0; kw < KW; kw++) tapw[kw] = kw * DW * C;
@@ -259,26 +285,31 @@ static void dw_nhwc(const hal_t *restrict x, const hal_t *restrict w, const floa
 done:
     free(wp);
     free(tapw);
+    return status;
 }
 
-static void conv_nhwc(const hal_t *restrict x, const hal_t *restrict w, const float *restrict bias,
-                      hal_t *restrict y, hal_int N, hal_int CI, hal_int IH, hal_int IW, hal_int CO, hal_int OH,
-                      hal_int OW, hal_int KH, hal_int KW, hal_int SH, hal_int SW, hal_int PT, hal_int PL,
-                      hal_int DH, hal_int DW, hal_int G) {
+static int conv_nhwc(const hal_t *restrict x, const hal_t *restrict w, const float *restrict bias,
+                     hal_t *restrict y, hal_int N, hal_int CI, hal_int IH, hal_int IW, hal_int CO, hal_int OH,
+                     hal_int OW, hal_int KH, hal_int KW, hal_int SH, hal_int SW, hal_int PT, hal_int PL,
+                     hal_int DH, hal_int DW, hal_int G) {
     const hal_int cig = CI / G, cog = CO / G, ntaps = KH * KW;
-    if (cig == 1 && cog == 1) {
-        dw_nhwc(x, w, bias, y, N, CI, IH, IW, OH, OW, KH, KW, SH, SW, PT, PL, DH, DW);
-        return;
-    }
+    if (cig == 1 && cog == 1) return dw_nhwc(x, w, bias, y, N, CI, IH, IW, OH, OW, KH, KW, SH, SW, PT, PL, DH, DW);
+    /* the padded copy spans the columns a row's whole tiles read, junk lanes included; where those lanes
+     * would more than double it (a stride past the input), only what the windows read, and a partial last
+     * tile of a row runs pixel by pixel below */
     const hal_int PB = W_BLOCK, tpr = HAL_CDIV(OW, PB), OWr = tpr * PB;
-    const hal_int HPad = (OH - 1) * SH + (KH - 1) * DH + 1, WPad = (OWr - 1) * SW + (KW - 1) * DW + 1;
+    const hal_int WReach = (OW - 1) * SW + (KW - 1) * DW + 1;
+    const int lean = (OWr - OW) * SW > WReach;
+    const hal_int HPad = (OH - 1) * SH + (KH - 1) * DH + 1, WPad = lean ? WReach : WReach + (OWr - OW) * SW;
     const int wide = use_wide(HAL_CDIV(cog, VW));
     const hal_int cbw = (wide ? CO_BLOCK : 1) * VW; /* output channels per tile */
     const hal_int ncob = HAL_CDIV(cog, cbw);
     float *xs = (float *)hal_alloc(sizeof(float) * (size_t)(HPad * WPad * CI));
     float *wp = (float *)hal_alloc(sizeof(float) * (size_t)(G * ncob * ntaps * cig * cbw));
     hal_int *tapoff = (hal_int *)malloc(sizeof(hal_int) * (size_t)ntaps);
+    int status = 1;
     if (!xs || !wp || !tapoff) goto done;
+    status = 0;
     for (hal_int kh = 0; kh < KH; kh++)
         for (hal_int kw = 0; kw < KW; kw++) tapoff[kh * KW + kw] = (kh * DH * WPad + kw * DW) * CI;
     const hal_int gcs = G * ncob, tasks = gcs * OH * tpr;
@@ -307,11 +338,19 @@ static void conv_nhwc(const hal_t *restrict x, const hal_t *restrict w, const fl
                 const float *bb = bias ? bias + co0 : NULL;
                 const float *wblk = wp + gc * ntaps * cig * cbw;
                 hal_t *yt = y + ((n * OH + oh) * OW + ow0) * CO + co0;
-                if (wide)
-                    HAL_CAT(nhwc_tile_, CO_BLOCK)(xrow + g * cig, SW * CI, tapoff, ntaps, cig, wblk, bb, nco, yt, CO,
-                                                  npix);
-                else
-                    nhwc_tile_1(xrow + g * cig, SW * CI, tapoff, ntaps, cig, wblk, bb, nco, yt, CO, npix);
+                /* a tile: W_BLOCK pixels SW * CI apart (a partial one's junk lanes inside the copy); lean, a
+                 * partial tile's pixels each alone, every lane reading it (pixel stride 0), one stored */
+                const int whole = npix == PB || !lean;
+                const hal_int runs = whole ? 1 : npix, pixstride = whole ? SW * CI : 0;
+                for (hal_int q = 0; q < runs; q++) {
+                    const float *xq = xrow + g * cig + (whole ? 0 : q * SW * CI);
+                    hal_t *yq = yt + (whole ? 0 : q * CO);
+                    const hal_int nq = whole ? npix : 1;
+                    if (wide)
+                        HAL_CAT(nhwc_tile_, CO_BLOCK)(xq, pixstride, tapoff, ntaps, cig, wblk, bb, nco, yq, CO, nq);
+                    else
+                        nhwc_tile_1(xq, pixstride, tapoff, ntaps, cig, wblk, bb, nco, yq, CO, nq);
+                }
             }
         }
     }
@@ -319,15 +358,17 @@ done:
     free(xs);
     free(wp);
     free(tapoff);
+    return status;
 }
 #endif
 
-HAL_EXPORT void conv2d(const hal_t *x, const hal_t *w, const float *bias, hal_t *y, hal_int N, hal_int CI,
-                       hal_int IH, hal_int IW, hal_int CO, hal_int OH, hal_int OW, hal_int KH, hal_int KW, hal_int SH,
-                       hal_int SW, hal_int PT, hal_int PL, hal_int DH, hal_int DW, hal_int G) {
+/* 0, or 1 where a scratch allocation failed (nothing written; the backend raises OutOfMemory) */
+HAL_EXPORT int conv2d(const hal_t *x, const hal_t *w, const float *bias, hal_t *y, hal_int N, hal_int CI,
+                      hal_int IH, hal_int IW, hal_int CO, hal_int OH, hal_int OW, hal_int KH, hal_int KW, hal_int SH,
+                      hal_int SW, hal_int PT, hal_int PL, hal_int DH, hal_int DW, hal_int G) {
 #if LAYOUT_NHWC
-    conv_nhwc(x, w, bias, y, N, CI, IH, IW, CO, OH, OW, KH, KW, SH, SW, PT, PL, DH, DW, G);
+    return conv_nhwc(x, w, bias, y, N, CI, IH, IW, CO, OH, OW, KH, KW, SH, SW, PT, PL, DH, DW, G);
 #else
-    conv_nchw(x, w, bias, y, N, CI, IH, IW, CO, OH, OW, KH, KW, SH, SW, PT, PL, DH, DW, G);
+    return conv_nchw(x, w, bias, y, N, CI, IH, IW, CO, OH, OW, KH, KW, SH, SW, PT, PL, DH, DW, G);
 #endif
 }

@@ -82,3 +82,22 @@ def test_conv2d_cnn_shapes(device, shape, wshape, kw, dtype, layout):
     w = random_input(6, wshape, dtype) * np.asarray(0.2, dtype=dtype)
     b = random_input(7, (wshape[0],), dtype)
     _check_conv(device, x, w, b, dtype, layout, **kw)
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize(
+    "shape,wshape,kw",
+    [
+        ((1, 3, 8, 8), (4, 3, 3, 3), {"stride": 65536}),  # a stride past the input: one output pixel
+        ((1, 4, 9, 10), (4, 2, 3, 2), {"stride": (7, 9), "padding": 2, "groups": 2}),  # past the window
+        ((1, 3, 5, 6), (2, 3, 2, 2), {"stride": (1, 2**31 - 1), "dilation": (3, 1), "padding": (0, 1)}),
+    ],
+    ids=["stride-65536", "stride-past-window", "stride-2^31-1"],
+)
+def test_conv2d_strides_past_the_window(device, shape, wshape, kw, layout):
+    """Strides larger than the window (most stride phases of the input unread): the CPU kernel once kept a
+    scratch copy of every phase (stride squared of them: gigabytes at stride 65536) and, when that failed to
+    allocate, returned without writing y (session 25)."""
+    x = random_input(8, shape, "float32")
+    w = random_input(9, wshape, "float32")
+    _check_conv(device, x, w, None, "float32", layout, **kw)

@@ -47,6 +47,11 @@ W = np.random.default_rng(1).standard_normal((6, 4, 3, 3)).astype(np.float32)
         (lambda d: hal.batch_norm(hal.asarray(X, device=d), np.zeros(4, np.float32), np.ones(4, np.float32),
                                   weight=np.ones(3, np.float32)), "weight"),
         (lambda d: hal.max_pool2d(hal.asarray(X.astype(np.int32), device=d), 2), "input"),
+        # past 32 bits (session 25: numpy's MemoryError, OpenCL's OverflowError)
+        (lambda d: hal.max_pool2d(hal.asarray(X, device=d), 2, padding=2**31), "padding"),
+        (lambda d: hal.max_pool2d(hal.asarray(X, device=d), 2, stride=2**31), "stride"),
+        (lambda d: hal.conv2d(hal.asarray(X, device=d), W, stride=(1, 2**31)), "stride"),
+        (lambda d: hal.conv2d(hal.asarray(X, device=d), W, dilation=2**31), "dilation"),
     ],
 )
 def test_bad_argument_names_itself(device, call, arg):

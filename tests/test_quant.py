@@ -30,6 +30,24 @@ def test_quantize_rounds_half_to_even_and_saturates():
     np.testing.assert_array_equal(dequantize_array(np.array([1, 3], np.int8), q), [0.0, 1.0])
 
 
+def test_quantize_saturates_before_converting_to_integers():
+    """Values past the range, +-inf and a tiny scale give the range's ends, NaN the zero point (session 25: a
+    cast to int64 before the clip turned 1e20 and +inf into -128)."""
+    x = np.array([1e20, np.inf, -np.inf, np.nan, 1.0], np.float32)
+    np.testing.assert_array_equal(quantize_array(x, qparams(1.0, 3, np.dtype(np.int8)), np.dtype(np.int8)),
+                                  [127, 127, -128, 3, 4])
+    np.testing.assert_array_equal(quantize_array(x, qparams(1.0, 128, np.dtype(np.uint8)), np.dtype(np.uint8)),
+                                  [255, 255, 0, 128, 129])
+    np.testing.assert_array_equal(hal.quantize(np.ones(2, np.float32), 1e-30, device="cpu").numpy(), [127, 127])
+
+
+def test_quantize_takes_per_channel_zero_points_with_one_scale():
+    w = np.random.default_rng(2).standard_normal((4, 3, 3, 3)).astype(np.float32)
+    q = hal.quantize(w, 0.1, zero_point=[0, 1, 2, 3], device="cpu")
+    np.testing.assert_array_equal(q.zero_point, [0, 1, 2, 3])
+    np.testing.assert_array_equal(q.numpy()[2], np.clip(np.rint(w[2] / np.float32(0.1)) + 2, -128, 127))
+
+
 def test_quantize_matches_torch():
     torch = pytest.importorskip("torch")
     x = np.random.default_rng(0).standard_normal(1000).astype(np.float32) * 3
@@ -58,6 +76,11 @@ def test_quantize_matches_torch():
                             hal.quantize(np.ones((3, 2, 3, 3)), 0.1, 0, device="cpu"),
                             np.ones(3, np.float32)), "bias"),
         (lambda: hal.dequantize(hal.asarray(np.ones((1, 1, 2, 2), np.float32), device="cpu")), "q"),
+        (lambda: hal.quantize(np.ones(2, np.float32), 1e-50, device="cpu"), "scale"),  # 0 in float32
+        (lambda: hal.quantize(np.ones(2, np.float32), 1e300, device="cpu"), "scale"),  # inf in float32
+        (lambda: hal.quantize(np.ones(2, np.float32), "abc", device="cpu"), "scale"),
+        (lambda: hal.quantize(np.ones(2, np.float32), 0.1, dtype="foo", device="cpu"), "dtype"),
+        (lambda: hal.quantize(np.ones((1, 1, 2, 2)), 0.1, [0, 1], device="cpu"), "zero_point"),
     ],
 )
 def test_bad_quantization_arguments(call, arg):
