@@ -115,11 +115,25 @@ def record_launches() -> Iterator[list[tuple[Device, str, Any, tuple[Any, ...], 
     the same buffers without the op layer's validation, lookup and allocation.
     """
     launches: list[tuple[Device, str, Any, tuple[Any, ...], Any]] = []
-    token = _recorded.set(launches)
+    outer = _recorded.get()
+    # nested: the launches go to every enclosing recording too (an outer hal.capture keeps its whole pipeline)
+    token = _recorded.set(launches if outer is None else _Tee(outer, launches))
     try:
         yield launches
     finally:
         _recorded.reset(token)
+
+
+class _Tee(list):
+    """A nested recording: what it records is appended to the enclosing one as well."""
+
+    def __init__(self, outer: list, inner: list) -> None:
+        super().__init__()
+        self._outer, self._inner = outer, inner
+
+    def append(self, item: Any) -> None:  # type: ignore[override]
+        self._outer.append(item)
+        self._inner.append(item)
 
 
 def replay_launches(launches: Sequence[tuple[Device, str, Any, tuple[Any, ...], Any]]) -> None:
@@ -180,6 +194,9 @@ def _new_output(shape: tuple[int, ...], x: Tensor, dtype: np.dtype | None = None
 
 def _fuse(dev: Device, spec: Any, relu: bool) -> tuple[Any, bool]:
     """(spec, ReLU still to apply): fused into the kernel's store where the backend can."""
+    if relu is False:
+        return spec, False
+    _check_relu_flag(relu)
     if not relu:
         return spec, False
     if type(dev.backend).fused_relu:
@@ -208,14 +225,29 @@ def relu(input: Any) -> Tensor:
 # ----------------------------------------------------------------------------
 
 
+def _check_relu_flag(relu: object) -> None:
+    if not isinstance(relu, (bool, np.bool_)):
+        raise HalTypeError(f"relu: expected True or False, got {relu!r}")
+
+
+def _no_quantized_relu(x: Tensor, relu: bool) -> None:
+    """``relu=True`` is a float extension: on int8/uint8 data it would need the zero point's clamp, which no
+    kernel applies, so it is refused rather than ignored."""
+    _check_relu_flag(relu)
+    if relu and x.dtype in QUANT_DTYPES:
+        raise HalValueError(f"relu: fused ReLU applies to float tensors, not {x.dtype.name}; clamp the quantized "
+                            "result at its zero point, or quantize after a float ReLU")
+
+
 def _max_pool2d_plan(input: Any, kernel_size: Any, stride: Any, padding: PaddingArg, dilation: Any, ceil_mode: bool,
                      return_indices: bool, relu: bool) -> tuple[Device, Tensor, tuple[Any, bool]]:
     dev = _pick_device([("input", input)])
     x = _activation(input, dev, allow_int=True)
     _require_quantized_pooling(dev, x)
+    _no_quantized_relu(x, relu)
     spec = pool2d_spec("max", _plane_geometry(x), kernel_size, stride, padding, dilation, ceil_mode, True, None,
                        return_indices)
-    return dev, x, _fuse(dev, spec, relu and x.dtype not in QUANT_DTYPES)
+    return dev, x, _fuse(dev, spec, relu)
 
 
 def _avg_pool2d_plan(input: Any, kernel_size: Any, stride: Any, padding: PaddingArg, ceil_mode: bool,
@@ -234,7 +266,8 @@ def _avg_pool2d_plan(input: Any, kernel_size: Any, stride: Any, padding: Padding
                        count_include_pad, divisor_override, False)
     if zero_point:  # quantized inputs are never stored as plans: the zero point is the tensor's
         spec = replace(spec, zero_point=zero_point)
-    return dev, x, _fuse(dev, spec, relu and x.dtype not in QUANT_DTYPES)
+    _no_quantized_relu(x, relu)
+    return dev, x, _fuse(dev, spec, relu)
 
 
 def _adaptive_avg_pool2d_plan(input: Any, output_size: Any, relu: bool) -> tuple[Device, Tensor, tuple[Any, bool]]:
@@ -354,10 +387,14 @@ def conv2d(
     dev = _pick_device([("input", input), ("weight", weight), ("bias", bias)])
     x = _activation(input, dev, allow_int=True)
     if x.dtype in QUANT_DTYPES:
+        _no_quantized_relu(x, relu)
         return _qconv2d(dev, x, weight, bias, stride, padding, dilation, groups, output_scale, output_zero_point,
                         output_dtype)
     if output_scale is not None or output_zero_point is not None:
         raise HalTypeError("output_scale: only a quantized (int8/uint8) input takes output quantization parameters")
+    if output_dtype is not None:
+        raise HalTypeError("output_dtype: only a quantized (int8/uint8) input takes an output dtype; a float conv "
+                           "returns the input's dtype")
     w_shape = weight.shape if isinstance(weight, Tensor) else np.shape(weight)
     b_shape = None if bias is None else (bias.shape if isinstance(bias, Tensor) else np.shape(bias))
     spec = conv2d_spec(x.geometry(), tuple(w_shape), bias is not None, b_shape, stride, padding, dilation, groups)

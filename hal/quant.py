@@ -126,15 +126,27 @@ def fold_batch_norm(
     ``w' = w * g`` and ``b' = (b - mean) * g + beta`` with ``g = gamma / sqrt(var + eps)``.
     Quantize the folded weights afterwards for the int8 path.
     """
-    w = np.asarray(weight.numpy() if hasattr(weight, "numpy") else weight, dtype=np.float64)
+    def floats(v: Any, name: str) -> np.ndarray:
+        host = v.numpy() if hasattr(v, "numpy") else v
+        if np.asarray(host).dtype.kind not in "fiub" or getattr(v, "scale", None) is not None:
+            raise HalTypeError(f"{name}: expected float values (dequantize a quantized tensor first), got "
+                               f"{np.asarray(host).dtype.name}{' quantized' if getattr(v, 'scale', None) else ''}")
+        if np.asarray(host).dtype.kind in "iu" and name == "weight":
+            raise HalTypeError(f"{name}: expected float conv weights, got {np.asarray(host).dtype.name}")
+        return np.asarray(host, dtype=np.float64)
+
+    w = floats(weight, "weight")
     if w.ndim != 4:
         raise HalValueError(f"weight: expected a 4-D conv weight, got shape {w.shape}")
     c = w.shape[0]
+    if isinstance(eps, bool) or not isinstance(eps, (int, float, np.floating, np.integer)) \
+            or not np.isfinite(eps) or eps <= 0:
+        raise HalValueError(f"eps: expected a positive finite float (as batch_norm), got {eps!r}")
 
     def vec(v: Any, name: str, default: float) -> np.ndarray:
         if v is None:
             return np.full(c, default)
-        a = np.asarray(v.numpy() if hasattr(v, "numpy") else v, dtype=np.float64)
+        a = floats(v, name)
         if a.shape != (c,):
             raise HalValueError(f"{name}: expected shape ({c},), got {a.shape}")
         return a

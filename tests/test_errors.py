@@ -52,6 +52,7 @@ W = np.random.default_rng(1).standard_normal((6, 4, 3, 3)).astype(np.float32)
         (lambda d: hal.max_pool2d(hal.asarray(X, device=d), 2, stride=2**31), "stride"),
         (lambda d: hal.conv2d(hal.asarray(X, device=d), W, stride=(1, 2**31)), "stride"),
         (lambda d: hal.conv2d(hal.asarray(X, device=d), W, dilation=2**31), "dilation"),
+        (lambda d: hal.max_pool2d(hal.asarray(X, device=d), 2, relu=np.array([1, 0])), "relu"),
     ],
 )
 def test_bad_argument_names_itself(device, call, arg):

@@ -60,3 +60,20 @@ def test_copy_rejects_a_wrong_shape(device):
         x.copy_(hal.asarray(np.ones((1, 2, 3, 4), np.float16), device=device))
     x.copy_(hal.asarray(np.full((1, 2, 3, 4), 3.0, np.float32), device=device, layout="NHWC"))
     assert (x.numpy() == 3.0).all()
+
+
+def test_a_nested_capture_keeps_the_outer_pipeline_whole(device):
+    """A capture inside a capture: the inner graph holds its own launches, the outer one all of them (session
+    25: the inner recording used to take its launches away from the outer one, whose replay then skipped them)."""
+    rng = np.random.default_rng(8)
+    x = hal.asarray(rng.standard_normal((1, 3, 8, 8)).astype(np.float32), device=device)
+    with hal.capture() as outer:
+        a = hal.max_pool2d(x, 2)
+        with hal.capture() as inner:
+            b = hal.relu(a)
+        c = hal.avg_pool2d(b, 2)
+    assert (len(outer), len(inner)) == (3, 1)
+    x_next = -np.abs(rng.standard_normal((1, 3, 8, 8))).astype(np.float32)  # every ReLU output 0
+    x.copy_(x_next)
+    outer.replay()
+    np.testing.assert_array_equal(c.numpy(), np.zeros((1, 3, 2, 2), np.float32))

@@ -81,6 +81,18 @@ def test_quantize_matches_torch():
         (lambda: hal.quantize(np.ones(2, np.float32), "abc", device="cpu"), "scale"),
         (lambda: hal.quantize(np.ones(2, np.float32), 0.1, dtype="foo", device="cpu"), "dtype"),
         (lambda: hal.quantize(np.ones((1, 1, 2, 2)), 0.1, [0, 1], device="cpu"), "zero_point"),
+        # fused ReLU is float only: refused on quantized data rather than ignored (session 25)
+        (lambda: hal.max_pool2d(hal.quantize(-np.ones((1, 1, 4, 4)), 0.1, 3, device="cpu"), 2, relu=True), "relu"),
+        (lambda: hal.avg_pool2d(hal.quantize(-np.ones((1, 1, 4, 4)), 0.1, 3, device="cpu"), 2, relu=True), "relu"),
+        (lambda: hal.conv2d(hal.quantize(np.ones((1, 2, 4, 4)), 0.1, 0, device="cpu"),
+                            hal.quantize(np.ones((3, 2, 3, 3)), 0.1, 0, device="cpu"), output_scale=0.1, relu=True),
+         "relu"),
+        (lambda: hal.conv2d(hal.asarray(np.ones((1, 2, 4, 4), np.float32), device="cpu"),
+                            np.ones((3, 2, 3, 3), np.float32), output_dtype="int8"), "output_dtype"),
+        (lambda: hal.fold_batch_norm(np.ones((2, 1, 1, 1)), None, np.zeros(2), np.ones(2), eps=float("nan")), "eps"),
+        (lambda: hal.fold_batch_norm(np.ones((2, 1, 1, 1)), None, np.zeros(2), np.ones(2), eps=-1e-6), "eps"),
+        (lambda: hal.fold_batch_norm(hal.quantize(np.ones((2, 1, 1, 1)), 0.1, device="cpu"), None, np.zeros(2),
+                                     np.ones(2)), "weight"),
     ],
 )
 def test_bad_quantization_arguments(call, arg):
