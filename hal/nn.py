@@ -18,7 +18,7 @@ import numpy as np
 from hal import ops
 from hal.device import Device
 from hal.device import device as resolve_device
-from hal.errors import HalValueError
+from hal.errors import HalTypeError, HalValueError
 from hal.quant import fold_batch_norm
 from hal.tensor import Tensor, asarray
 
@@ -62,7 +62,9 @@ class Module:
             self._params[name] = value.astype(np.float32)
         self._device_cache.clear()
 
-    def __call__(self, x: Tensor) -> Tensor:
+    def __call__(self, x: Any) -> Tensor:
+        if not isinstance(x, Tensor):  # an array: on the default device, as the ops take it
+            x = asarray(np.asarray(x))
         return self.forward(x)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -86,7 +88,15 @@ class Conv2d(Module):
                  padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
                  rng: np.random.Generator | None = None) -> None:
         super().__init__()
-        kh, kw = (kernel_size, kernel_size) if isinstance(kernel_size, int) else kernel_size
+        from hal.spec import pair
+
+        kh, kw = pair(kernel_size, "kernel_size")
+        for name, value in (("in_channels", in_channels), ("out_channels", out_channels), ("groups", groups)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise HalValueError(f"{name}: expected a positive int, got {value!r}")
+        if in_channels % groups or out_channels % groups:
+            raise HalValueError(f"groups: expected a divisor of in_channels ({in_channels}) and out_channels "
+                                f"({out_channels}), got {groups}")
         rng = rng or np.random.default_rng(0)
         fan_in = in_channels // groups * kh * kw
         self._params["weight"] = (rng.standard_normal((out_channels, in_channels // groups, kh, kw))
@@ -272,6 +282,8 @@ class Sequential(Module):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Load a ``{"0.weight": ..., ...}`` mapping (PyTorch ``state_dict`` or npz contents)."""
+        if not isinstance(state, Mapping):
+            raise HalTypeError(f"state_dict: expected a mapping of names to arrays, got {type(state).__name__}")
         expected = set(self.parameters())
         extra = sorted(k for k in state if k not in expected and not k.endswith("num_batches_tracked"))
         if extra:

@@ -137,3 +137,18 @@ def test_bench_quick_runs(capsys, tmp_path):
     rows = json.loads(out.read_text())
     assert {r["device"] for r in rows} == {d.id for d in hal.devices()}
     assert all(r["ms"] > 0 and r["gbps"] > 0 for r in rows)
+
+
+def test_layers_take_arrays_and_name_bad_arguments():
+    """Session 25's audit: a layer called on a numpy array (numpy 2 arrays carry a .device string) raised an
+    AttributeError; bad layer arguments raised ZeroDivisionError / TypeError; a non-mapping state dict an
+    AttributeError."""
+    x = np.random.default_rng(3).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    layer = nn.Conv2d(3, 4, 3)
+    np.testing.assert_allclose(layer(x).numpy(), layer(hal.asarray(x)).numpy())
+    for make, arg in ((lambda: nn.Conv2d(3, 4, 0), "kernel_size"), (lambda: nn.Conv2d(3, 4, 3.0), "kernel_size"),
+                      (lambda: nn.Conv2d(3, 4, 3, groups=2), "groups"), (lambda: nn.Conv2d(0, 4, 3), "in_channels"),
+                      (lambda: nn.Sequential(layer).load_state_dict([1, 2]), "state_dict")):
+        with pytest.raises((ValueError, TypeError)) as info:
+            make()
+        assert str(info.value).startswith(arg), str(info.value)
