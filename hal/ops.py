@@ -445,7 +445,12 @@ def _qconv2d(dev: Device, x: Tensor, weight: Any, bias: Any, stride: Any, paddin
             raise HalValueError("output_scale: required when output_zero_point or output_dtype is given")
         out_dtype, yq, multiplier = np.dtype(np.int32), None, None
     else:
-        out_dtype = np.dtype(output_dtype) if output_dtype is not None else x.dtype
+        try:
+            out_dtype = np.dtype(output_dtype) if output_dtype is not None else x.dtype
+        except TypeError as exc:
+            raise HalTypeError(f"output_dtype: expected 'int8' or 'uint8', got {output_dtype!r}") from exc
+        if out_dtype not in QUANT_DTYPES:
+            raise HalTypeError(f"output_dtype: expected 'int8' or 'uint8', got {out_dtype.name}")
         yq = qparams(output_scale, output_zero_point, out_dtype, name="output_scale")
         w_scales = np.broadcast_to(np.asarray(wq.scale, np.float64), (c_out,))
         multiplier = (xq.scale[0] * w_scales / yq.scale[0]).astype(np.float32)
