@@ -624,7 +624,7 @@ class CpuBackend(Backend):
         pool = host_pool()
         try:
             raw = pool.take(nbytes + 64)
-        except MemoryError as exc:
+        except (MemoryError, ValueError) as exc:  # ValueError: past numpy's largest array
             pool.clear()
             raise OutOfMemory(self.info.id, nbytes, "host memory") from exc
         offset = (-raw.ctypes.data) % 64
