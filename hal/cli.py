@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from rich.console import Console
@@ -138,9 +139,49 @@ def _budget(text: str | None) -> float | None:
     units = {"s": 1, "m": 60, "h": 3600}
     unit = text[-1].lower()
     try:
-        return float(text[:-1]) * units[unit] if unit in units else float(text)
+        seconds = float(text[:-1]) * units[unit] if unit in units else float(text)
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"--budget: expected e.g. 90s, 10m or 1h, got {text!r}") from exc
+        raise argparse.ArgumentTypeError(f"expected e.g. 90s, 10m or 1h, got {text!r}") from exc
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive time such as 90s, 10m or 1h, got {text!r}")
+    return seconds
+
+
+def _budget_arg(text: str) -> str:
+    """argparse type of --budget: checked when parsed (exit 2, the option named), kept as text."""
+    _budget(text)
+    return text
+
+
+def _int_at_least(minimum: int) -> Callable[[str], int]:
+    """argparse type: an integer >= ``minimum``."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from exc
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
+        return value
+    return parse
+
+
+def _layouts_arg(text: str) -> str:
+    """argparse type of --layout: NCHW, NHWC or both, comma-separated."""
+    if not text or any(v not in ("NCHW", "NHWC") for v in text.split(",")):
+        raise argparse.ArgumentTypeError(f"expected NCHW, NHWC or both comma-separated, got {text!r}")
+    return text
+
+
+def _writable_file(text: str) -> str:
+    """argparse type of an output file: its folder exists and it is not a folder itself (checked before the run
+    that produces it, not after)."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"expected a file path, got the folder {text!r}")
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"the folder {str(path.parent)!r} of {text!r} does not exist")
+    return text
 
 
 def _user_table_path(dev: Device) -> Path:
@@ -157,7 +198,24 @@ def cmd_tune(args: argparse.Namespace) -> int:
         if len(args.files) < 2 or not args.out:
             console.print("[red]hal tune merge: expected two or more table files and --out FILE[/red]")
             return 2
-        docs = [tuner.read_table(Path(f)) for f in args.files]
+        docs = []
+        for f in args.files:
+            why = "no such file"
+            try:
+                doc = tuner.read_table(Path(f)) if Path(f).is_file() else None
+            except (OSError, ValueError) as exc:  # JSONDecodeError is a ValueError
+                doc, why = None, str(exc)
+            if doc is not None and not (isinstance(doc, dict) and isinstance(doc.get("entries", []), list)
+                                        and all(isinstance(e, dict) for e in doc.get("entries", []))):
+                doc, why = None, "not a hal tuning table (an object with a list of entry objects)"
+            if doc is None:
+                console.print(f"[red]hal tune merge: {escape(f)}: {escape(why)}[/red]")
+                return 2
+            docs.append(doc)
+        out_path = Path(args.out)
+        if out_path.is_dir() or not out_path.parent.is_dir():
+            console.print(f"[red]hal tune merge: --out {escape(args.out)}: expected a file in an existing folder[/red]")
+            return 2
         backends = {d.get("backend") for d in docs if d}
         if len(backends) != 1:
             console.print(f"[red]hal tune merge: tables of different backends {sorted(map(str, backends))}[/red]")
@@ -167,6 +225,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
         tuner.write_table_atomic(Path(args.out), tuner.new_table(backend, merged))
         console.print(f"merged {sum(len(d.get('entries', [])) for d in docs)} entries into {len(merged)}: {args.out}")
         return 0
+    if args.files:
+        console.print(f"[red]hal tune {args.action}: table files are for 'hal tune merge' (got "
+                      f"{escape(' '.join(args.files))}); --out names the table to write[/red]")
+        return 2
     dev = hal.device(args.device)
     kernels = args.ops.split(",") if args.ops else None
     dtypes = args.dtype.split(",") if args.dtype else ["float32", "float16"]
@@ -186,6 +248,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
         console.print(table)
         return 0
     out = Path(args.out) if args.out else _user_table_path(dev)
+    try:  # the table this run merges into: read (and checked) before the search, not after
+        existing = tuner.read_table(out).get("entries", []) if out.exists() else []
+    except (OSError, ValueError, AttributeError) as exc:
+        console.print(f"[red]hal tune: --out {escape(str(out))}: cannot read it as a tuning table to merge "
+                      f"into ({escape(str(exc))})[/red]")
+        return 2
     journal = out.with_name(out.name + ".journal.jsonl")
     start = time.monotonic()
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -202,7 +270,6 @@ def cmd_tune(args: argparse.Namespace) -> int:
         outcomes = tuner.tune(dev, plan, mode=args.mode, size=size, budget_s=_budget(args.budget),
                               journal_path=journal, repeats=args.repeats, seed=args.seed, progress=report)
     entries = tuner.table_entries(dev, outcomes, size, args.mode)
-    existing = tuner.read_table(out).get("entries", []) if out.exists() else []
     tuner.write_table_atomic(out, tuner.new_table(dev.kind, tuner.merge_entries(existing, entries,
                                                                                 backend=dev.kind)))
     unfinished = [o for o in outcomes if not o.finished]
@@ -249,6 +316,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     targets = devices() if args.all else [hal.device(args.device)]
     ops = args.ops.split(",") if args.ops else None
     dtypes = tuple(args.dtype.split(",")) if args.dtype else ("float32", "float16")
+    if not _known_dtypes(list(dtypes), console):
+        return 2
     layouts = tuple(args.layout.split(",")) if args.layout else ("NCHW", "NHWC")
     with Progress(TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True) as progress:
         task = progress.add_task("bench", total=None)
@@ -319,10 +388,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", help="device(s), comma-separated (default: every device found)")
     p.add_argument("--quick", action="store_true", help="a smaller case set")
     p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
-    p.add_argument("--seed", type=int, help="random seed (default: fresh; printed for reproduction)")
+    p.add_argument("--seed", type=_int_at_least(0), help="random seed (default: fresh; printed for reproduction)")
     p.add_argument("--dtype", help="float32,float16,int8,uint8 (default float32,float16,int8; int8/uint8 run "
                                    "the quantized cases against the quantized oracle)")
-    p.add_argument("--layout", help="NCHW,NHWC (default both)")
+    p.add_argument("--layout", type=_layouts_arg, help="NCHW,NHWC (default both)")
     p.set_defaults(func=cmd_conformance)
     p = sub.add_parser("tune", help="measure a tuning table for a device (also: tune show, tune merge A B --out C)")
     p.add_argument("action", nargs="?", choices=["run", "show", "merge"], default="run")
@@ -331,15 +400,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ops", help="kernel families (pool2d,adaptive_pool2d,conv2d,batch_norm) or workload names "
                                  "such as avgpool3x3s2p1, comma-separated (default all)")
     p.add_argument("--mode", choices=["rapid", "normal", "exhaustive"], default="normal")
-    p.add_argument("--budget", help="time limit, e.g. 10m")
+    p.add_argument("--budget", type=_budget_arg, help="time limit, e.g. 10m")
     p.add_argument("--out", help="table file to write (default: the user table of this device)")
     p.add_argument("--size", choices=["auto", "full", "small", "tiny"], default="auto",
                    help="workload sizes (auto: full on GPUs, small on CPUs)")
     p.add_argument("--dtype", help="float32,float16,int8,uint8 (default float32,float16; int8/uint8 tune the "
                                    "pooling workloads, checked against the quantized oracle)")
-    p.add_argument("--layout", help="NCHW,NHWC (default both)")
-    p.add_argument("--repeats", type=int, default=10, help="timed runs per candidate (median)")
-    p.add_argument("--seed", type=int, help="random seed for inputs and candidate sampling")
+    p.add_argument("--layout", type=_layouts_arg, help="NCHW,NHWC (default both)")
+    p.add_argument("--repeats", type=_int_at_least(1), default=10, help="timed runs per candidate (median)")
+    p.add_argument("--seed", type=_int_at_least(0), help="random seed for inputs and candidate sampling")
     p.set_defaults(func=cmd_tune)
     p = sub.add_parser("bench", help="time every op against the device's copy bandwidth and PyTorch")
     group = p.add_mutually_exclusive_group()
@@ -347,14 +416,14 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--all", action="store_true", help="every device found")
     p.add_argument("--ops", help="ops or case names, comma-separated (default all)")
     p.add_argument("--dtype", help="float32,float16 (default both)")
-    p.add_argument("--layout", help="NCHW,NHWC (default both)")
+    p.add_argument("--layout", type=_layouts_arg, help="NCHW,NHWC (default both)")
     p.add_argument("--size", choices=["auto", "full", "small"], default="auto",
                    help="auto: the baseline shapes on GPUs with 8 GB or more, about 16 MB inputs elsewhere")
     p.add_argument("--quick", action="store_true", help="tiny shapes, 3 repeats (a smoke test)")
-    p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--repeats", type=_int_at_least(1), default=20)
     p.add_argument("--no-torch", action="store_true", help="skip the PyTorch comparison")
-    p.add_argument("--json", help="write the rows as JSON")
-    p.add_argument("--plot", help="draw a roofline chart (PNG) with matplotlib")
+    p.add_argument("--json", type=_writable_file, help="write the rows as JSON")
+    p.add_argument("--plot", type=_writable_file, help="draw a roofline chart (PNG) with matplotlib")
     p.set_defaults(func=cmd_bench)
     p = sub.add_parser("demo", help="hal demo cnn16: the 16-layer CNN on every device against the oracle")
     p.add_argument("name", choices=["cnn16"])
@@ -362,10 +431,10 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--device", help="one device (default: every device found)")
     group.add_argument("--all", action="store_true", help="every device found")
     p.add_argument("--quick", action="store_true", help="batch 8, 2 repeats")
-    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--batch", type=_int_at_least(1), default=64)
     p.add_argument("--dtype", choices=["float32", "float16"], default="float32")
     p.add_argument("--layout", choices=["NCHW", "NHWC"], default="NCHW")
-    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--repeats", type=_int_at_least(1), default=5)
     p.set_defaults(func=cmd_demo)
     return parser
 

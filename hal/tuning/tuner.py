@@ -377,7 +377,7 @@ def read_table(path: Path) -> dict[str, Any]:
     if not path.exists():
         return {}
     doc = json.loads(path.read_text(encoding="utf-8"))
-    if doc.get("format") != TABLE_FORMAT:
+    if not isinstance(doc, dict) or doc.get("format") != TABLE_FORMAT:
         raise ValueError(f"{path}: not a {TABLE_FORMAT} file")
     return doc
 
