@@ -66,9 +66,15 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 
 def _select(spec: str | None) -> list[Device]:
-    if spec in (None, "all"):
+    if spec is None or spec.strip() in ("", "all"):
         return devices()
-    return [hal.device(part) for part in spec.split(",")]
+    chosen: list[Device] = []
+    for part in spec.split(","):
+        if part.strip():  # "cpu,," is cpu once
+            dev = hal.device(part.strip())
+            if dev not in chosen:
+                chosen.append(dev)
+    return chosen
 
 
 def _known_dtypes(dtypes: list[str], console: Console) -> bool:
@@ -315,6 +321,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
     console = _console()
     targets = devices() if args.all else [hal.device(args.device)]
     ops = args.ops.split(",") if args.ops else None
+    if ops:
+        known = {c.op for c in bench.CASES} | {c.name for c in bench.CASES}
+        unknown = [o for o in ops if o not in known]
+        if unknown:
+            console.print(f"[red]--ops: expected op or case names ({', '.join(sorted(known))}), got "
+                          f"{escape(', '.join(unknown))}[/red]")
+            return 2
     dtypes = tuple(args.dtype.split(",")) if args.dtype else ("float32", "float16")
     if not _known_dtypes(list(dtypes), console):
         return 2

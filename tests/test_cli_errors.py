@@ -43,3 +43,4 @@ def test_table_files_are_checked_before_anything_runs(tmp_path, capsys):
                  "--budget", "5s"]) == 2  # --out unreadable as a table: refused before the search
     assert (tmp_path / "bad.json").read_text() == "nope"
     assert main(["bench", "--device", "cpu", "--quick", "--no-torch", "--dtype", "int3"]) == 2
+    assert main(["bench", "--device", "cpu", "--quick", "--no-torch", "--ops", "nosuch"]) == 2
