@@ -92,9 +92,9 @@ SIGNATURES: dict[str, list[type]] = {
     "qpool2d_avg": [_P, _P, _P] + [_L] * 19,
     "qconv2d": [_P] * 6 + [_L] * 18,
 }
-#: entry points per source file.
 #: entry points that return a status (0, or 1 where a scratch allocation failed) instead of nothing
 _STATUS_ENTRIES = frozenset({"conv2d"})
+#: entry points per source file.
 FILE_ENTRIES: dict[str, tuple[str, ...]] = {
     "pool2d.c": ("pool2d_max", "pool2d_avg"),
     "adaptive_pool2d.c": ("adaptive_pool2d_max", "adaptive_pool2d_avg"),

@@ -20,6 +20,7 @@ from hal.device import Device
 from hal.device import device as resolve_device
 from hal.errors import HalTypeError, HalValueError
 from hal.quant import fold_batch_norm
+from hal.spec import pair
 from hal.tensor import Tensor, asarray
 
 
@@ -88,8 +89,6 @@ class Conv2d(Module):
                  padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
                  rng: np.random.Generator | None = None) -> None:
         super().__init__()
-        from hal.spec import pair
-
         kh, kw = pair(kernel_size, "kernel_size")
         for name, value in (("in_channels", in_channels), ("out_channels", out_channels), ("groups", groups)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:

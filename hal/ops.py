@@ -100,9 +100,10 @@ def _vector(value: Any, dev: Device, length: int, name: str) -> Tensor:
     return asarray(array.astype(F32), device=dev)
 
 
-#: set by ``record_launches``: every backend launch is appended (kernel, spec, buffers, params)
-_recorded: ContextVar[list[tuple[Device, str, Any, tuple[Any, ...], Any]] | None] = ContextVar(
-    "hal_recorded_launches", default=None
+#: set by ``record_launches``: every backend launch is appended (kernel, spec, buffers, params) to each open
+#: recording, innermost last (a capture nested in another records into both)
+_recorded: ContextVar[tuple[list[tuple[Device, str, Any, tuple[Any, ...], Any]], ...]] = ContextVar(
+    "hal_recorded_launches", default=()
 )
 
 
@@ -115,25 +116,11 @@ def record_launches() -> Iterator[list[tuple[Device, str, Any, tuple[Any, ...], 
     the same buffers without the op layer's validation, lookup and allocation.
     """
     launches: list[tuple[Device, str, Any, tuple[Any, ...], Any]] = []
-    outer = _recorded.get()
-    # nested: the launches go to every enclosing recording too (an outer hal.capture keeps its whole pipeline)
-    token = _recorded.set(launches if outer is None else _Tee(outer, launches))
+    token = _recorded.set((*_recorded.get(), launches))
     try:
         yield launches
     finally:
         _recorded.reset(token)
-
-
-class _Tee(list):
-    """A nested recording: what it records is appended to the enclosing one as well."""
-
-    def __init__(self, outer: list, inner: list) -> None:
-        super().__init__()
-        self._outer, self._inner = outer, inner
-
-    def append(self, item: Any) -> None:  # type: ignore[override]
-        self._outer.append(item)
-        self._inner.append(item)
 
 
 def replay_launches(launches: Sequence[tuple[Device, str, Any, tuple[Any, ...], Any]]) -> None:
@@ -145,9 +132,8 @@ def replay_launches(launches: Sequence[tuple[Device, str, Any, tuple[Any, ...], 
 def _launch(dev: Device, kernel: str, spec: Any, *buffers: Any) -> None:
     params = dev.tuner.resolve_spec(spec).params
     getattr(dev.backend, kernel)(spec, *buffers, params)
-    recorder = _recorded.get()
-    if recorder is not None:
-        recorder.append((dev, kernel, spec, buffers, params))
+    for recording in _recorded.get():
+        recording.append((dev, kernel, spec, buffers, params))
 
 
 #: per-call plans of float pooling calls: (op's plan builder, device, input shape, layout,
@@ -194,7 +180,7 @@ def _new_output(shape: tuple[int, ...], x: Tensor, dtype: np.dtype | None = None
 
 def _fuse(dev: Device, spec: Any, relu: bool) -> tuple[Any, bool]:
     """(spec, ReLU still to apply): fused into the kernel's store where the backend can."""
-    if relu is False:
+    if relu is False:  # the usual call: no check needed
         return spec, False
     _check_relu_flag(relu)
     if not relu:
@@ -230,11 +216,10 @@ def _check_relu_flag(relu: object) -> None:
         raise HalTypeError(f"relu: expected True or False, got {relu!r}")
 
 
-def _no_quantized_relu(x: Tensor, relu: bool) -> None:
+def _no_quantized_relu(x: Tensor, relu: object) -> None:
     """``relu=True`` is a float extension: on int8/uint8 data it would need the zero point's clamp, which no
-    kernel applies, so it is refused rather than ignored."""
-    _check_relu_flag(relu)
-    if relu and x.dtype in QUANT_DTYPES:
+    kernel applies, so it is refused rather than ignored (the flag itself is checked in _fuse)."""
+    if x.dtype in QUANT_DTYPES and not (isinstance(relu, (bool, np.bool_)) and not relu):
         raise HalValueError(f"relu: fused ReLU applies to float tensors, not {x.dtype.name}; clamp the quantized "
                             "result at its zero point, or quantize after a float ReLU")
 

@@ -102,7 +102,7 @@ def quantize_array(x: np.ndarray, q: QParams, dtype: np.dtype, axis: int = 0) ->
     lo, hi = qrange(dtype)
     with np.errstate(over="ignore", invalid="ignore"):
         v = np.rint(xf / scale).astype(np.float64) + zp  # exact: |integers| < 2**53 or saturated below
-    v = np.where(np.isnan(v), np.broadcast_to(zp, v.shape) if q.per_channel else zp, v)
+    v = np.where(np.isnan(v), zp, v)
     return np.clip(v, lo, hi).astype(dtype)
 
 
@@ -127,13 +127,13 @@ def fold_batch_norm(
     Quantize the folded weights afterwards for the int8 path.
     """
     def floats(v: Any, name: str) -> np.ndarray:
-        host = v.numpy() if hasattr(v, "numpy") else v
-        if np.asarray(host).dtype.kind not in "fiub" or getattr(v, "scale", None) is not None:
+        """``v`` as float64: float data (the weights), or float, int or bool data (the statistics)."""
+        a = np.asarray(v.numpy() if hasattr(v, "numpy") else v)
+        if getattr(v, "scale", None) is not None or a.dtype.kind not in ("f" if name == "weight" else "fiub"):
+            quantized = " quantized" if getattr(v, "scale", None) is not None else ""
             raise HalTypeError(f"{name}: expected float values (dequantize a quantized tensor first), got "
-                               f"{np.asarray(host).dtype.name}{' quantized' if getattr(v, 'scale', None) else ''}")
-        if np.asarray(host).dtype.kind in "iu" and name == "weight":
-            raise HalTypeError(f"{name}: expected float conv weights, got {np.asarray(host).dtype.name}")
-        return np.asarray(host, dtype=np.float64)
+                               f"{a.dtype.name}{quantized}")
+        return a.astype(np.float64)
 
     w = floats(weight, "weight")
     if w.ndim != 4:
