@@ -4,7 +4,8 @@
 # $OUT/results.tar.gz (the device tool brings back at most 8 files); a summary is printed.
 #   bash benchmarks/h200_session.sh tests conformance overhead tune-cuda-rapid ...
 # (conformance compiles every build it checks on a fresh machine: session 14 cut it at 100 s)
-# Steps: tests, nn, conformance, check, sanitize, memcheck (sanitize's memcheck alone), overhead, overhead-nopdl, bench-cuda, bench-nopdl
+# Steps: tests, nn, conformance, check, sanitize, memcheck (sanitize's memcheck alone), overhead, overhead-nopdl, bench-cuda, bench-cuda2 (a second
+# cuda_ops.py run into b2/, BENCH_ARGS2: a whole table split by dtype across two steps), bench-nopdl
 # (HAL_CUDA_PDL=0: without programmatic dependent launch), sweep, tune-cuda-rapid,
 # tune-cuda-normal, tune-ocl-rapid, tune-ocl-normal, tvd-cuda, tvd-ocl, demo, hal-bench, ocl-bench, ocl-tests,
 # ocl-ptx, timing, ncu, quant-bench, ncu-quant, bn-breakdown
@@ -45,6 +46,8 @@ for s in "$@"; do
       step overhead-ocl 60 python3 benchmarks/host_overhead.py --device opencl:nvidia --calls 500
       grep -E "^micro|^cuda|^pdl" "$R/overhead.txt"; tail -4 "$R/overhead-ocl.txt" ;;
     bench-cuda) step cuda-ops ${T_BENCH:-240} python3 benchmarks/cuda_ops.py --out "$R" ${BENCH_ARGS:-}; tail -40 "$R/cuda-ops.txt" ;;
+    bench-cuda2) mkdir -p "$R/b2"; step cuda-ops2 ${T_BENCH2:-240} python3 benchmarks/cuda_ops.py --out "$R/b2" ${BENCH_ARGS2:-}
+      tail -40 "$R/cuda-ops2.txt" ;;
     bench-nopdl) mkdir -p "$R/nopdl"; step cuda-ops-nopdl ${T_BENCH:-240} env HAL_CUDA_PDL=0 python3 benchmarks/cuda_ops.py --out "$R/nopdl" ${BENCH_ARGS:-}
       tail -40 "$R/cuda-ops-nopdl.txt" ;;
     overhead-nopdl) step overhead-nopdl 60 env HAL_CUDA_PDL=0 python3 benchmarks/host_overhead.py --device cuda:0 --json "$R/overhead-nopdl.json" --profile --micro ;;
