@@ -97,13 +97,28 @@ def wrap(be: CudaBackend, t: Any) -> Any:
 # ----------------------------------------------------------------------------------
 
 
+def case_spec(case: Case) -> Any:
+    """The op spec a case launches (no tensors: the served parameters, and so the builds, follow from it)."""
+    k = case.key
+    g = geom(k["shape"], case.layout, case.dtype)
+    if case.family == "pool2d":
+        return S.pool2d_spec(k["kind"], g, k["k"], k["s"], k["p"], 1, False, True, None, False)
+    if case.family == "adaptive_pool2d":
+        return S.adaptive_pool2d_spec("avg", g, 1, False)
+    if case.family == "conv2d":
+        kk, groups = k.get("k", 3), k["groups"]
+        wshape = (k["cout"], k["shape"][1] // groups, kk, kk)
+        return S.conv2d_spec(g, wshape, False, None, k.get("stride", 1), kk // 2, 1, groups)
+    return S.batch_norm_spec(g, k["mode"] == "train", 0.1, 1e-5, True)
+
+
 def setup_pool(torch: Any, F: Any, be: CudaBackend, case: Case) -> tuple[Any, Any, Any]:
     """max/avg pooling."""
     k = case.key
     shape, kind = k["shape"], k["kind"]
     kern, stride, pad = k["k"], k["s"], k["p"]
     dt = tdt(torch, case.dtype)
-    sp = S.pool2d_spec(kind, geom(shape, case.layout, case.dtype), kern, stride, pad, 1, False, True, None, False)
+    sp = case_spec(case)
     n = nsets_for(case.nbytes)
     xs = [fmt_tensor(torch, torch.randn(*shape, device="cuda", dtype=dt), case.layout) for _ in range(n)]
     ys = [fmt_tensor(torch, torch.empty(sp.out_shape, device="cuda", dtype=dt), case.layout) for _ in range(n)]
@@ -130,7 +145,7 @@ def setup_adaptive(torch: Any, F: Any, be: CudaBackend, case: Case) -> tuple[Any
     """global average pooling."""
     shape = case.key["shape"]
     dt = tdt(torch, case.dtype)
-    sp = S.adaptive_pool2d_spec("avg", geom(shape, case.layout, case.dtype), 1, False)
+    sp = case_spec(case)
     n = nsets_for(case.nbytes)
     xs = [fmt_tensor(torch, torch.randn(*shape, device="cuda", dtype=dt), case.layout) for _ in range(n)]
     ys = [fmt_tensor(torch, torch.empty(sp.out_shape, device="cuda", dtype=dt), case.layout) for _ in range(n)]
@@ -158,7 +173,7 @@ def setup_conv(torch: Any, F: Any, be: CudaBackend, case: Case) -> tuple[Any, An
     stride = case.key.get("stride", 1)
     dt = tdt(torch, case.dtype)
     wshape = (cout, shape[1] // groups, k, k)
-    sp = S.conv2d_spec(geom(shape, case.layout, case.dtype), wshape, False, None, stride, k // 2, 1, groups)
+    sp = case_spec(case)
     n = nsets_for(case.nbytes)
     xs = [fmt_tensor(torch, torch.randn(*shape, device="cuda", dtype=dt), case.layout) for _ in range(n)]
     w = (torch.randn(*wshape, device="cuda", dtype=torch.float32) / math.sqrt(wshape[1] * k * k)).to(dt).contiguous()
@@ -186,7 +201,7 @@ def setup_bn(torch: Any, F: Any, be: CudaBackend, case: Case) -> tuple[Any, Any,
     shape, training = case.key["shape"], case.key["mode"] == "train"
     dt = tdt(torch, case.dtype)
     c = shape[1]
-    sp = S.batch_norm_spec(geom(shape, case.layout, case.dtype), training, 0.1, 1e-5, True)
+    sp = case_spec(case)
     n = nsets_for(case.nbytes)
     xs = [fmt_tensor(torch, torch.randn(*shape, device="cuda", dtype=dt) * 2 + 0.5, case.layout) for _ in range(n)]
     ys = [fmt_tensor(torch, torch.empty(*shape, device="cuda", dtype=dt), case.layout) for _ in range(n)]
@@ -632,14 +647,20 @@ def build_cases(quick: bool) -> list[Case]:
     return cases
 
 
-def compile_keys(cases: list[Case], sweep: bool) -> list[tuple[str, tuple[tuple[str, int], ...]]]:
-    """Every (file, defines) build the cases will use."""
+def compile_keys(cases: list[Case], sweep: bool, served: list[dict[str, int]] | None = None,
+                 default: bool = True) -> list[tuple[str, tuple[tuple[str, int], ...]]]:
+    """Every (file, defines) build of the cases' own kernel family they will use: the candidates, and the
+    parameters the tables serve (``served``, one per case) with the schema default beside them, so that a
+    fresh machine builds them all in parallel up front instead of one at a time as each case starts."""
     keys = []
-    for c in cases:
-        for params in c.candidates if sweep else c.candidates[:1]:
+    for i, c in enumerate(cases):
+        sets = list(c.candidates if sweep else c.candidates[:1])
+        if served is not None:
+            sets += [served[i]] + ([{}] if default else [])
+        for params in sets:
             keys.append((CudaBackend.family_file(c.family),
                          CudaBackend.compile_defines(c.family, np.dtype(c.dtype), c.layout, params)))
-    return keys
+    return list(dict.fromkeys(keys))
 
 
 def table_key(case: Case) -> dict[str, Any]:
@@ -675,6 +696,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dtype", default="", help="run only this dtype's cases (float32 or float16)")
     ap.add_argument("--out", default="", help="folder for cuda_ops.json and tuning_sm.json")
     ap.add_argument("--no-torch-call", action="store_true", help="skip the per-call (baseline method) timings")
+    ap.add_argument("--no-default", action="store_true",
+                    help="do not time the schema default beside the served parameters (its column reads nan)")
     ap.add_argument("--profile", action="store_true",
                     help="only run each case's hal call 3 times (the parameters the tables serve), for ncu")
     ap.add_argument("--params", default="",
@@ -697,7 +720,8 @@ def main(argv: list[str] | None = None) -> int:
     cases = [c for c in build_cases(args.quick)
              if any(o in c.name for o in args.only.split("|")) and args.dtype in ("", c.dtype)]
     t0 = time.time()
-    loaded = be.build_all(compile_keys(cases, args.sweep))
+    served_params = [dict(served_dev.tuner.resolve_spec(case_spec(c)).params) for c in cases]
+    loaded = be.build_all(compile_keys(cases, args.sweep, served_params, not args.no_default))
     print(f"built {loaded} modules in {time.time() - t0:.1f} s", flush=True)
 
     if args.profile:
@@ -723,7 +747,8 @@ def main(argv: list[str] | None = None) -> int:
         # schema default ({}), then (--sweep) the case's other candidates
         resolved = served_dev.tuner.resolve_spec(spec)
         served = dict(resolved.params)
-        cands = [served] + ([{}] if served else []) + (case.candidates[1:] if args.sweep else [])
+        default = [{}] if served and not args.no_default else []
+        cands = [served] + default + (case.candidates[1:] if args.sweep else [])
         timings = []
         for params in cands:
             q = host_us = float("nan")
@@ -755,7 +780,8 @@ def main(argv: list[str] | None = None) -> int:
             "copy_GBps": copy[case.dtype][1], "key": table_key(case), "level": resolved.level,
             "same_size_copy_ms": size_copy[case.nbytes][0],
             "same_size_copy_queued_ms": size_copy[case.nbytes][1],
-            "default_b2b_ms": timings[1]["b2b_ms"] if served and len(timings) > 1 else timings[0]["b2b_ms"],
+            "default_b2b_ms": (float("nan") if served and args.no_default else
+                               timings[1]["b2b_ms"] if served and len(timings) > 1 else timings[0]["b2b_ms"]),
         }
         if best is not None:
             row["params"] = best["params"]
