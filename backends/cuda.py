@@ -373,6 +373,12 @@ _SCHEMAS: dict[str, KernelSchema] = {
                   "(a warp an output row, one load in flight a lane; session 25, measured), 1 = "
                   "sample_planes_rows8 (8 rows a warp, their loads issued before their stores; emulator-checked, "
                   "not measured on a GPU)"),
+            Param("CONV_IM2COL", (0, 1), 0,
+                  "float16 dense convs with C_in * KH * KW <= 256 that no tensor-core kernel above takes (the 7x7 "
+                  "stride-2 stem of 3 channels, other strided or dilated stems), sm_75+: 1 = an implicit GEMM on "
+                  "tensor cores, both layouts natively (conv2d_im2col_tc: a warp gathers 32 output pixels' im2col "
+                  "rows into shared memory, then 64 output channels by mma.sync; session 26), 0 = the tiled "
+                  "direct kernel on CUDA cores"),
             Param("CONV_K1_SIMT", (0, 1), 0,
                   "float32 dense 1x1 convs (groups 1, any stride and padding, any C_in, C_out and alignment): "
                   "1 = one SGEMM on CUDA cores, both layouts natively (conv2d_k1_simt: 128 output pixels x K1S_BN "
@@ -631,6 +637,9 @@ def _load_pack() -> tuple[Callable[..., bytes] | None, bool]:
 
 _pack_fn, _FAST_LAUNCH = _load_pack()
 
+#: conv2d_im2col_tc: the largest C_in * KH * KW (its shared memory: 16 + 2 * 64 bytes a k for the offsets and the
+#: weights, and 4 warps' 32 rows of k)
+_IM2COL_KMAX = 256
 _TC_SMEM = (9 * 64 * 64 + 6 * 34 * 64) * 2  # conv2d_k3_tc: all weights of 64 channels + one input tile
 # conv2d_k3_tc_pipe: the weights + two 8x32 input tiles (NHWC), or one tile and its rows as staged (NCHW)
 _TC_PIPE_SMEM = {"NHWC": (9 * 64 * 64 + 2 * 10 * 34 * 64) * 2, "NCHW": (9 * 64 * 64 + 10 * 34 * 64 + 64 * 10 * 48) * 2}
@@ -2135,6 +2144,10 @@ class CudaBackend(Backend):
                     Launch("conv2d.cu", defines, "conv2d_k3_tc", "PPPP" + "i" * 13, grid, (256, 1, 1), _TC_SMEM,
                            args),
                 )
+            if p["CONV_IM2COL"] and half and spec.groups == 1:
+                im2col = self._plan_conv_im2col(spec, defines)
+                if im2col is not None:
+                    return im2col
             simt_smem = 2 * _SIMT_BUF_FLOATS[simt_ci] * 4
             if spec.groups == 1 and unit and (kh, kw) == (3, 3) and simt_smem <= self._max_smem() \
                     and n * ci * ih * iw < 2**31 and co * ci * 9 < 2**31:
@@ -2189,6 +2202,34 @@ class CudaBackend(Backend):
             Launch("conv2d.cu", defines, "conv2d", "PPPP" + "i" * 16, self._grid_1d(total, threads), (threads, 1, 1),
                    0, args),
         )
+
+    def _plan_conv_im2col(self, spec: Conv2dSpec, defines: tuple[tuple[str, int], ...]) -> tuple[Launch, ...] | None:
+        """conv2d_im2col_tc (CONV_IM2COL) for a float16 dense conv, or None where it does not apply: K = C_in *
+        KH * KW over 256, before sm_75, its shared memory over the device's, or sizes past its int32 offsets.
+        Persistent blocks of 4 warps, as many as fit the SMs (shared memory bounds them), times the 64-channel
+        chunks of C_out on the grid's y."""
+        kh, kw = spec.kernel
+        k = spec.c_in * kh * kw
+        if k > _IM2COL_KMAX or self._cc < (7, 5):
+            return None
+        kp = _cdiv(k, 16) * 16
+        pitch = kp + 8  # an odd count of 16-byte chunks a row: conflict-free stores and ldmatrix
+        region = max(32 * pitch, 64 * 40)  # a warp's im2col rows, then its output stage (NCHW's is the larger)
+        shared = 16 * kp + 2 * (64 * pitch + 4 * region)
+        segs = _cdiv(spec.out_w, 32)
+        tiles = spec.n * spec.out_h * segs
+        if shared > self._max_smem() or tiles + 4 * self._sms * 8 >= 2**31 \
+                or spec.n * spec.c_in * spec.in_h * spec.in_w >= 2**31 or spec.c_in * spec.in_h * spec.in_w >= 2**28:
+            return None
+        co_chunks = _cdiv(spec.c_out, 64)
+        per_sm = self._resident_blocks(shared, 8)
+        grid = (max(1, min(_cdiv(tiles, 4), _cdiv(self._sms * per_sm, co_chunks))), co_chunks, 1)
+        pt, _, pl, _ = spec.pads
+        fields = (spec.n, spec.c_in, spec.in_h, spec.in_w, spec.c_out, spec.out_h, spec.out_w, kh, kw,
+                  *spec.stride, *spec.dilation, pt, pl, k, kp, pitch, region, segs, tiles)
+        blob = struct.pack(f"<{len(fields)}i", *fields)
+        return (Launch("conv2d.cu", defines, "conv2d_im2col_tc", f"PPPP{len(blob)}s", grid, (128, 1, 1), shared,
+                       ("x", "w", "b", "y", blob)),)
 
     def _plan_conv_k1_gemm(
         self, spec: Conv2dSpec, p: Mapping[str, int], aligned: bool, defines: tuple[tuple[str, int], ...]

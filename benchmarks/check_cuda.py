@@ -677,6 +677,22 @@ def conv_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
             check_conv(dev, rng, "grouped tc16 cig13 2x3", (2, 26, 11, 37), 26, (2, 3), padding=(1, 0, 0, 2),
                        groups=2, params={"GRP_TC": 1}, **c)
             check_conv(dev, rng, "dense 7x7 s2 stem", (2, 3, 37, 41), 16, 7, stride=2, padding=3, **c)
+            if dtype == np.float16:
+                # the implicit GEMM for stems (CONV_IM2COL, conv2d_im2col_tc, session 26): K = C_in KH KW
+                # padded to 16 (147 -> 160), rows of 2 segments with a partial one, C_out over 64 (a partial
+                # second chunk), more tiles than warps, asymmetric padding, dilation, K = 256, a misaligned
+                # output (the scalar stores), fused ReLU, the benchmark's shape
+                im2 = {"params": {"CONV_IM2COL": 1}, "expect": "conv2d_im2col_tc", **c}
+                check_conv(dev, rng, "im2col 7x7 s2 stem 3->70", (3, 3, 37, 75), 70, 7, stride=2, padding=3, **im2)
+                check_conv(dev, rng, "im2col 7x7 s2 many tiles relu", (8, 3, 224, 224), 64, 7, stride=2,
+                           padding=3, relu=True, **im2)
+                check_conv(dev, rng, "im2col 3x3 s2 asym nobias", (2, 5, 13, 35), 16, 3, stride=2,
+                           padding=(0, 2, 1, 0), bias=False, **im2)
+                check_conv(dev, rng, "im2col 5x3 dil2 s(1,2)", (2, 4, 17, 40), 24, (5, 3), stride=(1, 2),
+                           dilation=2, padding=2, **im2)
+                check_conv(dev, rng, "im2col K=256 4x4 16->8", (1, 16, 9, 11), 8, 4, padding=1, **im2)
+                check_conv(dev, rng, "im2col 7x7 s2 misaligned", (2, 3, 21, 40), 24, 7, stride=2, padding=3,
+                           offset=2, **im2)
             # dense 3x3 stride 2 (float16 NHWC: conv2d_k3s2_tc_wide, session 21): partial 32-channel chunks
             # and 64-channel output tiles, odd and even sizes (the patch's last column inside or past the
             # image), asymmetric and zero padding, no bias, more tiles than blocks, a misaligned buffer
@@ -1298,6 +1314,10 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
                        params={"CONV_K1_NCHW": 1}, **c)
             check_conv(dev, rng, "one 1x1 k1n sampled rows8 s(2,1) asym", (3, 24, 18, 71), 24, 1, stride=(2, 1),
                        padding=(0, 2, 1, 0), params={"CONV_K1_NCHW": 1, "K1N_SAMPLE": 1}, **c)
+            # the implicit GEMM for stems (float16 only: float32 plans the tiled direct kernel), with more tiles
+            # than warps
+            check_conv(dev, rng, "one 7x7 s2 im2col", (4, 3, 224, 130), 70, 7, stride=2, padding=3,
+                       params={"CONV_IM2COL": 1}, **c)
             # the persistent GEMMs with more tiles than one SM's blocks, for compute-sanitizer's racecheck
             check_conv(dev, rng, "one 1x1 k1g persist", (8, 40, 37, 41), 300, 1,
                        params={"CONV_K1_GEMM": 1, "K1G_PERSIST": 1}, **c)

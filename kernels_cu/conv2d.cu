@@ -42,6 +42,8 @@
 //   conv2d_dw_tc_k3s1, conv2d_dw_tc_persist_k3s1(x, w, bias, y, DwTcParams) float16 NCHW depthwise
 //       3x3 stride 1, IW % 8 == 0, PL <= 1, on tensor cores: each row's taps as a banded matrix
 //       (DW_TC; see there)
+//   conv2d_im2col_tc(x, w, bias, y, Im2colParams) float16 dense convs with C_in KH KW <= 256 (stems), any
+//       stride, dilation and padding, as an implicit GEMM on tensor cores (CONV_IM2COL; see there)
 #include "hal_window.cuh"
 
 #ifndef CONV_THREADS
@@ -1679,6 +1681,131 @@ K1N_KERNEL(conv2d_k1_gemm_nchw, 0)
 K1N_KERNEL(conv2d_k1_gemm_nchw_persist, 1)
 K1N_KERNEL(conv2d_k1_gemm_nchw_persist_cs, 2)
 #endif
+
+// ---------------------------------------------------------------------------------
+// float16 dense convs with few input channels (K = C_in KH KW <= 256: the 7x7 stride-2 stem of 3
+// channels, 3x3 / 5x5 stems) as an implicit GEMM on tensor cores (CONV_IM2COL; session 26). Before it
+// they ran on the CUDA-core tiled direct kernel (H200: the 7x7/2 3->64 stem of 32x3x224x224 0.64 ms,
+// cuDNN 0.089 NHWC / 0.188 NCHW). Any stride, dilation, padding and either layout, natively.
+//   GEMM: rows = 32 output pixels of one output row (a warp's tile), columns = 64 output channels
+//   (blockIdx.y's chunk), k = (ci, ky, kx) as the weights lie ([co][ci][kh][kw]), padded with zeros
+//   to KP, a multiple of 16. Each warp gathers its tile's im2col rows itself, lane = pixel, 8 k a
+//   16-byte shared store (row pitch KP + 8 halves: an odd count of 16-byte chunks, so neither
+//   those stores nor the ldmatrix reads conflict), with the per-k offsets from a table the block
+//   builds once; then 2 x 8 mma per 16 k, and the results leave through the same shared rows as
+//   whole 16-byte stores (tc_store_row_*). Persistent blocks of 4 warps keep the 64 channels'
+//   weights in shared memory; warps walk tiles on their own (no block barrier after the start).
+namespace im2c {
+constexpr int WARPS = 4, TCO = 64, KMAX = 256;
+}
+struct Im2colParams {
+    int N, CI, IH, IW, CO, OH, OW, KH, KW, SH, SW, DH, DW, PT, PL;
+    int K, KP, pitch, region;  // real and padded k, shared row pitch and a warp's region (halves)
+    int segs, tiles;           // 32-pixel segments of an output row, N OH segs tiles
+};
+extern "C" __global__ void __launch_bounds__(im2c::WARPS * 32)
+    conv2d_im2col_tc(const __half* __restrict__ x, const __half* __restrict__ w, const float* __restrict__ bias,
+                     __half* __restrict__ y, Im2colParams p) {
+    HAL_PDL_ENTRY();
+    using namespace im2c;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    int4* s_tab = reinterpret_cast<int4*>(smem_raw);      // per k: dy, dx, x offset, -
+    __half* s_w = reinterpret_cast<__half*>(s_tab + p.KP);  // [co][k], row pitch p.pitch
+    __half* s_a = s_w + TCO * p.pitch;                      // per warp: [pixel][k] rows, then the output stage
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int co0 = blockIdx.y * TCO;
+    const int taps = p.KH * p.KW;
+    for (int k = tid; k < p.KP; k += blockDim.x) {
+        int4 t = make_int4(1 << 28, 0, 0, 0);  // padding k: a row no pixel reaches (reads as zero)
+        if (k < p.K) {
+            const int c = k / taps, r = k - c * taps, ky = r / p.KW, kx = r - ky * p.KW;
+            const int dy = ky * p.DH, dx = kx * p.DW;
+#if LAYOUT_NHWC
+            t = make_int4(dy, dx, (dy * p.IW + dx) * p.CI + c, 0);
+#else
+            t = make_int4(dy, dx, (c * p.IH + dy) * p.IW + dx, 0);
+#endif
+        }
+        s_tab[k] = t;
+    }
+    for (int f = tid; f < TCO * p.KP; f += blockDim.x) {
+        const int co = f / p.KP, k = f - co * p.KP;
+        s_w[co * p.pitch + k] = (k < p.K && co0 + co < p.CO) ? w[(long long)(co0 + co) * p.K + k] : __float2half(0.0f);
+    }
+    __syncthreads();
+    float bv[8][2];
+    tc_bias_frag(bias, co0, p.CO, lane, bv);
+    __half* s_mine = s_a + warp * p.region;
+    const int ksteps = p.KP >> 4;
+#if LAYOUT_NHWC
+    const bool vec_out = aligned16(y) && p.CO % 8 == 0;
+#else
+    const bool vec_out = aligned16(y) && p.OW % 8 == 0;
+#endif
+    for (int t = blockIdx.x * WARPS + warp; t < p.tiles; t += gridDim.x * WARPS) {
+        const int seg = t % p.segs, rest = t / p.segs, oh = rest % p.OH, n = rest / p.OH;
+        const int ow0 = seg * 32, ow = ow0 + lane;
+        const int iy0 = oh * p.SH - p.PT, ix0 = ow * p.SW - p.PL;
+        const bool pix_ok = ow < p.OW;
+#if LAYOUT_NHWC
+        const __half* xn = x + (long long)n * p.IH * p.IW * p.CI;
+        const long long pix = ((long long)iy0 * p.IW + ix0) * p.CI;
+#else
+        const __half* xn = x + (long long)n * p.CI * p.IH * p.IW;
+        const long long pix = (long long)iy0 * p.IW + ix0;
+#endif
+        __syncwarp();  // every lane is done with the previous tile's stage
+        for (int kc = 0; kc < p.KP; kc += 8) {
+            unsigned short v[8];
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+                const int4 tb = s_tab[kc + j];
+                const int iy = iy0 + tb.x, ix = ix0 + tb.y;
+                v[j] = 0;
+                if (pix_ok && (unsigned)iy < (unsigned)p.IH && (unsigned)ix < (unsigned)p.IW)
+                    v[j] = __half_as_ushort(xn[pix + tb.z]);
+            }
+            uint4 u;
+            u.x = v[0] | ((unsigned)v[1] << 16);
+            u.y = v[2] | ((unsigned)v[3] << 16);
+            u.z = v[4] | ((unsigned)v[5] << 16);
+            u.w = v[6] | ((unsigned)v[7] << 16);
+            *reinterpret_cast<uint4*>(s_mine + lane * p.pitch + kc) = u;
+        }
+        __syncwarp();
+        float acc[2][8][4];
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.0f;
+        // ldmatrix rows: A = pixel (lane % 16) of each m tile at k + 8 (lane / 16); B = channel
+        // 8 (lane / 16) + lane % 8 of each pair of n tiles at k + 8 ((lane / 8) % 2)
+        const unsigned a_addr = smem_u32(s_mine + (lane & 15) * p.pitch + (lane >> 4) * 8);
+        const unsigned b_addr = smem_u32(s_w + ((lane >> 4) * 8 + (lane & 7)) * p.pitch + ((lane >> 3) & 1) * 8);
+        for (int ks = 0; ks < ksteps; ++ks) {
+            unsigned af[2][4], bf[8][2];
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt)
+                ldsm_x4(a_addr + 2 * (mt * 16 * p.pitch + ks * 16), af[mt][0], af[mt][1], af[mt][2], af[mt][3]);
+#pragma unroll
+            for (int np = 0; np < 4; ++np)
+                ldsm_x4(b_addr + 2 * (np * 16 * p.pitch + ks * 16), bf[2 * np][0], bf[2 * np][1], bf[2 * np + 1][0],
+                        bf[2 * np + 1][1]);
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < 8; ++nt) mma16816(acc[mt][nt], af[mt], bf[nt][0], bf[nt][1]);
+        }
+        __syncwarp();  // the tile's rows are read: they become the output stage
+#if LAYOUT_NHWC
+        tc_store_row_nhwc(s_mine, acc, bv, lane, y, n, oh, ow0, co0, p.OH, p.OW, p.CO, vec_out);
+#else
+        tc_store_row_nchw(s_mine, acc, bv, lane, y, n, oh, ow0, co0, p.OH, p.OW, p.CO, vec_out);
+#endif
+    }
+}
 // end of the tensor-core section
 #endif
 

@@ -477,13 +477,16 @@ def check_k1_simt(be: Any, rng: np.random.Generator, work: Path, shape: tuple[in
 def check_tiled(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], cout: int,
                 groups: int, layout: str, dtype: Any, params: dict[str, int], k: tuple[int, int] = (3, 3),
                 stride: Any = 1, padding: Any = 1, dilation: Any = 1, bias: bool = True,
-                kernel: str = "") -> tuple[str, bool, str]:
+                kernel: str = "", sms: int | None = None) -> tuple[str, bool, str]:
     """A conv the register-tiled direct kernel serves (grouped, strided, dilated, any window;
-    float32 or float16, both layouts), against the float64 oracle under the conformance
-    tolerance, the output poisoned; `kernel` names the kernel the plan must pick."""
+    float32 or float16, both layouts), or another kernel the parameters pick (`kernel` names the
+    kernel the plan must pick), against the float64 oracle under the conformance tolerance, the
+    output poisoned; `sms` plans for fewer multiprocessors (persistent blocks walk several tiles)."""
     from hal import conformance
     from hal import reference as ref
     from hal import spec as S
+
+    be = _planner(be, sms)
 
     sp = S.conv2d_spec(S.TensorGeometry(*shape, layout, np.dtype(dtype)), (cout, shape[1] // groups, *k), bias,
                        (cout,) if bias else None, stride, padding, dilation, groups)
@@ -1081,6 +1084,27 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
                         dict(shape=(1, 16, 9, 10), cout=32, groups=8, layout=layout, dtype=np.float32,
                              params={"GRP_COT": 2, "GRP_PIX": 2, "CONV_THREADS": 128, "GRP_TILE_W": 64},
                              padding=2, kernel="conv2d_grp_k3s1")))
+    # the float16 implicit GEMM for stems (CONV_IM2COL): the 7x7 stride-2 stem (K 147 -> 160), a row of
+    # 2 segments with a partial one, C_out over 64 (a second, partial chunk), 2 SMs (warps walk several
+    # tiles), 3x3 stride 2 with asymmetric padding, dilation, no bias, K exactly 256, K under 16 (1x1 stride 2)
+    im2 = {"CONV_IM2COL": 1}
+    for layout in ("NCHW", "NHWC"):
+        out.append((f"im2col 7x7 s2 stem 3->70 2 SMs {layout}", "tiled",
+                    dict(shape=(2, 3, 21, 75), cout=70, groups=1, layout=layout, dtype=np.float16, params=im2,
+                         k=(7, 7), stride=2, padding=3, sms=2, kernel="conv2d_im2col_tc")))
+        if not quick:
+            out.append((f"im2col 3x3 s2 asym 5->16 nobias {layout}", "tiled",
+                        dict(shape=(1, 5, 13, 35), cout=16, groups=1, layout=layout, dtype=np.float16, params=im2,
+                             k=(3, 3), stride=2, padding=(0, 2, 1, 0), bias=False, kernel="conv2d_im2col_tc")))
+            out.append((f"im2col 5x3 dil2 s(1,2) 4->24 {layout}", "tiled",
+                        dict(shape=(2, 4, 17, 40), cout=24, groups=1, layout=layout, dtype=np.float16, params=im2,
+                             k=(5, 3), stride=(1, 2), dilation=2, padding=2, sms=1, kernel="conv2d_im2col_tc")))
+            out.append((f"im2col K=256 4x4 16->8 {layout}", "tiled",
+                        dict(shape=(1, 16, 9, 11), cout=8, groups=1, layout=layout, dtype=np.float16, params=im2,
+                             k=(4, 4), stride=1, padding=1, kernel="conv2d_im2col_tc")))
+            out.append((f"im2col 1x1 s2 pad1 K=2 2->130 {layout}", "tiled",
+                        dict(shape=(1, 2, 5, 65), cout=130, groups=1, layout=layout, dtype=np.float16, params=im2,
+                             k=(1, 1), stride=2, padding=1, kernel="conv2d_im2col_tc")))
     # the float16 grouped tensor-core kernels (GRP_TC): 8 and 16 channels a group (tc8, tc16),
     # an odd channel count (a padded channel), 2x3 windows, asymmetric padding, tiles past the
     # output's rows and columns, NHWC with and without 16-byte channel loads

@@ -27,6 +27,9 @@ struct uint2 {
 struct uint4 {
     unsigned x, y, z, w;
 };
+struct int4 {
+    int x, y, z, w;
+};
 struct float2 {
     float x, y;
 };
@@ -34,6 +37,7 @@ struct float4 {
     float x, y, z, w;
 };
 inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return {a, b, c, d}; }
+inline int4 make_int4(int a, int b, int c, int d) { return {a, b, c, d}; }
 inline uint2 make_uint2(unsigned a, unsigned b) { return {a, b}; }
 inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
 inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
@@ -68,6 +72,7 @@ inline __half __float2half_rn(float f) {
     return r;
 }
 inline __half __float2half(float f) { return __float2half_rn(f); }
+inline unsigned short __half_as_ushort(__half h) { return h.x; }
 inline float __half2float(__half h) {
     _Float16 v;
     std::memcpy(&v, &h.x, 2);
