@@ -1304,3 +1304,53 @@ def test_cuda_float32_1x1_conv_plans_the_sgemm_kernel_with_conv_k1_simt():
     assert plan(CONV_K1_SIMT=0)[0][-1].kernel == "conv2d_grp_g"
     be.force_generic = True
     assert [launch.kernel for launch in plan()[0]] == ["conv2d"]
+
+
+def test_cuda_float16_stem_plans_the_implicit_gemm_with_conv_im2col():
+    """Without a GPU: with CONV_IM2COL 1, a float16 dense conv with C_in * KH * KW <= 256 that no tensor-core
+    kernel before it takes (the 7x7 stride-2 stem of 3 channels) launches conv2d_im2col_tc: 4 warps a block,
+    persistent blocks over the SMs (by shared memory), 64-channel chunks of C_out on the grid's y, and its
+    parameter blob (K padded to 16, an odd count of 16-byte chunks a shared row). K > 256, float32 or
+    CONV_IM2COL 0 keep the tiled direct kernel; the shipped sm_90 table asks for the kernel for the stem."""
+    import struct
+
+    import numpy as np
+
+    from hal import spec as S
+    from hal.backends.cuda import _SCHEMAS
+    from hal.tuning.table import Tuner
+
+    be, plans, buf, _, src = _conv_plans_on_h200()
+    assert "conv2d_im2col_tc(" in src
+
+    def plan(shape=(32, 3, 224, 224), cout=64, k=7, dtype=np.float16, layout="NCHW", **params):
+        sp = S.conv2d_spec(S.TensorGeometry(*shape, layout, np.dtype(dtype)), (cout, shape[1], k, k), True, (cout,),
+                           2, k // 2, 1, 1)
+        be.conv2d(sp, buf, buf, buf, buf, {"CONV_IM2COL": 1, **params})
+        return plans[-1]
+
+    for layout in ("NCHW", "NHWC"):
+        (launch,) = plan(layout=layout)
+        assert (launch.kernel, launch.file, launch.block) == ("conv2d_im2col_tc", "conv2d.cu", (128, 1, 1))
+        kp, pitch = 160, 168  # K = 3 * 49 = 147
+        region = 32 * pitch
+        assert launch.shared == 16 * kp + 2 * (64 * pitch + 4 * region) == 67072
+        tiles = 32 * 112 * 4  # 112 output columns: 4 segments of 32 a row
+        per_sm = 232448 // (67072 + 1024)  # the H200's shared memory per SM holds 3
+        assert launch.grid == (min(tiles // 4, 132 * per_sm), 1, 1)
+        fields = struct.unpack(f"<{len(launch.args[4]) // 4}i", launch.args[4])
+        assert fields == (32, 3, 224, 224, 64, 112, 112, 7, 7, 2, 2, 1, 1, 3, 3, 147, kp, pitch, region, 4, tiles)
+        assert launch.args[:4] == ("x", "w", "b", "y")
+    (launch,) = plan(cout=130, shape=(2, 3, 30, 30))  # three 64-channel chunks
+    assert launch.grid[1] == 3
+    (launch,) = plan(shape=(2, 5, 30, 30), k=7)  # K = 245 <= 256
+    assert launch.kernel == "conv2d_im2col_tc"
+    for other in (dict(shape=(2, 6, 30, 30)), dict(dtype=np.float32), dict(CONV_IM2COL=0)):
+        assert [launch.kernel for launch in plan(**other)] == ["conv2d_grp_g"], other
+    # the shipped table: the sm_90 float16 7x7 stride-2 entries (measured in session 26) ask for it
+    tuner = Tuner(be.info, _SCHEMAS)
+    for layout in ("NCHW", "NHWC"):
+        sp = S.conv2d_spec(S.TensorGeometry(32, 3, 224, 224, layout, np.dtype(np.float16)), (64, 3, 7, 7), False,
+                           None, 2, 3, 1, 1)
+        resolved = tuner.resolve_spec(sp)
+        assert resolved.params["CONV_IM2COL"] == 1 and resolved.level == "arch"
