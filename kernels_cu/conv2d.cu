@@ -1698,18 +1698,23 @@ K1N_KERNEL(conv2d_k1_gemm_nchw_persist_cs, 2)
 namespace im2c {
 constexpr int WARPS = 4, TCO = 64, KMAX = 256;
 }
+// STAGE (conv2d_im2col_tc_staged, IM2COL_STAGE 1; session 26, emulator-checked, not measured on a GPU): a
+// warp first copies the input its segment reads (KH rows x WS = 31 SW + (KW - 1) DW + 1 columns x C_in,
+// zeros outside the image) into its region behind the im2col rows, as [ci][ky][column] whichever the
+// layout, with loads along each row's contiguous span; the gather then reads shared memory at the table's
+// offset + lane SW, with no bounds tests (k past K reads the 32 SW zeros kept after the staged rows).
 struct Im2colParams {
     int N, CI, IH, IW, CO, OH, OW, KH, KW, SH, SW, DH, DW, PT, PL;
     int K, KP, pitch, region;  // real and padded k, shared row pitch and a warp's region (halves)
     int segs, tiles;           // 32-pixel segments of an output row, N OH segs tiles
+    int ws, rows_at;           // STAGE: staged columns, the staged rows' offset in a warp's region (halves)
 };
-extern "C" __global__ void __launch_bounds__(im2c::WARPS * 32)
-    conv2d_im2col_tc(const __half* __restrict__ x, const __half* __restrict__ w, const float* __restrict__ bias,
-                     __half* __restrict__ y, Im2colParams p) {
-    HAL_PDL_ENTRY();
+template <bool STAGE>
+__device__ __forceinline__ void im2col_body(unsigned char* smem_raw, const __half* __restrict__ x,
+                                            const __half* __restrict__ w, const float* __restrict__ bias,
+                                            __half* __restrict__ y, const Im2colParams& p) {
     using namespace im2c;
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    int4* s_tab = reinterpret_cast<int4*>(smem_raw);      // per k: dy, dx, x offset, -
+    int4* s_tab = reinterpret_cast<int4*>(smem_raw);      // per k: dy, dx, x offset (STAGE: staged offset), -
     __half* s_w = reinterpret_cast<__half*>(s_tab + p.KP);  // [co][k], row pitch p.pitch
     __half* s_a = s_w + TCO * p.pitch;                      // per warp: [pixel][k] rows, then the output stage
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -1720,11 +1725,17 @@ extern "C" __global__ void __launch_bounds__(im2c::WARPS * 32)
         if (k < p.K) {
             const int c = k / taps, r = k - c * taps, ky = r / p.KW, kx = r - ky * p.KW;
             const int dy = ky * p.DH, dx = kx * p.DW;
+            if constexpr (STAGE) {
+                t = make_int4(dy, dx, (c * p.KH + ky) * p.ws + dx, 0);
+            } else {
 #if LAYOUT_NHWC
-            t = make_int4(dy, dx, (dy * p.IW + dx) * p.CI + c, 0);
+                t = make_int4(dy, dx, (dy * p.IW + dx) * p.CI + c, 0);
 #else
-            t = make_int4(dy, dx, (c * p.IH + dy) * p.IW + dx, 0);
+                t = make_int4(dy, dx, (c * p.IH + dy) * p.IW + dx, 0);
 #endif
+            }
+        } else if constexpr (STAGE) {
+            t = make_int4(0, 0, p.CI * p.KH * p.ws, 0);  // the zeros after the staged rows, one a lane
         }
         s_tab[k] = t;
     }
@@ -1755,6 +1766,43 @@ extern "C" __global__ void __launch_bounds__(im2c::WARPS * 32)
         const long long pix = (long long)iy0 * p.IW + ix0;
 #endif
         __syncwarp();  // every lane is done with the previous tile's stage
+        if constexpr (STAGE) {
+            // the segment's input: rows iy0 + ky DH, columns ix_s .. ix_s + ws - 1, every channel
+            __half* st = s_mine + p.rows_at;
+            const int ix_s = ow0 * p.SW - p.PL, rows = p.CI * p.KH;
+            for (int cr = 0; cr < rows; ++cr) {
+                const int c = cr / p.KH, ky = cr - c * p.KH, iy = iy0 + ky * p.DH;
+                const bool row_in = (unsigned)iy < (unsigned)p.IH;
+                for (int col = lane; col < p.ws; col += 32) {
+                    const int ix = ix_s + col;
+                    __half v = __float2half(0.0f);
+                    if (row_in && (unsigned)ix < (unsigned)p.IW) {
+#if LAYOUT_NHWC
+                        v = xn[((long long)iy * p.IW + ix) * p.CI + c];
+#else
+                        v = xn[((long long)c * p.IH + iy) * p.IW + ix];
+#endif
+                    }
+                    st[cr * p.ws + col] = v;
+                }
+            }
+            for (int z = lane; z < 32 * p.SW; z += 32) st[rows * p.ws + z] = __float2half(0.0f);
+            __syncwarp();
+            const __half* sl = st + lane * p.SW;
+            for (int kc = 0; kc < p.KP; kc += 8) {
+                unsigned short v[8];
+#pragma unroll
+                for (int j = 0; j < 8; ++j) {
+                    v[j] = __half_as_ushort(sl[s_tab[kc + j].z]);
+                }
+                uint4 u;
+                u.x = v[0] | ((unsigned)v[1] << 16);
+                u.y = v[2] | ((unsigned)v[3] << 16);
+                u.z = v[4] | ((unsigned)v[5] << 16);
+                u.w = v[6] | ((unsigned)v[7] << 16);
+                *reinterpret_cast<uint4*>(s_mine + lane * p.pitch + kc) = u;
+            }
+        } else
         for (int kc = 0; kc < p.KP; kc += 8) {
             unsigned short v[8];
 #pragma unroll
@@ -1805,6 +1853,20 @@ extern "C" __global__ void __launch_bounds__(im2c::WARPS * 32)
         tc_store_row_nchw(s_mine, acc, bv, lane, y, n, oh, ow0, co0, p.OH, p.OW, p.CO, vec_out);
 #endif
     }
+}
+extern "C" __global__ void __launch_bounds__(im2c::WARPS * 32)
+    conv2d_im2col_tc(const __half* __restrict__ x, const __half* __restrict__ w, const float* __restrict__ bias,
+                     __half* __restrict__ y, Im2colParams p) {
+    HAL_PDL_ENTRY();
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    im2col_body<false>(smem_raw, x, w, bias, y, p);
+}
+extern "C" __global__ void __launch_bounds__(im2c::WARPS * 32)
+    conv2d_im2col_tc_staged(const __half* __restrict__ x, const __half* __restrict__ w,
+                            const float* __restrict__ bias, __half* __restrict__ y, Im2colParams p) {
+    HAL_PDL_ENTRY();
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    im2col_body<true>(smem_raw, x, w, bias, y, p);
 }
 // end of the tensor-core section
 #endif
