@@ -2233,6 +2233,7 @@ class CudaBackend(Backend):
         shared = 16 * kp + 2 * (64 * pitch + 4 * region)
         segs = _cdiv(spec.out_w, 32)
         tiles = spec.n * spec.out_h * segs
+        # (a warp's tile index steps by 4 x the grid, at most 4 x 8 blocks x SMs: it must stay within int32)
         if shared > self._max_smem() or tiles + 4 * self._sms * 8 >= 2**31 \
                 or spec.n * spec.c_in * spec.in_h * spec.in_w >= 2**31 or spec.c_in * spec.in_h * spec.in_w >= 2**28:
             return None

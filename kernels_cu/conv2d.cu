@@ -43,7 +43,8 @@
 //       3x3 stride 1, IW % 8 == 0, PL <= 1, on tensor cores: each row's taps as a banded matrix
 //       (DW_TC; see there)
 //   conv2d_im2col_tc(x, w, bias, y, Im2colParams) float16 dense convs with C_in KH KW <= 256 (stems), any
-//       stride, dilation and padding, as an implicit GEMM on tensor cores (CONV_IM2COL; see there)
+//       stride, dilation and padding, as an implicit GEMM on tensor cores (CONV_IM2COL; see there);
+//       conv2d_im2col_tc_staged, same arguments: the input rows staged in shared memory first (IM2COL_STAGE)
 #include "hal_window.cuh"
 
 #ifndef CONV_THREADS
@@ -1696,8 +1697,13 @@ K1N_KERNEL(conv2d_k1_gemm_nchw_persist_cs, 2)
 //   whole 16-byte stores (tc_store_row_*). Persistent blocks of 4 warps keep the 64 channels'
 //   weights in shared memory; warps walk tiles on their own (no block barrier after the start).
 namespace im2c {
-constexpr int WARPS = 4, TCO = 64, KMAX = 256;
+constexpr int WARPS = 4, TCO = 64;  // (the largest K, 256, is the launcher's: _IM2COL_KMAX)
+// 8 halves' bits as one 16-byte shared store
+__device__ __forceinline__ uint4 pack8(const unsigned short (&v)[8]) {
+    return make_uint4(v[0] | ((unsigned)v[1] << 16), v[2] | ((unsigned)v[3] << 16), v[4] | ((unsigned)v[5] << 16),
+                      v[6] | ((unsigned)v[7] << 16));
 }
+}  // namespace im2c
 // STAGE (conv2d_im2col_tc_staged, IM2COL_STAGE 1; session 26, emulator-checked, not measured on a GPU): a
 // warp first copies the input its segment reads (KH rows x WS = 31 SW + (KW - 1) DW + 1 columns x C_in,
 // zeros outside the image) into its region behind the im2col rows, as [ci][ky][column] whichever the
@@ -1792,33 +1798,22 @@ __device__ __forceinline__ void im2col_body(unsigned char* smem_raw, const __hal
             for (int kc = 0; kc < p.KP; kc += 8) {
                 unsigned short v[8];
 #pragma unroll
-                for (int j = 0; j < 8; ++j) {
-                    v[j] = __half_as_ushort(sl[s_tab[kc + j].z]);
-                }
-                uint4 u;
-                u.x = v[0] | ((unsigned)v[1] << 16);
-                u.y = v[2] | ((unsigned)v[3] << 16);
-                u.z = v[4] | ((unsigned)v[5] << 16);
-                u.w = v[6] | ((unsigned)v[7] << 16);
-                *reinterpret_cast<uint4*>(s_mine + lane * p.pitch + kc) = u;
+                for (int j = 0; j < 8; ++j) v[j] = __half_as_ushort(sl[s_tab[kc + j].z]);
+                *reinterpret_cast<uint4*>(s_mine + lane * p.pitch + kc) = pack8(v);
             }
-        } else
-        for (int kc = 0; kc < p.KP; kc += 8) {
-            unsigned short v[8];
+        } else {
+            for (int kc = 0; kc < p.KP; kc += 8) {
+                unsigned short v[8];
 #pragma unroll
-            for (int j = 0; j < 8; ++j) {
-                const int4 tb = s_tab[kc + j];
-                const int iy = iy0 + tb.x, ix = ix0 + tb.y;
-                v[j] = 0;
-                if (pix_ok && (unsigned)iy < (unsigned)p.IH && (unsigned)ix < (unsigned)p.IW)
-                    v[j] = __half_as_ushort(xn[pix + tb.z]);
+                for (int j = 0; j < 8; ++j) {
+                    const int4 tb = s_tab[kc + j];
+                    const int iy = iy0 + tb.x, ix = ix0 + tb.y;
+                    v[j] = 0;
+                    if (pix_ok && (unsigned)iy < (unsigned)p.IH && (unsigned)ix < (unsigned)p.IW)
+                        v[j] = __half_as_ushort(xn[pix + tb.z]);
+                }
+                *reinterpret_cast<uint4*>(s_mine + lane * p.pitch + kc) = pack8(v);
             }
-            uint4 u;
-            u.x = v[0] | ((unsigned)v[1] << 16);
-            u.y = v[2] | ((unsigned)v[3] << 16);
-            u.z = v[4] | ((unsigned)v[5] << 16);
-            u.w = v[6] | ((unsigned)v[7] << 16);
-            *reinterpret_cast<uint4*>(s_mine + lane * p.pitch + kc) = u;
         }
         __syncwarp();
         float acc[2][8][4];
