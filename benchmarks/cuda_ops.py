@@ -695,6 +695,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sweep", action="store_true", help="time every tuning candidate of each case")
     ap.add_argument("--quick", action="store_true", help="default parameters only")
     ap.add_argument("--only", default="", help="run cases whose name contains this text (alternatives split by |)")
+    ap.add_argument("--skip", default="",
+                    help="leave out cases whose 'name dtype' contains this text (alternatives split by |)")
     ap.add_argument("--dtype", default="", help="run only this dtype's cases (float32 or float16)")
     ap.add_argument("--out", default="", help="folder for cuda_ops.json and tuning_sm.json")
     ap.add_argument("--no-torch-call", action="store_true", help="skip the per-call (baseline method) timings")
@@ -720,7 +722,8 @@ def main(argv: list[str] | None = None) -> int:
     be = CudaBackend(info)
     served_dev = hal_device("cuda:0")  # its tuning tables say which parameters the ops serve
     cases = [c for c in build_cases(args.quick)
-             if any(o in c.name for o in args.only.split("|")) and args.dtype in ("", c.dtype)]
+             if any(o in c.name for o in args.only.split("|")) and args.dtype in ("", c.dtype)
+             and not (args.skip and any(o in f"{c.name} {c.dtype}" for o in args.skip.split("|")))]
     t0 = time.time()
     served_params = [dict(served_dev.tuner.resolve_spec(case_spec(c)).params) for c in cases]
     loaded = be.build_all(compile_keys(cases, args.sweep, served_params, not args.no_default))

@@ -8,9 +8,10 @@
 # cuda_ops.py run into b2/, BENCH_ARGS2: a whole table split by dtype across two steps), bench-nopdl
 # (HAL_CUDA_PDL=0: without programmatic dependent launch), sweep, tune-cuda-rapid,
 # tune-cuda-normal, tune-ocl-rapid, tune-ocl-normal, tvd-cuda, tvd-ocl, demo, hal-bench, ocl-bench, ocl-tests,
-# ocl-ptx, timing, ncu, quant-bench, ncu-quant, bn-breakdown
+# ocl-ptx, timing, torch-diag, ncu, quant-bench, ncu-quant, bn-breakdown
 # (sanitize: SAN_ARGS, default "--only one"; sweep: ONLY, SWEEP_ARGS such as "--dtype float16"; the *_ARGS
-# split on spaces, so check's --match with a space goes in CHECK_MATCH, e.g. CHECK_MATCH="k1n sampled")
+# split on spaces, so check's --match with a space goes in CHECK_MATCH, e.g. CHECK_MATCH="k1n sampled", and
+# cuda_ops.py's --skip in BENCH_SKIP / BENCH_SKIP2, e.g. BENCH_SKIP="g32 64x128x56x56 nhwc float32")
 set -u -o pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT="${OUT:-/tmp/hal-out}"; R=/tmp/hal-results; mkdir -p "$OUT" "$R"
@@ -45,8 +46,10 @@ for s in "$@"; do
     overhead) step overhead 90 python3 benchmarks/host_overhead.py --device cuda:0 --json "$R/overhead.json" --profile --micro --pdl-ab
       step overhead-ocl 60 python3 benchmarks/host_overhead.py --device opencl:nvidia --calls 500
       grep -E "^micro|^cuda|^pdl" "$R/overhead.txt"; tail -4 "$R/overhead-ocl.txt" ;;
-    bench-cuda) step cuda-ops ${T_BENCH:-240} python3 benchmarks/cuda_ops.py --out "$R" ${BENCH_ARGS:-}; tail -40 "$R/cuda-ops.txt" ;;
-    bench-cuda2) mkdir -p "$R/b2"; step cuda-ops2 ${T_BENCH2:-240} python3 benchmarks/cuda_ops.py --out "$R/b2" ${BENCH_ARGS2:-}
+    bench-cuda) step cuda-ops ${T_BENCH:-240} python3 benchmarks/cuda_ops.py --out "$R" ${BENCH_ARGS:-} \
+        ${BENCH_SKIP:+--skip "$BENCH_SKIP"}; tail -40 "$R/cuda-ops.txt" ;;
+    bench-cuda2) mkdir -p "$R/b2"; step cuda-ops2 ${T_BENCH2:-240} python3 benchmarks/cuda_ops.py --out "$R/b2" ${BENCH_ARGS2:-} \
+        ${BENCH_SKIP2:+--skip "$BENCH_SKIP2"}
       tail -40 "$R/cuda-ops2.txt" ;;
     bench-nopdl) mkdir -p "$R/nopdl"; step cuda-ops-nopdl ${T_BENCH:-240} env HAL_CUDA_PDL=0 python3 benchmarks/cuda_ops.py --out "$R/nopdl" ${BENCH_ARGS:-}
       tail -40 "$R/cuda-ops-nopdl.txt" ;;
@@ -76,6 +79,9 @@ for s in "$@"; do
     bn-breakdown) # BNB_ARGS: e.g. --vary {"BN_STATS_SUMS":32} (no spaces inside the JSON)
       step bn-breakdown ${T_BNB:-180} python3 benchmarks/experiments/bn_breakdown.py --out "$R" ${BNB_ARGS:-}
       grep -v Warning "$R/bn-breakdown.txt" | tail -24 ;;
+    torch-diag) # PyTorch's steps on one conv case, one by one (DIAG_ARGS, e.g. "--dtype float32 --groups 32")
+      step torch-diag ${T_DIAG:-150} python3 benchmarks/experiments/torch_grouped_nhwc.py ${DIAG_ARGS:-}
+      cat "$R/torch-diag.txt" ;;
     timing) step timing ${T_TIMING:-150} python3 benchmarks/timing_methods.py --json "$R/timing.json"; cat "$R/timing.txt" ;;
     ncu) # NCU_CASES: "case substring|dtype|JSON params|kernel regex;..." (one kernel launch each);
       # NCU_EXTRA: more ncu options (e.g. "--section InstructionStats --section SourceCounters"), NCU_TAIL: lines kept
