@@ -371,14 +371,16 @@ _SCHEMAS: dict[str, KernelSchema] = {
             Param("K1N_SAMPLE", (0, 1), 0,
                   "CONV_K1_NCHW at another stride or padding: the kernel that samples x first; 0 = sample_planes "
                   "(a warp an output row, one load in flight a lane; session 25, measured), 1 = "
-                  "sample_planes_rows8 (8 rows a warp, their loads issued before their stores; emulator-checked, "
-                  "not measured on a GPU)"),
+                  "sample_planes_rows8 (8 rows a warp, their loads issued before their stores; session 26: 0.0471 "
+                  "against 0.0626 ms for 32x256x56x56 -> 512 stride 2 on the H200)"),
             Param("CONV_IM2COL", (0, 1), 0,
                   "float16 dense convs with C_in * KH * KW <= 256 that no tensor-core kernel above takes (the 7x7 "
                   "stride-2 stem of 3 channels, other strided or dilated stems), sm_75+: 1 = an implicit GEMM on "
                   "tensor cores, both layouts natively (conv2d_im2col_tc: a warp gathers 32 output pixels' im2col "
                   "rows into shared memory, then 64 output channels by mma.sync; session 26), 0 = the tiled "
-                  "direct kernel on CUDA cores"),
+                  "direct kernel on CUDA cores. float32 dense convs with C_in * KH * KW <= 4096, any window: 1 = an "
+                  "implicit GEMM on CUDA cores (conv2d_im2col_simt: conv2d_k1_simt's tiles, K1S_BN and K1S_BK, "
+                  "with the input gathered through a per-k offset table; session 27)"),
             Param("IM2COL_STAGE", (0, 1), 0,
                   "with CONV_IM2COL: 1 = conv2d_im2col_tc_staged, each warp copies the input rows its 32 output "
                   "pixels read into shared memory first and gathers from there (no bounds tests, loads along the "
@@ -645,6 +647,8 @@ _pack_fn, _FAST_LAUNCH = _load_pack()
 #: conv2d_im2col_tc: the largest C_in * KH * KW (its shared memory: 16 + 2 * 64 bytes a k for the offsets and the
 #: weights, and 4 warps' 32 rows of k)
 _IM2COL_KMAX = 256
+#: conv2d_im2col_simt's largest K = C_in KH KW (its table: 16 bytes a k in shared memory, 64 KiB at most)
+_IM2COL_SIMT_KMAX = 4096
 _TC_SMEM = (9 * 64 * 64 + 6 * 34 * 64) * 2  # conv2d_k3_tc: all weights of 64 channels + one input tile
 # conv2d_k3_tc_pipe: the weights + two 8x32 input tiles (NHWC), or one tile and its rows as staged (NCHW)
 _TC_PIPE_SMEM = {"NHWC": (9 * 64 * 64 + 2 * 10 * 34 * 64) * 2, "NCHW": (9 * 64 * 64 + 10 * 34 * 64 + 64 * 10 * 48) * 2}
@@ -2149,8 +2153,9 @@ class CudaBackend(Backend):
                     Launch("conv2d.cu", defines, "conv2d_k3_tc", "PPPP" + "i" * 13, grid, (256, 1, 1), _TC_SMEM,
                            args),
                 )
-            if p["CONV_IM2COL"] and half and spec.groups == 1:
-                im2col = self._plan_conv_im2col(spec, defines, bool(p["IM2COL_STAGE"]))
+            if p["CONV_IM2COL"] and spec.groups == 1:
+                im2col = (self._plan_conv_im2col(spec, defines, bool(p["IM2COL_STAGE"])) if half
+                          else self._plan_conv_im2col_simt(spec, p))
                 if im2col is not None:
                     return im2col
             simt_smem = 2 * _SIMT_BUF_FLOATS[simt_ci] * 4
@@ -2374,6 +2379,35 @@ class CudaBackend(Backend):
         return (
             Launch("conv2d.cu", defines, "conv2d_k1_simt", "PPPP" + "i" * 11, (grid, 1, 1), (2 * bn, 1, 1), smem,
                    ("x", "w", "b", "y", n, ci, ih, iw, co, oh, ow, sh, sw, pt, pl)),
+        )
+
+    def _plan_conv_im2col_simt(self, spec: Conv2dSpec, p: Mapping[str, int]) -> tuple[Launch, ...] | None:
+        """conv2d_im2col_simt (CONV_IM2COL in float32) for a float32 dense conv of any window, stride, dilation
+        and padding, or None where it does not apply: not float32, groups other than 1, no output, K = C_in *
+        KH * KW past _IM2COL_SIMT_KMAX, element offsets of x (with its padding), y or the weights (or M + a
+        tile) past int32, the grid past 2^31 - 1 blocks, or its shared memory (conv2d_k1_simt's stages and a
+        16-byte table entry per k) past the device's. conv2d_k1_simt's tiles and launch (K1S_BN, K1S_BK),
+        both layouts natively."""
+        n, ci, co, ih, iw, oh, ow = spec.n, spec.c_in, spec.c_out, spec.in_h, spec.in_w, spec.out_h, spec.out_w
+        kh, kw = spec.kernel
+        pt, pb, pl, pr = spec.pads
+        k = ci * kh * kw
+        if spec.groups != 1 or spec.dtype != np.float32 or k > _IM2COL_SIMT_KMAX:
+            return None
+        bn, bk = (64 if co <= 64 else int(p["K1S_BN"])), int(p["K1S_BK"])
+        m = n * oh * ow
+        grid = _cdiv(m, 128) * _cdiv(co, bn)
+        smem = _k1s_smem(bn, bk) + 16 * _cdiv(k, bk) * bk
+        # the kernel's offsets from a window corner in the padded input (its rows of -2^30 stay out)
+        padded = (n + 1) * ci * (ih + pt + pb + 1) * (iw + pl + pr + 1)
+        if not (0 < m and m + 128 < 2**31 and padded < 2**31 and max(pt, pl) < 2**20 and m * co < 2**31
+                and co * k < 2**31 and grid < 2**31 and smem <= self._max_smem()):
+            return None
+        defines = self.compile_defines("conv2d", spec.dtype, spec.layout, {**p, "K1S_BN": bn}, spec.relu)
+        return (
+            Launch("conv2d.cu", defines, "conv2d_im2col_simt", "PPPP" + "i" * 15, (grid, 1, 1), (2 * bn, 1, 1),
+                   smem, ("x", "w", "b", "y", n, ci, ih, iw, co, oh, ow, kh, kw, *spec.stride, *spec.dilation,
+                          pt, pl)),
         )
 
     def _through_nhwc(self, spec: Conv2dSpec, plan: tuple[Launch, ...]) -> tuple[Launch, ...]:

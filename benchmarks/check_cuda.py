@@ -703,6 +703,26 @@ def conv_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
                            dilation=2, padding=2, **ims)
                 check_conv(dev, rng, "im2col staged 3x3 s2 asym nobias", (2, 5, 13, 35), 16, 3, stride=2,
                            padding=(0, 2, 1, 0), bias=False, **ims)
+            if dtype == np.float32:
+                # the implicit GEMM on CUDA cores (CONV_IM2COL in float32, conv2d_im2col_simt, session 27): the
+                # stem (K 147: a partial k stage), C_out over 64 (K1S_BN 64 and 128 tiles, a partial one), pixel
+                # tiles across images, asymmetric padding, dilation, K past 256 with K1S_BK 16, K % 4 == 0 (the
+                # weights' float4 loads) and a misaligned output, fused ReLU, the benchmark's shapes
+                ims = {"params": {"CONV_IM2COL": 1}, "expect": "conv2d_im2col_simt", **c}
+                check_conv(dev, rng, "im2col simt 7x7 s2 stem 3->70", (3, 3, 37, 75), 70, 7, stride=2, padding=3,
+                           **ims)
+                check_conv(dev, rng, "im2col simt 7x7 s2 stem relu", (8, 3, 224, 224), 64, 7, stride=2, padding=3,
+                           relu=True, **ims)
+                check_conv(dev, rng, "im2col simt 3x3 s2 asym nobias", (2, 5, 13, 35), 16, 3, stride=2,
+                           padding=(0, 2, 1, 0), bias=False, **ims)
+                check_conv(dev, rng, "im2col simt 5x3 dil2 s(1,2)", (2, 4, 17, 40), 24, (5, 3), stride=(1, 2),
+                           dilation=2, padding=2, **ims)
+                check_conv(dev, rng, "im2col simt 3x3 s2 64->128", (2, 64, 56, 56), 128, 3, stride=2, padding=1,
+                           **ims)
+                check_conv(dev, rng, "im2col simt 3x3 s2 40->136 bk16", (3, 40, 19, 71), 136, 3, stride=2,
+                           padding=1, **{**ims, "params": {"CONV_IM2COL": 1, "K1S_BK": 16}})
+                check_conv(dev, rng, "im2col simt 3x3 K%4 misaligned", (2, 12, 17, 23), 70, 3, padding=1,
+                           offset=4, w_offset=4, **ims)
             # dense 3x3 stride 2 (float16 NHWC: conv2d_k3s2_tc_wide, session 21): partial 32-channel chunks
             # and 64-channel output tiles, odd and even sizes (the patch's last column inside or past the
             # image), asymmetric and zero padding, no bias, more tiles than blocks, a misaligned buffer
@@ -1324,7 +1344,7 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
                        params={"CONV_K1_NCHW": 1}, **c)
             check_conv(dev, rng, "one 1x1 k1n sampled rows8 s(2,1) asym", (3, 24, 18, 71), 24, 1, stride=(2, 1),
                        padding=(0, 2, 1, 0), params={"CONV_K1_NCHW": 1, "K1N_SAMPLE": 1}, **c)
-            # the implicit GEMM for stems (float16 only: float32 plans the tiled direct kernel); two C_out chunks,
+            # the implicit GEMMs for stems (float16 on tensor cores, float32 on CUDA cores); two C_out chunks,
             # a partial row segment (a warp walks one tile here: the emulator covers warps that walk several)
             check_conv(dev, rng, "one 7x7 s2 im2col", (2, 3, 100, 130), 70, 7, stride=2, padding=3,
                        params={"CONV_IM2COL": 1}, **c)

@@ -476,7 +476,10 @@ def build_cases(quick: bool) -> list[Case]:
                                   {"ADAPT_GVEC_U": 0, "ADAPT_VSPLIT_U": 4, "ADAPT_THREADS": 128}])))
         for layout in ("NCHW", "NHWC"):
             x = 256 * 64 * 32 * 32
-            dense = ([{}, {"CONV_SIMT_CI": 4}] if dtype == "float32" else
+            # float32: the implicit GEMM on CUDA cores (CONV_IM2COL, conv2d_im2col_simt; session 27)
+            im2col_simt = ([{"CONV_IM2COL": 1}, {"CONV_IM2COL": 1, "K1S_BK": 16}, {"CONV_IM2COL": 1, "K1S_BN": 64}]
+                           if dtype == "float32" else [])
+            dense = ([{}, {"CONV_SIMT_CI": 4}, *im2col_simt] if dtype == "float32" else
                      [{}, {"CONV_TC": 0}, {"CONV_TC": 1}, {"CONV_TC": 2}, {"CONV_TC": 3},
                       {"CONV_TC": 3, "TC_WIDE_STAGES": 3}])
             cases.append(Case(f"conv3x3 64->64 256x32x32 {layout.lower()}", "conv2d", dtype, layout,
@@ -552,7 +555,8 @@ def build_cases(quick: bool) -> list[Case]:
             xs2 = 64 * 64 * 56 * 56
             cases.append(Case(f"conv3x3 s2 64->128 64x56x56 {layout.lower()}", "conv2d", dtype, layout,
                               (xs2 + xs2 // 2 + 128 * 64 * 9) * es, 2 * 64 * 128 * 64 * 9 * 28 * 28,
-                              {"shape": (64, 64, 56, 56), "cout": 128, "groups": 1, "stride": 2}, strided))
+                              {"shape": (64, 64, 56, 56), "cout": 128, "groups": 1, "stride": 2},
+                              strided + im2col_simt))
             # a ResNet-50 projection shortcut, 1x1 stride 2 256->512 (session 21)
             xp = 32 * 256 * 56 * 56
             cases.append(Case(f"conv1x1 s2 256->512 32x56x56 {layout.lower()}", "conv2d", dtype, layout,
@@ -565,7 +569,7 @@ def build_cases(quick: bool) -> list[Case]:
                               (xst + 32 * 64 * 112 * 112 + 64 * 3 * 49) * es, 2 * 32 * 64 * 3 * 49 * 112 * 112,
                               {"shape": (32, 3, 224, 224), "cout": 64, "groups": 1, "k": 7, "stride": 2},
                               strided + ([{"CONV_IM2COL": 1}, {"CONV_IM2COL": 1, "IM2COL_STAGE": 1}]
-                                         if dtype == "float16" else [])))
+                                         if dtype == "float16" else im2col_simt)))
             dwc = [{}, {"DW_SMEM_KB": 16}, {"DW_SMEM_KB": 48}, {"CONV_OCC": 2048}, {"CONV_OCC": 0}]
             if dtype == "float16":  # NCHW output pairs from half2 words (DW_H2, default 1) against the float path
                 dwc += [{"DW_H2": 0}, {"DW_H2": 0, "DW_SMEM_KB": 16}, {"DW_SMEM_KB": 16, "CONV_OCC": 0}]

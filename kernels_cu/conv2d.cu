@@ -30,6 +30,9 @@
 //   conv2d_k1_simt(x, w, bias, y, N, CI, IH, IW, CO, OH, OW, SH, SW, PT, PL): float32 1x1 (NCHW and NHWC), any
 //       stride, padding, channel counts and alignment, as one SGEMM on CUDA cores (CONV_K1_SIMT, K1S_BN [128],
 //       K1S_BK [8]; see there)
+//   conv2d_im2col_simt(x, w, bias, y, N, CI, IH, IW, CO, OH, OW, KH, KW, SH, SW, DH, DW, PT, PL): float32
+//       dense convs of any window, stride, dilation and padding as an implicit GEMM on CUDA cores, the same
+//       tiles (CONV_IM2COL in float32; see there)
 //   conv2d_dw_rows{2,4}_k3s1, conv2d_dw_cols{2,4,8}_k3s1, conv2d_dw_cols{2,4}r{4,8}_k3s1
 //       (x, w, bias, y, DwRegParams) depthwise 3x3 stride 1 from registers (see there)
 //   conv2d_dw_pipe{4,8,16}_k3s1(x, w, bias, y, N, C, IH, IW, OH, OW, PT, PL, tiles_h, tiles_w)
@@ -2861,9 +2864,7 @@ static_assert(TX * TY == THREADS && TX % WX == 0 && TY % WY == 0, "k1s: the thre
 constexpr int KQ = BK / 4;                                // float4 groups along k of a row, a stage
 constexpr int GX = BP * KQ / THREADS, GW = BCO * KQ / THREADS;  // float4 loads a thread, a stage: x, w
 constexpr int RSTEP = THREADS / KQ;                       // rows between a thread's k-row loads
-#if !LAYOUT_NHWC
-constexpr int XSTEP = THREADS / (BP / 4);                 // channels between a thread's pixel loads of x
-#endif
+constexpr int XSTEP = THREADS / (BP / 4);                 // k between a thread's pixel loads of x (NCHW, GATHER)
 static_assert(GX >= 1 && GW >= 1 && GX * THREADS == BP * KQ && GW * THREADS == BCO * KQ, "k1s: whole loads");
 }  // namespace k1s
 
@@ -2922,12 +2923,26 @@ __device__ __forceinline__ void k1s_st_t(float* s, int stride, int row, int kq, 
     s[(kq + 3) * stride + row] = v.w;
 }
 
+// GATHER (conv2d_im2col_simt): channels of the 1x1 GEMM become k = (ci, ky, kx) of any window (see
+// there): x's k of 4 output pixels gathered through the table `tab`, as NCHW's loads; VX unused
+__device__ __forceinline__ float4 k1s_gather(const float* __restrict__ x, const int (&base)[4], const int (&ih0)[4],
+                                             const int (&iw0)[4], const int4& t, int IH, int IW) {
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if ((unsigned)(ih0[0] + t.y) < (unsigned)IH && (unsigned)(iw0[0] + t.z) < (unsigned)IW) v.x = __ldg(x + base[0] + t.x);
+    if ((unsigned)(ih0[1] + t.y) < (unsigned)IH && (unsigned)(iw0[1] + t.z) < (unsigned)IW) v.y = __ldg(x + base[1] + t.x);
+    if ((unsigned)(ih0[2] + t.y) < (unsigned)IH && (unsigned)(iw0[2] + t.z) < (unsigned)IW) v.z = __ldg(x + base[2] + t.x);
+    if ((unsigned)(ih0[3] + t.y) < (unsigned)IH && (unsigned)(iw0[3] + t.z) < (unsigned)IW) v.w = __ldg(x + base[3] + t.x);
+    return v;
+}
+
 // VX: x's loads as float4 (NHWC: C_in % 4 == 0, x aligned; NCHW: output pixel p reads input pixel p,
-// H W % 4 == 0, x aligned); VW: w's (C_in % 4 == 0, w aligned)
-template <bool VX, bool VW>
+// H W % 4 == 0, x aligned); VW: w's (KK % 4 == 0, w aligned). KK: the GEMM's k (C_in; GATHER: C_in KH
+// KW, with `tab` its per-k offsets, KT x BK entries)
+template <bool VX, bool VW, bool GATHER = false>
 __device__ __forceinline__ void k1s_body(float* smem, const float* __restrict__ x, const float* __restrict__ w,
                                          const float* __restrict__ bias, float* __restrict__ y, int N, int CI, int IH,
-                                         int IW, int CO, int OH, int OW, int SH, int SW, int PT, int PL) {
+                                         int IW, int CO, int OH, int OW, int SH, int SW, int PT, int PL, int KK = 0,
+                                         const int4* __restrict__ tab = nullptr) {
     using namespace k1s;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int ty = (warp / (TX / WX)) * WY + lane / WX, tx = (warp % (TX / WX)) * WX + lane % WX;
@@ -2936,16 +2951,38 @@ __device__ __forceinline__ void k1s_body(float* smem, const float* __restrict__ 
     const int ptile = blockIdx.x / nco, ctile = blockIdx.x - ptile * nco;
     const int m0 = ptile * BP, co0 = ctile * BCO;
     const int OHW = OH * OW, M = N * OHW;
-    const int KT = (CI + BK - 1) / BK;
+    if (!GATHER) KK = CI;
+    const int KT = (KK + BK - 1) / BK;
 
-    // this thread's loads of a stage: k-rows lrow + RSTEP i at channels kq .. kq + 3 (w; NHWC x too);
-    // NCHW x: pixels p4 .. p4 + 3 of the tile at channels xk + XSTEP i
+    // this thread's loads of a stage: k-rows lrow + RSTEP i at k .. k + 3 (w; NHWC x too); NCHW x and
+    // GATHER: pixels p4 .. p4 + 3 of the tile at k xk + XSTEP i
     const int kq = (tid % KQ) * 4, lrow = tid / KQ;
+    const int p4 = (tid % (BP / 4)) * 4, xk = tid / (BP / 4);
     int woff[GW];
 #pragma unroll
     for (int i = 0; i < GW; ++i) {
         const int co = co0 + lrow + RSTEP * i;
-        woff[i] = co < CO ? co * CI : -1;
+        woff[i] = co < CO ? co * KK : -1;
+    }
+    // GATHER: the 4 pixels' window corners (ih0, iw0) and their offsets in x (a row of -2^30 past M:
+    // never inside; the table's k past KK add another -2^30)
+    int gbase[4], gih[4], giw[4];
+    if (GATHER) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const int m = m0 + p4 + j;
+            gih[j] = -(1 << 30), giw[j] = 0, gbase[j] = 0;
+            if (m < M) {
+                const int n = m / OHW, rem = m - n * OHW, oh = rem / OW, ow = rem - oh * OW;
+                gih[j] = oh * SH - PT;
+                giw[j] = ow * SW - PL;
+#if LAYOUT_NHWC
+                gbase[j] = ((n * IH + gih[j]) * IW + giw[j]) * CI;
+#else
+                gbase[j] = n * CI * IH * IW + gih[j] * IW + giw[j];
+#endif
+            }
+        }
     }
 #if LAYOUT_NHWC
     int xoff[GX];
@@ -2953,38 +2990,46 @@ __device__ __forceinline__ void k1s_body(float* smem, const float* __restrict__ 
     for (int i = 0; i < GX; ++i) {
         const int m = m0 + lrow + RSTEP * i;
         int n, ih, iw;
-        xoff[i] = (m < M && k1s_pixel(m, OHW, OW, SH, SW, PT, PL, IH, IW, n, ih, iw))
+        xoff[i] = (!GATHER && m < M && k1s_pixel(m, OHW, OW, SH, SW, PT, PL, IH, IW, n, ih, iw))
                       ? ((n * IH + ih) * IW + iw) * CI : -1;
     }
 #else
-    const int IHW = IH * IW, p4 = (tid % (BP / 4)) * 4, xk = tid / (BP / 4);
+    const int IHW = IH * IW;
     int xoff[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
         const int m = m0 + p4 + j;
         int n, ih, iw;
-        xoff[j] = (m < M && k1s_pixel(m, OHW, OW, SH, SW, PT, PL, IH, IW, n, ih, iw))
+        xoff[j] = (!GATHER && m < M && k1s_pixel(m, OHW, OW, SH, SW, PT, PL, IH, IW, n, ih, iw))
                       ? n * CI * IHW + ih * IW + iw : -1;
     }
 #endif
     float4 rx[GX], rw[GW];
     auto load = [&](int k0) {
 #pragma unroll
-        for (int i = 0; i < GW; ++i) rw[i] = k1s_ld_k<VW>(w, woff[i], k0 + kq, CI);
+        for (int i = 0; i < GW; ++i) rw[i] = k1s_ld_k<VW>(w, woff[i], k0 + kq, KK);
 #pragma unroll
         for (int i = 0; i < GX; ++i)
+            if (GATHER)
+                rx[i] = k1s_gather(x, gbase, gih, giw, tab[k0 + xk + XSTEP * i], IH, IW);
+            else
 #if LAYOUT_NHWC
-            rx[i] = k1s_ld_k<VX>(x, xoff[i], k0 + kq, CI);
+                rx[i] = k1s_ld_k<VX>(x, xoff[i], k0 + kq, CI);
 #else
-            rx[i] = k1s_ld_px<VX>(x, xoff, k0 + xk + XSTEP * i, CI, IHW);
+                rx[i] = k1s_ld_px<VX>(x, xoff, k0 + xk + XSTEP * i, CI, IHW);
 #endif
     };
     auto store = [&](float* s) {
         float* sr = s;            // [BK][RS]
         float* sc = s + BK * RS;  // [BK][CS]
 #if LAYOUT_NHWC
+        // GATHER: x as 4 pixels at one k, like NCHW's (the rows are the pixels here)
 #pragma unroll
-        for (int i = 0; i < GX; ++i) k1s_st_t(sr, RS, lrow + RSTEP * i, kq, rx[i]);
+        for (int i = 0; i < GX; ++i)
+            if (GATHER)
+                *reinterpret_cast<float4*>(sr + (xk + XSTEP * i) * RS + p4) = rx[i];
+            else
+                k1s_st_t(sr, RS, lrow + RSTEP * i, kq, rx[i]);
 #pragma unroll
         for (int i = 0; i < GW; ++i) k1s_st_t(sc, CS, lrow + RSTEP * i, kq, rw[i]);
 #else
@@ -3118,7 +3163,48 @@ extern "C" __global__ void __launch_bounds__(k1s::THREADS, k1s::MINB)
             k1s_body<false, false>(smem, x, w, bias, y, N, CI, IH, IW, CO, OH, OW, SH, SW, PT, PL);
     }
 }
-#endif  // !DTYPE_HALF (conv2d_k1_simt)
+
+// ---------------------------------------------------------------------------------
+// float32 dense convs of any window as an implicit GEMM on CUDA cores (CONV_IM2COL in float32;
+// session 27): conv2d_k1_simt's tiles, stages and FMA loop with k = (ci, ky, kx) as the weights lie
+// ([co][ci][kh][kw]: a row of w is K = C_in KH KW contiguous floats), x's elements gathered through a
+// table the block builds first in shared memory behind the two stages: for each k its offset in x
+// from a pixel's window corner, ky DH and kx DW (k past K: a row offset of -2^30, never inside). A
+// thread gathers 4 consecutive output pixels at one k per load (bounds tested per element: zeros
+// outside the image), stored as one float4 into the pixel operand. Before it the stems and strided
+// 3x3 convs ran on the tiled direct kernel (H200, session 26: the 7x7/2 3->64 stem of 32x3x224x224
+// 0.45 ms at best, cuDNN 0.37). Needs the offsets of x, y and w and M + 128 below 2^31 (the launcher
+// checks: _plan_conv_im2col_simt).
+extern "C" __global__ void __launch_bounds__(k1s::THREADS, k1s::MINB)
+    conv2d_im2col_simt(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ bias,
+                       float* __restrict__ y, int N, int CI, int IH, int IW, int CO, int OH, int OW, int KH, int KW,
+                       int SH, int SW, int DH, int DW, int PT, int PL) {
+    HAL_PDL_ENTRY();
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    float* smem = reinterpret_cast<float*>(smem_raw);
+    int4* tab = reinterpret_cast<int4*>(smem_raw + k1s::SMEM);
+    const int KHW = KH * KW, K = CI * KHW, KP = (K + k1s::BK - 1) / k1s::BK * k1s::BK;
+    for (int k = threadIdx.x; k < KP; k += k1s::THREADS) {
+        int4 t = make_int4(0, -(1 << 30), 0, 0);
+        if (k < K) {
+            const int ci = k / KHW, r = k - ci * KHW, ky = r / KW, kx = r - ky * KW;
+            t.y = ky * DH;
+            t.z = kx * DW;
+#if LAYOUT_NHWC
+            t.x = (t.y * IW + t.z) * CI + ci;
+#else
+            t.x = ci * IH * IW + t.y * IW + t.z;
+#endif
+        }
+        tab[k] = t;
+    }
+    __syncthreads();  // (k1s_body's first barrier comes after its first stage's loads)
+    if (K % 4 == 0 && aligned16(w))
+        k1s_body<false, true, true>(smem, x, w, bias, y, N, CI, IH, IW, CO, OH, OW, SH, SW, PT, PL, K, tab);
+    else
+        k1s_body<false, false, true>(smem, x, w, bias, y, N, CI, IH, IW, CO, OH, OW, SH, SW, PT, PL, K, tab);
+}
+#endif  // !DTYPE_HALF (conv2d_k1_simt, conv2d_im2col_simt)
 
 // ---------------------------------------------------------------------------------
 // grouped convs in float16 on tensor cores (GRP_TC; session 19, first run on the H200 in

@@ -1306,6 +1306,41 @@ def test_cuda_float32_1x1_conv_plans_the_sgemm_kernel_with_conv_k1_simt():
     assert [launch.kernel for launch in plan()[0]] == ["conv2d"]
 
 
+def test_cuda_float32_conv_im2col_plans_the_implicit_sgemm():
+    """Without a GPU: with CONV_IM2COL 1, a float32 dense conv of any window launches conv2d_im2col_simt alone:
+    conv2d_k1_simt's tiles (128 pixels x K1S_BN channels, 64 wherever C_out <= 64, 2 x K1S_BN threads), its
+    two stages plus a 16-byte table entry per k (K padded to K1S_BK) in shared memory, and the window, stride,
+    dilation and padding as arguments. K over 4096, groups, or CONV_IM2COL 0 keep the kernels before it."""
+    import numpy as np
+
+    from hal import spec as S
+    from hal.backends.cuda import _k1s_smem
+
+    be, plans, buf, _, src = _conv_plans_on_h200()
+    assert "conv2d_im2col_simt(" in src
+
+    def plan(shape=(32, 3, 224, 224), cout=64, k=7, stride=2, groups=1, layout="NCHW", **params):
+        sp = S.conv2d_spec(S.TensorGeometry(*shape, layout, np.dtype(np.float32)),
+                           (cout, shape[1] // groups, k, k), True, (cout,), stride, k // 2, 1, groups)
+        be.conv2d(sp, buf, buf, buf, buf, {"CONV_IM2COL": 1, **params})
+        return plans[-1]
+
+    for layout in ("NCHW", "NHWC"):
+        (launch,) = plan(layout=layout)
+        m = 32 * 112 * 112
+        assert (launch.kernel, launch.block, launch.grid) == ("conv2d_im2col_simt", (128, 1, 1), (m // 128, 1, 1))
+        assert launch.shared == _k1s_smem(64, 8) + 16 * 152  # K = 147 -> 152
+        assert launch.args == ("x", "w", "b", "y", 32, 3, 224, 224, 64, 112, 112, 7, 7, 2, 2, 1, 1, 3, 3)
+        assert ("K1S_BN", 64) in launch.defines
+        (launch,) = plan(shape=(2, 64, 56, 56), cout=130, k=3, layout=layout, K1S_BK=16)  # K 576
+        assert (launch.kernel, launch.block) == ("conv2d_im2col_simt", (256, 1, 1))
+        assert launch.grid == ((2 * 28 * 28 + 127) // 128 * 2, 1, 1)  # the pixel tiles x 2 channel tiles
+        assert launch.shared == _k1s_smem(128, 16) + 16 * 576
+    assert [la.kernel for la in plan(shape=(1, 512, 9, 9), k=3, stride=1)] == ["conv2d_k3_simt"]  # K 4608
+    assert [la.kernel for la in plan(shape=(1, 512, 9, 9), k=3, stride=1, CONV_IM2COL=0)] == ["conv2d_k3_simt"]
+    assert [la.kernel for la in plan(shape=(2, 8, 9, 9), cout=8, k=3, groups=2)] != ["conv2d_im2col_simt"]
+
+
 def test_cuda_float16_stem_plans_the_implicit_gemm_with_conv_im2col():
     """Without a GPU: with CONV_IM2COL 1, a float16 dense conv with C_in * KH * KW <= 256 that no tensor-core
     kernel before it takes (the 7x7 stride-2 stem of 3 channels) launches conv2d_im2col_tc: 4 warps a block,
@@ -1354,7 +1389,7 @@ def test_cuda_float16_stem_plans_the_implicit_gemm_with_conv_im2col():
     assert launch.grid[1] == 3
     (launch,) = plan(shape=(2, 5, 30, 30), k=7)  # K = 245 <= 256
     assert launch.kernel == "conv2d_im2col_tc"
-    for other in (dict(shape=(2, 6, 30, 30)), dict(dtype=np.float32), dict(CONV_IM2COL=0)):
+    for other in (dict(shape=(2, 6, 30, 30)), dict(CONV_IM2COL=0)):
         assert [launch.kernel for launch in plan(**other)] == ["conv2d_grp_g"], other
     # the shipped table: the sm_90 float16 7x7 stride-2 entries (measured in session 26) ask for it
     tuner = Tuner(be.info, _SCHEMAS)

@@ -1102,6 +1102,22 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
                 out.append((f"im2col {tag}{name} {layout}", "tiled",
                             dict(shape=shape, cout=cout, groups=1, layout=layout, dtype=np.float16, k=k,
                                  params={"CONV_IM2COL": 1, "IM2COL_STAGE": stage}, kernel=kernel, **more)))
+    # the float32 implicit GEMM on CUDA cores (CONV_IM2COL in float32, conv2d_im2col_simt): the same windows,
+    # and K past 256 (3x3 stride 2 of 40 channels), C_out past 128 with K1S_BN 128 and K1S_BK 16
+    simt_shapes = (
+        *im2col_shapes,
+        ("3x3 s2 K=360 40->136 bk16", (2, 40, 9, 13), 136, (3, 3), dict(stride=2, padding=1,
+                                                                         params={"K1S_BK": 16})),
+        ("3x3 s1 K=99 11->70 bn128", (1, 11, 7, 19), 70, (3, 3), dict(padding=1, params={"K1S_BN": 128})),
+    )
+    for layout in ("NCHW", "NHWC"):
+        for name, shape, cout, k, more in simt_shapes[:1] if quick else simt_shapes:
+            more = dict(more)
+            more.pop("sms", None)
+            params = {"CONV_IM2COL": 1, **more.pop("params", {})}
+            out.append((f"im2col simt {name} {layout}", "tiled",
+                        dict(shape=shape, cout=cout, groups=1, layout=layout, dtype=np.float32, k=k,
+                             params=params, kernel="conv2d_im2col_simt", **more)))
     # the float16 grouped tensor-core kernels (GRP_TC): 8 and 16 channels a group (tc8, tc16),
     # an odd channel count (a padded channel), 2x3 windows, asymmetric padding, tiles past the
     # output's rows and columns, NHWC with and without 16-byte channel loads
