@@ -2923,8 +2923,9 @@ __device__ __forceinline__ void k1s_st_t(float* s, int stride, int row, int kq, 
     s[(kq + 3) * stride + row] = v.w;
 }
 
-// GATHER (conv2d_im2col_simt): channels of the 1x1 GEMM become k = (ci, ky, kx) of any window (see
-// there): x's k of 4 output pixels gathered through the table `tab`, as NCHW's loads; VX unused
+// GATHER (conv2d_im2col_simt): channels of the 1x1 GEMM become k of any window (see there): x's k of 4
+// output pixels gathered through the table `tab`, as NCHW's loads; with VX (NHWC, C_in % 4 == 0, x
+// aligned: k = (ky, kx, ci), "GQ") a float4 of 4 channels of one pixel row, as NHWC's 1x1 loads
 __device__ __forceinline__ float4 k1s_gather(const float* __restrict__ x, const int (&base)[4], const int (&ih0)[4],
                                              const int (&iw0)[4], const int4& t, int IH, int IW) {
     float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -2936,8 +2937,8 @@ __device__ __forceinline__ float4 k1s_gather(const float* __restrict__ x, const 
 }
 
 // VX: x's loads as float4 (NHWC: C_in % 4 == 0, x aligned; NCHW: output pixel p reads input pixel p,
-// H W % 4 == 0, x aligned); VW: w's (KK % 4 == 0, w aligned). KK: the GEMM's k (C_in; GATHER: C_in KH
-// KW, with `tab` its per-k offsets, KT x BK entries)
+// H W % 4 == 0, x aligned); VW: w's (KK % 4 == 0, w aligned; GQ: w's elements through the table's .w).
+// KK: the GEMM's k (C_in; GATHER: C_in KH KW, with `tab` its per-k offsets, KT x BK entries)
 template <bool VX, bool VW, bool GATHER = false>
 __device__ __forceinline__ void k1s_body(float* smem, const float* __restrict__ x, const float* __restrict__ w,
                                          const float* __restrict__ bias, float* __restrict__ y, int N, int CI, int IH,
@@ -2952,6 +2953,7 @@ __device__ __forceinline__ void k1s_body(float* smem, const float* __restrict__ 
     const int m0 = ptile * BP, co0 = ctile * BCO;
     const int OHW = OH * OW, M = N * OHW;
     if (!GATHER) KK = CI;
+    constexpr bool GQ = GATHER && VX && LAYOUT_NHWC;  // x's k-quads: 4 channels of one pixel
     const int KT = (KK + BK - 1) / BK;
 
     // this thread's loads of a stage: k-rows lrow + RSTEP i at k .. k + 3 (w; NHWC x too); NCHW x and
@@ -2964,13 +2966,13 @@ __device__ __forceinline__ void k1s_body(float* smem, const float* __restrict__ 
         const int co = co0 + lrow + RSTEP * i;
         woff[i] = co < CO ? co * KK : -1;
     }
-    // GATHER: the 4 pixels' window corners (ih0, iw0) and their offsets in x (a row of -2^30 past M:
-    // never inside; the table's k past KK add another -2^30)
+    // GATHER: the 4 pixels' (GQ: the GX pixel rows') window corners (ih0, iw0) and their offsets in x (a
+    // row of -2^30 past M: never inside; the table's k past KK add another -2^30)
     int gbase[4], gih[4], giw[4];
     if (GATHER) {
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const int m = m0 + p4 + j;
+        for (int j = 0; j < (GQ ? GX : 4); ++j) {
+            const int m = GQ ? m0 + lrow + RSTEP * j : m0 + p4 + j;
             gih[j] = -(1 << 30), giw[j] = 0, gbase[j] = 0;
             if (m < M) {
                 const int n = m / OHW, rem = m - n * OHW, oh = rem / OW, ow = rem - oh * OW;
@@ -3006,6 +3008,31 @@ __device__ __forceinline__ void k1s_body(float* smem, const float* __restrict__ 
 #endif
     float4 rx[GX], rw[GW];
     auto load = [&](int k0) {
+        if (GQ) {
+            // w's k-quad k0 + kq .. + 3 from four places (k = (ky, kx, ci) is not w's order); x's from one
+            // float4 of a pixel's channels, (ky, kx) shared by the quad as C_in % 4 == 0
+            const int4 t = tab[k0 + kq];
+            int wk[4];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) wk[e] = k0 + kq + e < KK ? tab[k0 + kq + e].w : -1;
+#pragma unroll
+            for (int i = 0; i < GW; ++i) {
+                rw[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                if (woff[i] >= 0) {
+                    if (wk[0] >= 0) rw[i].x = __ldg(w + woff[i] + wk[0]);
+                    if (wk[1] >= 0) rw[i].y = __ldg(w + woff[i] + wk[1]);
+                    if (wk[2] >= 0) rw[i].z = __ldg(w + woff[i] + wk[2]);
+                    if (wk[3] >= 0) rw[i].w = __ldg(w + woff[i] + wk[3]);
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < GX; ++i) {
+                rx[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                if ((unsigned)(gih[i] + t.y) < (unsigned)IH && (unsigned)(giw[i] + t.z) < (unsigned)IW)
+                    rx[i] = __ldg(reinterpret_cast<const float4*>(x + gbase[i] + t.x));
+            }
+            return;
+        }
 #pragma unroll
         for (int i = 0; i < GW; ++i) rw[i] = k1s_ld_k<VW>(w, woff[i], k0 + kq, KK);
 #pragma unroll
@@ -3023,10 +3050,10 @@ __device__ __forceinline__ void k1s_body(float* smem, const float* __restrict__ 
         float* sr = s;            // [BK][RS]
         float* sc = s + BK * RS;  // [BK][CS]
 #if LAYOUT_NHWC
-        // GATHER: x as 4 pixels at one k, like NCHW's (the rows are the pixels here)
+        // GATHER (not GQ): x as 4 pixels at one k, like NCHW's (the rows are the pixels here)
 #pragma unroll
         for (int i = 0; i < GX; ++i)
-            if (GATHER)
+            if (GATHER && !GQ)
                 *reinterpret_cast<float4*>(sr + (xk + XSTEP * i) * RS + p4) = rx[i];
             else
                 k1s_st_t(sr, RS, lrow + RSTEP * i, kq, rx[i]);
@@ -3173,7 +3200,11 @@ extern "C" __global__ void __launch_bounds__(k1s::THREADS, k1s::MINB)
 // thread gathers 4 consecutive output pixels at one k per load (bounds tested per element: zeros
 // outside the image), stored as one float4 into the pixel operand. Before it the stems and strided
 // 3x3 convs ran on the tiled direct kernel (H200, session 26: the 7x7/2 3->64 stem of 32x3x224x224
-// 0.45 ms at best, cuDNN 0.37). Needs the offsets of x, y and w and M + 128 below 2^31 (the launcher
+// 0.45 ms at best, cuDNN 0.37). NHWC with C_in % 4 == 0 and x aligned orders k as (ky, kx, ci)
+// instead (the table's .w maps each k to w's order): a thread loads a float4 of 4 channels of one
+// pixel row, as conv2d_k1_simt's NHWC loads, where 4 pixels at one k lie C_in SW floats apart (with
+// those gathers, session 27: 3x3 64->64 on 256x64x32x32 1.04 ms against 0.67 in NCHW, 3x3 stride 2
+// 64->128 0.36 against 0.27). Needs the offsets of x, y and w and M + 128 below 2^31 (the launcher
 // checks: _plan_conv_im2col_simt).
 extern "C" __global__ void __launch_bounds__(k1s::THREADS, k1s::MINB)
     conv2d_im2col_simt(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ bias,
@@ -3184,12 +3215,22 @@ extern "C" __global__ void __launch_bounds__(k1s::THREADS, k1s::MINB)
     float* smem = reinterpret_cast<float*>(smem_raw);
     int4* tab = reinterpret_cast<int4*>(smem_raw + k1s::SMEM);
     const int KHW = KH * KW, K = CI * KHW, KP = (K + k1s::BK - 1) / k1s::BK * k1s::BK;
+    // NHWC with C_in % 4 == 0 and x aligned: k = (ky, kx, ci), x's loads 4 channels at once
+    const bool quads = LAYOUT_NHWC && CI % 4 == 0 && aligned16(x);
     for (int k = threadIdx.x; k < KP; k += k1s::THREADS) {
         int4 t = make_int4(0, -(1 << 30), 0, 0);
         if (k < K) {
-            const int ci = k / KHW, r = k - ci * KHW, ky = r / KW, kx = r - ky * KW;
+            int ci, ky, kx;
+            if (quads) {
+                const int r = k / CI;
+                ci = k - r * CI, ky = r / KW, kx = r - ky * KW;
+            } else {
+                const int r = k / KHW;
+                ci = r, ky = (k - r * KHW) / KW, kx = k - r * KHW - ky * KW;
+            }
             t.y = ky * DH;
             t.z = kx * DW;
+            t.w = ci * KHW + ky * KW + kx;  // the element's k in w's order
 #if LAYOUT_NHWC
             t.x = (t.y * IW + t.z) * CI + ci;
 #else
@@ -3199,6 +3240,12 @@ extern "C" __global__ void __launch_bounds__(k1s::THREADS, k1s::MINB)
         tab[k] = t;
     }
     __syncthreads();  // (k1s_body's first barrier comes after its first stage's loads)
+#if LAYOUT_NHWC
+    if (quads) {
+        k1s_body<true, false, true>(smem, x, w, bias, y, N, CI, IH, IW, CO, OH, OW, SH, SW, PT, PL, K, tab);
+        return;
+    }
+#endif
     if (K % 4 == 0 && aligned16(w))
         k1s_body<false, true, true>(smem, x, w, bias, y, N, CI, IH, IW, CO, OH, OW, SH, SW, PT, PL, K, tab);
     else

@@ -1109,6 +1109,11 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
         ("3x3 s2 K=360 40->136 bk16", (2, 40, 9, 13), 136, (3, 3), dict(stride=2, padding=1,
                                                                          params={"K1S_BK": 16})),
         ("3x3 s1 K=99 11->70 bn128", (1, 11, 7, 19), 70, (3, 3), dict(padding=1, params={"K1S_BN": 128})),
+        # C_in % 4 == 0: NHWC's channel quads (k = (ky, kx, ci)); with K1S_BK 16 two pixel rows a thread
+        ("3x3 s2 K=144 16->24 quads", (2, 16, 11, 14), 24, (3, 3), dict(stride=2, padding=1)),
+        ("5x3 dil2 K=60 4->70 quads bk16", (1, 4, 13, 17), 70, (5, 3), dict(dilation=2, padding=(2, 1, 0, 3),
+                                                                            params={"K1S_BK": 16})),
+        ("3x3 K=72 8->8 quads bn64 nobias", (3, 8, 6, 9), 8, (3, 3), dict(padding=1, bias=False)),
     )
     for layout in ("NCHW", "NHWC"):
         for name, shape, cout, k, more in simt_shapes[:1] if quick else simt_shapes:
