@@ -1310,11 +1310,13 @@ def test_cuda_float32_conv_im2col_plans_the_implicit_sgemm():
     """Without a GPU: with CONV_IM2COL 1, a float32 dense conv of any window launches conv2d_im2col_simt alone:
     conv2d_k1_simt's tiles (128 pixels x K1S_BN channels, 64 wherever C_out <= 64, 2 x K1S_BN threads), its
     two stages plus a 16-byte table entry per k (K padded to K1S_BK) in shared memory, and the window, stride,
-    dilation and padding as arguments. K over 4096, groups, or CONV_IM2COL 0 keep the kernels before it."""
+    dilation and padding as arguments. K over 4096, groups, or CONV_IM2COL 0 keep the kernels before it; the
+    shipped sm_90 table asks for it for float32 7x7 and 3x3 stride-2 convs."""
     import numpy as np
 
     from hal import spec as S
-    from hal.backends.cuda import _k1s_smem
+    from hal.backends.cuda import _SCHEMAS, _k1s_smem
+    from hal.tuning.table import Tuner
 
     be, plans, buf, _, src = _conv_plans_on_h200()
     assert "conv2d_im2col_simt(" in src
@@ -1339,6 +1341,16 @@ def test_cuda_float32_conv_im2col_plans_the_implicit_sgemm():
     assert [la.kernel for la in plan(shape=(1, 512, 9, 9), k=3, stride=1)] == ["conv2d_k3_simt"]  # K 4608
     assert [la.kernel for la in plan(shape=(1, 512, 9, 9), k=3, stride=1, CONV_IM2COL=0)] == ["conv2d_k3_simt"]
     assert [la.kernel for la in plan(shape=(2, 8, 9, 9), cout=8, k=3, groups=2)] != ["conv2d_im2col_simt"]
+    # the shipped table: the sm_90 float32 7x7 and 3x3 stride-2 entries (measured in session 27) ask for it
+    tuner = Tuner(be.info, _SCHEMAS)
+    for layout in ("NCHW", "NHWC"):
+        for shape, cout, k in (((32, 3, 224, 224), 64, 7), ((64, 64, 56, 56), 128, 3)):
+            sp = S.conv2d_spec(S.TensorGeometry(*shape, layout, np.dtype(np.float32)), (cout, shape[1], k, k), False,
+                               None, 2, k // 2, 1, 1)
+            resolved = tuner.resolve_spec(sp)
+            assert resolved.params["CONV_IM2COL"] == 1 and resolved.level == "arch", (layout, k)
+            be.conv2d(sp, buf, buf, None, buf, resolved.params)
+            assert [la.kernel for la in plans[-1]] == ["conv2d_im2col_simt"]
 
 
 def test_cuda_float16_stem_plans_the_implicit_gemm_with_conv_im2col():
