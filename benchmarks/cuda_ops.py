@@ -284,6 +284,7 @@ def time_queued(torch: Any, fn: Callable[[int], Any], reps: int = 15, inner: int
         fn(i)
     torch.cuda.synchronize()
     gpu, host = [], []
+    sleep0, longer = _SLEEP_CYCLES[0], 0
     for r in range(reps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s0, s1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -298,6 +299,14 @@ def time_queued(torch: Any, fn: Callable[[int], Any], reps: int = 15, inner: int
         b.record()
         b.synchronize()
         if (t1 - t0) * 1e3 > 0.8 * s0.elapsed_time(s1):  # the GPU may have waited: sleep longer, repeat
+            # unless the enqueue itself waits for the GPU whatever the sleep (calls of many launches
+            # fill the launch queue: PyTorch's float32 NHWC grouped conv, ~1.5 ms a call): then no
+            # queued time (NaN), and the sleep back where it was (it had doubled 15 times, stalling
+            # the whole-table runs of sessions 25 and 26 for minutes)
+            longer += 1
+            if longer > 4:
+                _SLEEP_CYCLES[0] = sleep0
+                return float("nan"), float("nan")
             _SLEEP_CYCLES[0] *= 2
             continue
         gpu.append(a.elapsed_time(b) / inner)
@@ -704,6 +713,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dtype", default="", help="run only this dtype's cases (float32 or float16)")
     ap.add_argument("--out", default="", help="folder for cuda_ops.json and tuning_sm.json")
     ap.add_argument("--no-torch-call", action="store_true", help="skip the per-call (baseline method) timings")
+    ap.add_argument("--progress", action="store_true",
+                    help="print each timing step of a case as it starts (to see where a run stalls)")
     ap.add_argument("--no-default", action="store_true",
                     help="do not time the schema default beside the served parameters (its column reads nan)")
     ap.add_argument("--profile", action="store_true",
@@ -746,6 +757,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"copy bandwidth: float32 {copy['float32'][1]:.0f} GB/s, float16 {copy['float16'][1]:.0f} GB/s", flush=True)
     rows: list[dict[str, Any]] = []
     size_copy: dict[float, tuple[float, float]] = {}
+    t_run = time.time()
+
+    def progress(case: Case, what: str) -> None:
+        if args.progress:
+            print(f"    [{time.time() - t_run:7.1f} s] {case.name} {case.dtype}: {what}", flush=True)
+
     for case in cases:
         try:
             hal, ref, check, spec = SETUPS[case.family](torch, F, be, case)
@@ -778,9 +795,12 @@ def main(argv: list[str] | None = None) -> int:
         rank = lambda t: t["b2b_ms"] if math.isnan(t["queued_ms"]) else t["queued_ms"]  # noqa: E731
         best = (min(good, key=rank) if args.sweep else
                 (timings[0] if timings[0] in good else None)) if good else None
+        progress(case, "PyTorch b2b")
         torch_b2b = time_b2b(torch, ref)
+        progress(case, "PyTorch queued")
         torch_q, torch_host = time_queued(torch, ref)
         if case.nbytes not in size_copy:
+            progress(case, "same-size copy")
             size_copy[case.nbytes] = same_size_copy_ms(torch, case.nbytes)
         row: dict[str, Any] = {
             "case": case.name, "dtype": case.dtype, "family": case.family, "layout": case.layout,
@@ -796,14 +816,20 @@ def main(argv: list[str] | None = None) -> int:
             row["params"] = best["params"]
             row["hal_b2b_ms"] = best["b2b_ms"]
             if math.isnan(best["queued_ms"]):  # without --sweep only the reported set is timed queued
+                progress(case, "hal queued")
                 best["queued_ms"], best["host_us"] = time_queued(torch, lambda i, p=best["params"], h=hal: h(i, p))
             row["hal_queued_ms"], row["hal_host_us"] = best["queued_ms"], best["host_us"]
+            progress(case, "hal graph")
             row["hal_graph_ms"] = time_graph(torch, be.capture, lambda i, p=best["params"], h=hal: h(i, p))
+            progress(case, "PyTorch graph")
             row["torch_graph_ms"] = time_graph(torch, torch_capture(torch), ref)
             if not args.no_torch_call:
+                progress(case, "hal per call")
                 row["hal_call_ms"] = time_call(torch, lambda i, p=best["params"], h=hal: h(i, p))
         if not args.no_torch_call:
+            progress(case, "PyTorch per call")
             row["torch_call_ms"] = time_call(torch, ref)
+        progress(case, "done")
         rows.append(row)
         torch.cuda.empty_cache()
 

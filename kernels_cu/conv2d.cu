@@ -3031,20 +3031,20 @@ __device__ __forceinline__ void k1s_body(float* smem, const float* __restrict__ 
                 if ((unsigned)(gih[i] + t.y) < (unsigned)IH && (unsigned)(giw[i] + t.z) < (unsigned)IW)
                     rx[i] = __ldg(reinterpret_cast<const float4*>(x + gbase[i] + t.x));
             }
-            return;
-        }
+        } else {
 #pragma unroll
-        for (int i = 0; i < GW; ++i) rw[i] = k1s_ld_k<VW>(w, woff[i], k0 + kq, KK);
+            for (int i = 0; i < GW; ++i) rw[i] = k1s_ld_k<VW>(w, woff[i], k0 + kq, KK);
 #pragma unroll
-        for (int i = 0; i < GX; ++i)
-            if (GATHER)
-                rx[i] = k1s_gather(x, gbase, gih, giw, tab[k0 + xk + XSTEP * i], IH, IW);
-            else
+            for (int i = 0; i < GX; ++i)
+                if (GATHER)
+                    rx[i] = k1s_gather(x, gbase, gih, giw, tab[k0 + xk + XSTEP * i], IH, IW);
+                else
 #if LAYOUT_NHWC
-                rx[i] = k1s_ld_k<VX>(x, xoff[i], k0 + kq, CI);
+                    rx[i] = k1s_ld_k<VX>(x, xoff[i], k0 + kq, CI);
 #else
-                rx[i] = k1s_ld_px<VX>(x, xoff, k0 + xk + XSTEP * i, CI, IHW);
+                    rx[i] = k1s_ld_px<VX>(x, xoff, k0 + xk + XSTEP * i, CI, IHW);
 #endif
+        }
     };
     auto store = [&](float* s) {
         float* sr = s;            // [BK][RS]
