@@ -381,11 +381,6 @@ _SCHEMAS: dict[str, KernelSchema] = {
                   "direct kernel on CUDA cores. float32 dense convs with C_in * KH * KW <= 4096, any window: 1 = an "
                   "implicit GEMM on CUDA cores (conv2d_im2col_simt: conv2d_k1_simt's tiles, K1S_BN and K1S_BK, "
                   "with the input gathered through a per-k offset table; session 27)"),
-            Param("IM2COL_STAGE", (0, 1), 0,
-                  "with CONV_IM2COL: 1 = conv2d_im2col_tc_staged, each warp copies the input rows its 32 output "
-                  "pixels read into shared memory first and gathers from there (no bounds tests, loads along the "
-                  "rows); where its shared memory does not fit, the plain kernel (session 26: emulator-checked, "
-                  "not measured on a GPU)"),
             Param("CONV_K1_SIMT", (0, 1), 0,
                   "float32 dense 1x1 convs (groups 1, any stride and padding, any C_in, C_out and alignment): "
                   "1 = one SGEMM on CUDA cores, both layouts natively (conv2d_k1_simt: 128 output pixels x K1S_BN "
@@ -2154,8 +2149,7 @@ class CudaBackend(Backend):
                            args),
                 )
             if p["CONV_IM2COL"] and spec.groups == 1:
-                im2col = (self._plan_conv_im2col(spec, defines, bool(p["IM2COL_STAGE"])) if half
-                          else self._plan_conv_im2col_simt(spec, p))
+                im2col = self._plan_conv_im2col(spec, defines) if half else self._plan_conv_im2col_simt(spec, p)
                 if im2col is not None:
                     return im2col
             simt_smem = 2 * _SIMT_BUF_FLOATS[simt_ci] * 4
@@ -2213,28 +2207,18 @@ class CudaBackend(Backend):
                    0, args),
         )
 
-    def _plan_conv_im2col(self, spec: Conv2dSpec, defines: tuple[tuple[str, int], ...],
-                          stage: bool = False) -> tuple[Launch, ...] | None:
+    def _plan_conv_im2col(self, spec: Conv2dSpec, defines: tuple[tuple[str, int], ...]) -> tuple[Launch, ...] | None:
         """conv2d_im2col_tc (CONV_IM2COL) for a float16 dense conv, or None where it does not apply: K = C_in *
         KH * KW over 256, before sm_75, its shared memory over the device's, or sizes past its int32 offsets.
         Persistent blocks of 4 warps, as many as fit the SMs (shared memory bounds them), times the 64-channel
-        chunks of C_out on the grid's y. ``stage`` (IM2COL_STAGE): conv2d_im2col_tc_staged, each warp's region
-        holding its segment's input rows too (C_in * KH rows of 31 SW + (KW - 1) DW + 1 columns and 32 SW
-        zeros), where that fits."""
+        chunks of C_out on the grid's y."""
         kh, kw = spec.kernel
         k = spec.c_in * kh * kw
         if k > _IM2COL_KMAX or self._cc < (7, 5):
             return None
         kp = _cdiv(k, 16) * 16
         pitch = kp + 8  # an odd count of 16-byte chunks a row: conflict-free stores and ldmatrix
-        rows_at = max(32 * pitch, 64 * 40)  # a warp's im2col rows, then its output stage (NCHW's is the larger)
-        sw = spec.stride[1]
-        ws = 31 * sw + (kw - 1) * spec.dilation[1] + 1
-        staged = _cdiv(spec.c_in * kh * ws + 32 * sw, 8) * 8
-        kernel, region = "conv2d_im2col_tc", rows_at
-        if stage and 16 * kp + 2 * (64 * pitch + 4 * (rows_at + staged)) <= self._max_smem() \
-                and spec.c_in * kh * ws + 32 * sw < 2**28:
-            kernel, region = "conv2d_im2col_tc_staged", rows_at + staged
+        region = max(32 * pitch, 64 * 40)  # a warp's im2col rows, then its output stage (NCHW's is the larger)
         shared = 16 * kp + 2 * (64 * pitch + 4 * region)
         segs = _cdiv(spec.out_w, 32)
         tiles = spec.n * spec.out_h * segs
@@ -2247,9 +2231,9 @@ class CudaBackend(Backend):
         grid = (max(1, min(_cdiv(tiles, 4), _cdiv(self._sms * per_sm, co_chunks))), co_chunks, 1)
         pt, _, pl, _ = spec.pads
         fields = (spec.n, spec.c_in, spec.in_h, spec.in_w, spec.c_out, spec.out_h, spec.out_w, kh, kw,
-                  *spec.stride, *spec.dilation, pt, pl, k, kp, pitch, region, segs, tiles, ws, rows_at)
+                  *spec.stride, *spec.dilation, pt, pl, k, kp, pitch, region, segs, tiles)
         blob = struct.pack(f"<{len(fields)}i", *fields)
-        return (Launch("conv2d.cu", defines, kernel, f"PPPP{len(blob)}s", grid, (128, 1, 1), shared,
+        return (Launch("conv2d.cu", defines, "conv2d_im2col_tc", f"PPPP{len(blob)}s", grid, (128, 1, 1), shared,
                        ("x", "w", "b", "y", blob)),)
 
     def _plan_conv_k1_gemm(

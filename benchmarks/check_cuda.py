@@ -693,16 +693,6 @@ def conv_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
                 check_conv(dev, rng, "im2col K=256 4x4 16->8", (1, 16, 9, 11), 8, 4, padding=1, **im2)
                 check_conv(dev, rng, "im2col 7x7 s2 misaligned", (2, 3, 21, 40), 24, 7, stride=2, padding=3,
                            offset=2, **im2)
-                # the staged twin (IM2COL_STAGE 1; emulator-checked in session 26, not yet run on a GPU)
-                ims = {**im2, "params": {"CONV_IM2COL": 1, "IM2COL_STAGE": 1}, "expect": "conv2d_im2col_tc_staged"}
-                check_conv(dev, rng, "im2col staged 7x7 s2 stem 3->70", (3, 3, 37, 75), 70, 7, stride=2, padding=3,
-                           **ims)
-                check_conv(dev, rng, "im2col staged 7x7 s2 many tiles relu", (8, 3, 224, 224), 64, 7, stride=2,
-                           padding=3, relu=True, **ims)
-                check_conv(dev, rng, "im2col staged 5x3 dil2 s(1,2)", (2, 4, 17, 40), 24, (5, 3), stride=(1, 2),
-                           dilation=2, padding=2, **ims)
-                check_conv(dev, rng, "im2col staged 3x3 s2 asym nobias", (2, 5, 13, 35), 16, 3, stride=2,
-                           padding=(0, 2, 1, 0), bias=False, **ims)
             if dtype == np.float32:
                 # the implicit GEMM on CUDA cores (CONV_IM2COL in float32, conv2d_im2col_simt, session 27): the
                 # stem (K 147: a partial k stage), C_out over 64 (K1S_BN 64 and 128 tiles, a partial one), pixel
@@ -1348,8 +1338,6 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
             # a partial row segment (a warp walks one tile here: the emulator covers warps that walk several)
             check_conv(dev, rng, "one 7x7 s2 im2col", (2, 3, 100, 130), 70, 7, stride=2, padding=3,
                        params={"CONV_IM2COL": 1}, **c)
-            check_conv(dev, rng, "one 7x7 s2 im2col staged", (2, 3, 100, 130), 70, 7, stride=2, padding=3,
-                       params={"CONV_IM2COL": 1, "IM2COL_STAGE": 1}, **c)
             # the persistent GEMMs with more tiles than one SM's blocks, for compute-sanitizer's racecheck
             check_conv(dev, rng, "one 1x1 k1g persist", (8, 40, 37, 41), 300, 1,
                        params={"CONV_K1_GEMM": 1, "K1G_PERSIST": 1}, **c)

@@ -577,8 +577,7 @@ def build_cases(quick: bool) -> list[Case]:
             cases.append(Case(f"conv7x7 s2 3->64 32x224x224 {layout.lower()}", "conv2d", dtype, layout,
                               (xst + 32 * 64 * 112 * 112 + 64 * 3 * 49) * es, 2 * 32 * 64 * 3 * 49 * 112 * 112,
                               {"shape": (32, 3, 224, 224), "cout": 64, "groups": 1, "k": 7, "stride": 2},
-                              strided + ([{"CONV_IM2COL": 1}, {"CONV_IM2COL": 1, "IM2COL_STAGE": 1}]
-                                         if dtype == "float16" else im2col_simt)))
+                              strided + ([{"CONV_IM2COL": 1}] if dtype == "float16" else im2col_simt)))
             dwc = [{}, {"DW_SMEM_KB": 16}, {"DW_SMEM_KB": 48}, {"CONV_OCC": 2048}, {"CONV_OCC": 0}]
             if dtype == "float16":  # NCHW output pairs from half2 words (DW_H2, default 1) against the float path
                 dwc += [{"DW_H2": 0}, {"DW_H2": 0, "DW_SMEM_KB": 16}, {"DW_SMEM_KB": 16, "CONV_OCC": 0}]

@@ -46,8 +46,7 @@
 //       3x3 stride 1, IW % 8 == 0, PL <= 1, on tensor cores: each row's taps as a banded matrix
 //       (DW_TC; see there)
 //   conv2d_im2col_tc(x, w, bias, y, Im2colParams) float16 dense convs with C_in KH KW <= 256 (stems), any
-//       stride, dilation and padding, as an implicit GEMM on tensor cores (CONV_IM2COL; see there);
-//       conv2d_im2col_tc_staged, same arguments: the input rows staged in shared memory first (IM2COL_STAGE)
+//       stride, dilation and padding, as an implicit GEMM on tensor cores (CONV_IM2COL; see there)
 #include "hal_window.cuh"
 
 #ifndef CONV_THREADS
@@ -1707,23 +1706,20 @@ __device__ __forceinline__ uint4 pack8(const unsigned short (&v)[8]) {
                       v[6] | ((unsigned)v[7] << 16));
 }
 }  // namespace im2c
-// STAGE (conv2d_im2col_tc_staged, IM2COL_STAGE 1; session 26, emulator-checked, not measured on a GPU): a
-// warp first copies the input its segment reads (KH rows x WS = 31 SW + (KW - 1) DW + 1 columns x C_in,
-// zeros outside the image) into its region behind the im2col rows, as [ci][ky][column] whichever the
-// layout, with loads along each row's contiguous span; the gather then reads shared memory at the table's
-// offset + lane SW, with no bounds tests (k past K reads the 32 SW zeros kept after the staged rows).
+// (A twin that first copied each segment's input rows into shared memory and gathered from there, session
+// 26, was 2.3x slower in NCHW and 2.0x in NHWC on the stem: session 27; removed.)
 struct Im2colParams {
     int N, CI, IH, IW, CO, OH, OW, KH, KW, SH, SW, DH, DW, PT, PL;
     int K, KP, pitch, region;  // real and padded k, shared row pitch and a warp's region (halves)
     int segs, tiles;           // 32-pixel segments of an output row, N OH segs tiles
-    int ws, rows_at;           // STAGE: staged columns, the staged rows' offset in a warp's region (halves)
 };
-template <bool STAGE>
-__device__ __forceinline__ void im2col_body(unsigned char* smem_raw, const __half* __restrict__ x,
-                                            const __half* __restrict__ w, const float* __restrict__ bias,
-                                            __half* __restrict__ y, const Im2colParams& p) {
+extern "C" __global__ void __launch_bounds__(im2c::WARPS * 32)
+    conv2d_im2col_tc(const __half* __restrict__ x, const __half* __restrict__ w, const float* __restrict__ bias,
+                     __half* __restrict__ y, Im2colParams p) {
+    HAL_PDL_ENTRY();
+    extern __shared__ __align__(16) unsigned char smem_raw[];
     using namespace im2c;
-    int4* s_tab = reinterpret_cast<int4*>(smem_raw);      // per k: dy, dx, x offset (STAGE: staged offset), -
+    int4* s_tab = reinterpret_cast<int4*>(smem_raw);      // per k: dy, dx, x offset, -
     __half* s_w = reinterpret_cast<__half*>(s_tab + p.KP);  // [co][k], row pitch p.pitch
     __half* s_a = s_w + TCO * p.pitch;                      // per warp: [pixel][k] rows, then the output stage
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -1734,17 +1730,11 @@ __device__ __forceinline__ void im2col_body(unsigned char* smem_raw, const __hal
         if (k < p.K) {
             const int c = k / taps, r = k - c * taps, ky = r / p.KW, kx = r - ky * p.KW;
             const int dy = ky * p.DH, dx = kx * p.DW;
-            if constexpr (STAGE) {
-                t = make_int4(dy, dx, (c * p.KH + ky) * p.ws + dx, 0);
-            } else {
 #if LAYOUT_NHWC
-                t = make_int4(dy, dx, (dy * p.IW + dx) * p.CI + c, 0);
+            t = make_int4(dy, dx, (dy * p.IW + dx) * p.CI + c, 0);
 #else
-                t = make_int4(dy, dx, (c * p.IH + dy) * p.IW + dx, 0);
+            t = make_int4(dy, dx, (c * p.IH + dy) * p.IW + dx, 0);
 #endif
-            }
-        } else if constexpr (STAGE) {
-            t = make_int4(0, 0, p.CI * p.KH * p.ws, 0);  // the zeros after the staged rows, one a lane
         }
         s_tab[k] = t;
     }
@@ -1775,48 +1765,17 @@ __device__ __forceinline__ void im2col_body(unsigned char* smem_raw, const __hal
         const long long pix = (long long)iy0 * p.IW + ix0;
 #endif
         __syncwarp();  // every lane is done with the previous tile's stage
-        if constexpr (STAGE) {
-            // the segment's input: rows iy0 + ky DH, columns ix_s .. ix_s + ws - 1, every channel
-            __half* st = s_mine + p.rows_at;
-            const int ix_s = ow0 * p.SW - p.PL, rows = p.CI * p.KH;
-            for (int cr = 0; cr < rows; ++cr) {
-                const int c = cr / p.KH, ky = cr - c * p.KH, iy = iy0 + ky * p.DH;
-                const bool row_in = (unsigned)iy < (unsigned)p.IH;
-                for (int col = lane; col < p.ws; col += 32) {
-                    const int ix = ix_s + col;
-                    __half v = __float2half(0.0f);
-                    if (row_in && (unsigned)ix < (unsigned)p.IW) {
-#if LAYOUT_NHWC
-                        v = xn[((long long)iy * p.IW + ix) * p.CI + c];
-#else
-                        v = xn[((long long)c * p.IH + iy) * p.IW + ix];
-#endif
-                    }
-                    st[cr * p.ws + col] = v;
-                }
-            }
-            for (int z = lane; z < 32 * p.SW; z += 32) st[rows * p.ws + z] = __float2half(0.0f);
-            __syncwarp();
-            const __half* sl = st + lane * p.SW;
-            for (int kc = 0; kc < p.KP; kc += 8) {
-                unsigned short v[8];
+        for (int kc = 0; kc < p.KP; kc += 8) {
+            unsigned short v[8];
 #pragma unroll
-                for (int j = 0; j < 8; ++j) v[j] = __half_as_ushort(sl[s_tab[kc + j].z]);
-                *reinterpret_cast<uint4*>(s_mine + lane * p.pitch + kc) = pack8(v);
+            for (int j = 0; j < 8; ++j) {
+                const int4 tb = s_tab[kc + j];
+                const int iy = iy0 + tb.x, ix = ix0 + tb.y;
+                v[j] = 0;
+                if (pix_ok && (unsigned)iy < (unsigned)p.IH && (unsigned)ix < (unsigned)p.IW)
+                    v[j] = __half_as_ushort(xn[pix + tb.z]);
             }
-        } else {
-            for (int kc = 0; kc < p.KP; kc += 8) {
-                unsigned short v[8];
-#pragma unroll
-                for (int j = 0; j < 8; ++j) {
-                    const int4 tb = s_tab[kc + j];
-                    const int iy = iy0 + tb.x, ix = ix0 + tb.y;
-                    v[j] = 0;
-                    if (pix_ok && (unsigned)iy < (unsigned)p.IH && (unsigned)ix < (unsigned)p.IW)
-                        v[j] = __half_as_ushort(xn[pix + tb.z]);
-                }
-                *reinterpret_cast<uint4*>(s_mine + lane * p.pitch + kc) = pack8(v);
-            }
+            *reinterpret_cast<uint4*>(s_mine + lane * p.pitch + kc) = pack8(v);
         }
         __syncwarp();
         float acc[2][8][4];
@@ -1851,20 +1810,6 @@ __device__ __forceinline__ void im2col_body(unsigned char* smem_raw, const __hal
         tc_store_row_nchw(s_mine, acc, bv, lane, y, n, oh, ow0, co0, p.OH, p.OW, p.CO, vec_out);
 #endif
     }
-}
-extern "C" __global__ void __launch_bounds__(im2c::WARPS * 32)
-    conv2d_im2col_tc(const __half* __restrict__ x, const __half* __restrict__ w, const float* __restrict__ bias,
-                     __half* __restrict__ y, Im2colParams p) {
-    HAL_PDL_ENTRY();
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    im2col_body<false>(smem_raw, x, w, bias, y, p);
-}
-extern "C" __global__ void __launch_bounds__(im2c::WARPS * 32)
-    conv2d_im2col_tc_staged(const __half* __restrict__ x, const __half* __restrict__ w,
-                            const float* __restrict__ bias, __half* __restrict__ y, Im2colParams p) {
-    HAL_PDL_ENTRY();
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    im2col_body<true>(smem_raw, x, w, bias, y, p);
 }
 // end of the tensor-core section
 #endif

@@ -1358,8 +1358,7 @@ def test_cuda_float16_stem_plans_the_implicit_gemm_with_conv_im2col():
     kernel before it takes (the 7x7 stride-2 stem of 3 channels) launches conv2d_im2col_tc: 4 warps a block,
     persistent blocks over the SMs (by shared memory), 64-channel chunks of C_out on the grid's y, and its
     parameter blob (K padded to 16, an odd count of 16-byte chunks a shared row). K > 256, float32 or
-    CONV_IM2COL 0 keep the tiled direct kernel; the shipped sm_90 table asks for the kernel for the stem.
-    IM2COL_STAGE 1 plans the staged twin with each warp's input rows behind its im2col rows."""
+    CONV_IM2COL 0 keep the tiled direct kernel; the shipped sm_90 table asks for the kernel for the stem."""
     import struct
 
     import numpy as np
@@ -1387,15 +1386,7 @@ def test_cuda_float16_stem_plans_the_implicit_gemm_with_conv_im2col():
         per_sm = 232448 // (67072 + 1024)  # the H200's shared memory per SM holds 3
         assert launch.grid == (min(tiles // 4, 132 * per_sm), 1, 1)
         fields = struct.unpack(f"<{len(launch.args[4]) // 4}i", launch.args[4])
-        assert fields == (32, 3, 224, 224, 64, 112, 112, 7, 7, 2, 2, 1, 1, 3, 3, 147, kp, pitch, region, 4, tiles,
-                          69, region)  # 31 * 2 + 6 + 1 staged columns (unused here), the staged rows' offset
-        # IM2COL_STAGE 1: 3 channels x 7 rows of 69 columns and 64 zeros behind the im2col rows of each warp
-        (staged,) = plan(layout=layout, IM2COL_STAGE=1)
-        staged_halves = 3 * 7 * 69 + 64 + 7  # 1513 rounded up to a multiple of 8
-        assert staged.kernel == "conv2d_im2col_tc_staged"
-        assert staged.shared == 16 * kp + 2 * (64 * pitch + 4 * (region + staged_halves))
-        sfields = struct.unpack(f"<{len(staged.args[4]) // 4}i", staged.args[4])
-        assert sfields[18] == region + staged_halves and sfields[21:] == (69, region)
+        assert fields == (32, 3, 224, 224, 64, 112, 112, 7, 7, 2, 2, 1, 1, 3, 3, 147, kp, pitch, region, 4, tiles)
         assert launch.args[:4] == ("x", "w", "b", "y")
     (launch,) = plan(cout=130, shape=(2, 3, 30, 30))  # three 64-channel chunks
     assert launch.grid[1] == 3

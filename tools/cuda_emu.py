@@ -1084,8 +1084,8 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
                         dict(shape=(1, 16, 9, 10), cout=32, groups=8, layout=layout, dtype=np.float32,
                              params={"GRP_COT": 2, "GRP_PIX": 2, "CONV_THREADS": 128, "GRP_TILE_W": 64},
                              padding=2, kernel="conv2d_grp_k3s1")))
-    # the float16 implicit GEMM for stems (CONV_IM2COL) and its staged twin (IM2COL_STAGE 1: input rows copied
-    # to shared memory first): the 7x7 stride-2 stem (K 147 -> 160), a row of 2 segments with a partial one,
+    # the float16 implicit GEMM for stems (CONV_IM2COL): the 7x7 stride-2 stem (K 147 -> 160), a row of 2
+    # segments with a partial one,
     # C_out over 64 (a second, partial chunk), 2 SMs (warps walk several tiles), 3x3 stride 2 with asymmetric
     # padding, dilation, no bias, K exactly 256, K under 16 (1x1 stride 2)
     im2col_shapes = (  # name, shape, C_out, window, further arguments; the first also in quick runs
@@ -1095,13 +1095,11 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
         ("K=256 4x4 16->8", (1, 16, 9, 11), 8, (4, 4), dict(stride=1, padding=1)),
         ("1x1 s2 pad1 K=2 2->130", (1, 2, 5, 65), 130, (1, 1), dict(stride=2, padding=1)),
     )
-    for tag, stage in (("", 0), ("staged ", 1)):
-        kernel = "conv2d_im2col_tc" + ("_staged" if stage else "")
-        for layout in ("NCHW", "NHWC"):
-            for name, shape, cout, k, more in im2col_shapes[:1] if quick else im2col_shapes:
-                out.append((f"im2col {tag}{name} {layout}", "tiled",
-                            dict(shape=shape, cout=cout, groups=1, layout=layout, dtype=np.float16, k=k,
-                                 params={"CONV_IM2COL": 1, "IM2COL_STAGE": stage}, kernel=kernel, **more)))
+    for layout in ("NCHW", "NHWC"):
+        for name, shape, cout, k, more in im2col_shapes[:1] if quick else im2col_shapes:
+            out.append((f"im2col {name} {layout}", "tiled",
+                        dict(shape=shape, cout=cout, groups=1, layout=layout, dtype=np.float16, k=k,
+                             params={"CONV_IM2COL": 1}, kernel="conv2d_im2col_tc", **more)))
     # the float32 implicit GEMM on CUDA cores (CONV_IM2COL in float32, conv2d_im2col_simt): the same windows,
     # and K past 256 (3x3 stride 2 of 40 channels), C_out past 128 with K1S_BN 128 and K1S_BK 16
     simt_shapes = (
