@@ -713,6 +713,9 @@ def conv_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
                            padding=1, **{**ims, "params": {"CONV_IM2COL": 1, "K1S_BK": 16}})
                 check_conv(dev, rng, "im2col simt 3x3 K%4 misaligned", (2, 12, 17, 23), 70, 3, padding=1,
                            offset=4, w_offset=4, **ims)
+                # a table of 3060 k: shared memory past the 48 KiB default (added after session 27's device calls)
+                check_conv(dev, rng, "im2col simt 3x3 K=3060 bk16", (1, 340, 5, 6), 24, 3, padding=1,
+                           **{**ims, "params": {"CONV_IM2COL": 1, "K1S_BK": 16}})
             # dense 3x3 stride 2 (float16 NHWC: conv2d_k3s2_tc_wide, session 21): partial 32-channel chunks
             # and 64-channel output tiles, odd and even sizes (the patch's last column inside or past the
             # image), asymmetric and zero padding, no bias, more tiles than blocks, a misaligned buffer

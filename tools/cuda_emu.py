@@ -1112,6 +1112,8 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
         ("5x3 dil2 K=60 4->70 quads bk16", (1, 4, 13, 17), 70, (5, 3), dict(dilation=2, padding=(2, 1, 0, 3),
                                                                             params={"K1S_BK": 16})),
         ("3x3 K=72 8->8 quads bn64 nobias", (3, 8, 6, 9), 8, (3, 3), dict(padding=1, bias=False)),
+        # a table of 3060 k (49 KiB of shared memory beside the stages: past the 48 KiB default)
+        ("3x3 K=3060 340->24 bk16", (1, 340, 5, 6), 24, (3, 3), dict(padding=1, params={"K1S_BK": 16})),
     )
     for layout in ("NCHW", "NHWC"):
         for name, shape, cout, k, more in simt_shapes[:1] if quick else simt_shapes:
