@@ -489,8 +489,8 @@ _SCHEMAS: dict[str, KernelSchema] = {
         "cuda", "eltwise", (Param("ELT_THREADS", (128, 256, 512), 256, "threads per block (-D)"),),
         (_fits_threads("ELT_THREADS"),),
     ),
-    # not implemented on CUDA (the base class raises UnsupportedOperation); the empty schema
-    # lets the op layer resolve parameters and reach that error
+    # quant_conv2d.cu: exact integer sums, nothing to tune (the kernel follows from the spec, _plan_qconv2d);
+    # the empty schema lets the op layer resolve parameters as for the other ops
     "qconv2d": KernelSchema("cuda", "qconv2d", ()),
 }
 
