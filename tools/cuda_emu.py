@@ -1085,9 +1085,8 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
                              params={"GRP_COT": 2, "GRP_PIX": 2, "CONV_THREADS": 128, "GRP_TILE_W": 64},
                              padding=2, kernel="conv2d_grp_k3s1")))
     # the float16 implicit GEMM for stems (CONV_IM2COL): the 7x7 stride-2 stem (K 147 -> 160), a row of 2
-    # segments with a partial one,
-    # C_out over 64 (a second, partial chunk), 2 SMs (warps walk several tiles), 3x3 stride 2 with asymmetric
-    # padding, dilation, no bias, K exactly 256, K under 16 (1x1 stride 2)
+    # segments with a partial one, C_out over 64 (a second, partial chunk), 2 SMs (warps walk several tiles),
+    # 3x3 stride 2 with asymmetric padding, dilation, no bias, K exactly 256, K under 16 (1x1 stride 2)
     im2col_shapes = (  # name, shape, C_out, window, further arguments; the first also in quick runs
         ("7x7 s2 stem 3->70 2 SMs", (2, 3, 21, 75), 70, (7, 7), dict(stride=2, padding=3, sms=2)),
         ("3x3 s2 asym 5->16 nobias", (1, 5, 13, 35), 16, (3, 3), dict(stride=2, padding=(0, 2, 1, 0), bias=False)),
