@@ -7,7 +7,8 @@ SGEMM ``conv2d_k1_simt`` and one uint8 x int8
 QLinearConv through ``qconv2d_k3_tc`` (NHWC: the zero-point algebra and the mma of ones),
 BatchNorm's flat inference with its first loads early, BatchNorm training (its statistics'
 shifted-sum chunks) and the tiled direct conv (grouped 3x3, a strided 7x7), the grouped
-tensor-core conv, the float16 NCHW depthwise conv on tensor cores and its row strips with
+tensor-core conv, the implicit GEMMs (float16 stems on tensor cores, float32 on CUDA cores), the float16
+NCHW depthwise conv on tensor cores and its row strips with
 halos by shuffles, and NHWC global pooling
 with two lanes a pair, each with the plan the
 launcher makes for an H200, against the oracle.
@@ -251,6 +252,29 @@ def test_tiled_direct_conv_matches_the_oracle_on_the_emulator(emu, name, kw):
     the output poisoned, against the float64 oracle."""
     cuda_emu, be, work = emu
     kernel, ok, detail = cuda_emu.check_tiled(be, np.random.default_rng(11), work, **kw)
+    assert ok, f"{name}: {kernel}: {detail}"
+
+
+@pytest.mark.parametrize(("name", "kw"), [
+    # CONV_IM2COL, float16 (session 26): the stem's 7x7 stride 2 of 3 channels (K 147 padded to 160), a row of
+    # 3 segments (the last partial), C_out 70 (a partial second 64-channel chunk), 2 SMs: warps walk tiles
+    ("float16 7x7 stride 2 stem NHWC", dict(shape=(2, 3, 21, 75), cout=70, groups=1, layout="NHWC",
+                                           dtype=np.float16, params={"CONV_IM2COL": 1}, k=(7, 7), stride=2,
+                                           padding=3, sms=2, kernel="conv2d_im2col_tc")),
+    # CONV_IM2COL, float32 (session 27): the stem on the SGEMM's tiles (K 147: a partial last stage), and
+    # NHWC's channel quads (C_in % 4 == 0: k as (ky, kx, ci), weights through the table) with padding
+    ("float32 7x7 stride 2 stem NCHW", dict(shape=(2, 3, 21, 75), cout=70, groups=1, layout="NCHW",
+                                           dtype=np.float32, params={"CONV_IM2COL": 1}, k=(7, 7), stride=2,
+                                           padding=3, kernel="conv2d_im2col_simt")),
+    ("float32 3x3 stride 2 NHWC channel quads", dict(shape=(2, 16, 11, 14), cout=24, groups=1, layout="NHWC",
+                                                    dtype=np.float32, params={"CONV_IM2COL": 1}, stride=2,
+                                                    padding=1, kernel="conv2d_im2col_simt")),
+])
+def test_implicit_gemm_convs_match_the_oracle_on_the_emulator(emu, name, kw):
+    """The implicit GEMMs (CONV_IM2COL): conv2d_im2col_tc (float16, tensor cores) and conv2d_im2col_simt
+    (float32, CUDA cores), each alone in its plan, the output poisoned, against the float64 oracle."""
+    cuda_emu, be, work = emu
+    kernel, ok, detail = cuda_emu.check_tiled(be, np.random.default_rng(17), work, **kw)
     assert ok, f"{name}: {kernel}: {detail}"
 
 
