@@ -7,7 +7,8 @@ SGEMM ``conv2d_k1_simt`` and one uint8 x int8
 QLinearConv through ``qconv2d_k3_tc`` (NHWC: the zero-point algebra and the mma of ones),
 BatchNorm's flat inference with its first loads early, BatchNorm training (its statistics'
 shifted-sum chunks) and the tiled direct conv (grouped 3x3, a strided 7x7), the grouped
-tensor-core conv, the implicit GEMMs (float16 stems on tensor cores, float32 on CUDA cores), the float16
+tensor-core conv, the dense 3x3 CUDA-core conv, the implicit GEMMs (float16 stems on tensor cores, float32
+on CUDA cores), the float16
 NCHW depthwise conv on tensor cores and its row strips with
 halos by shuffles, and NHWC global pooling
 with two lanes a pair, each with the plan the
@@ -256,6 +257,10 @@ def test_tiled_direct_conv_matches_the_oracle_on_the_emulator(emu, name, kw):
 
 
 @pytest.mark.parametrize(("name", "kw"), [
+    # the dense 3x3 stride-1 CUDA-core kernel float32 serves (conv2d_k3_simt, no CI test before session 27):
+    # partial 8 x 32 tiles, a partial 64-channel tile and a partial 8-channel chunk, its cp.async stages
+    ("float32 dense 3x3 NCHW on CUDA cores", dict(shape=(2, 12, 13, 37), cout=70, groups=1, layout="NCHW",
+                                                dtype=np.float32, params={}, kernel="conv2d_k3_simt")),
     # CONV_IM2COL, float16 (session 26): the stem's 7x7 stride 2 of 3 channels (K 147 padded to 160), a row of
     # 3 segments (the last partial), C_out 70 (a partial second 64-channel chunk), 2 SMs: warps walk tiles
     ("float16 7x7 stride 2 stem NHWC", dict(shape=(2, 3, 21, 75), cout=70, groups=1, layout="NHWC",
@@ -270,9 +275,10 @@ def test_tiled_direct_conv_matches_the_oracle_on_the_emulator(emu, name, kw):
                                                     dtype=np.float32, params={"CONV_IM2COL": 1}, stride=2,
                                                     padding=1, kernel="conv2d_im2col_simt")),
 ])
-def test_implicit_gemm_convs_match_the_oracle_on_the_emulator(emu, name, kw):
-    """The implicit GEMMs (CONV_IM2COL): conv2d_im2col_tc (float16, tensor cores) and conv2d_im2col_simt
-    (float32, CUDA cores), each alone in its plan, the output poisoned, against the float64 oracle."""
+def test_dense_and_implicit_gemm_convs_match_the_oracle_on_the_emulator(emu, name, kw):
+    """conv2d_k3_simt and the implicit GEMMs (CONV_IM2COL): conv2d_im2col_tc (float16, tensor cores) and
+    conv2d_im2col_simt (float32, CUDA cores), each alone in its plan, the output poisoned, against the float64
+    oracle."""
     cuda_emu, be, work = emu
     kernel, ok, detail = cuda_emu.check_tiled(be, np.random.default_rng(17), work, **kw)
     assert ok, f"{name}: {kernel}: {detail}"

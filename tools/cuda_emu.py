@@ -3,10 +3,11 @@
 The device time on the H200 is scarce (30 minutes a session); this checks the indexing of
 `conv2d_k3_tc`, `conv2d_k3_tc_pipe`, the 1x1 GEMM `conv2d_k1_gemm` (`check_k1_gemm`), its NCHW twin
 without transposes `conv2d_k1_gemm_nchw` (`check_k1_nchw`) and its float32
-SGEMM twin `conv2d_k1_simt` (`check_k1_simt`), the depthwise
+SGEMM twin `conv2d_k1_simt` (`check_k1_simt`), the dense 3x3 CUDA-core kernel `conv2d_k3_simt`, the depthwise
 `conv2d_dw_pipe*_k3s1` and register walks,
 the tiled direct convs `conv2d_grp_k3s1` / `conv2d_grp_g` and the grouped tensor-core
-`conv2d_grp_tc8` / `conv2d_grp_tc16` (kernels_cu/conv2d.cu), the int8 convs of `quant_conv2d.cu` (`qconv2d_k3_tc`,
+`conv2d_grp_tc8` / `conv2d_grp_tc16`, the implicit GEMMs `conv2d_im2col_tc` / `conv2d_im2col_simt`
+(kernels_cu/conv2d.cu), the int8 convs of `quant_conv2d.cu` (`qconv2d_k3_tc`,
 `qconv2d_co4`, `qconv2d`), BatchNorm's flat inference kernels (`batch_norm_infer_flat`,
 `batch_norm_infer_flat_reg`) and its training kernels (statistics, finalize, apply), and the NHWC
 global pooling kernels `adaptive_pool2d_{max,avg}_gvec` (lanes per pair, shuffles) before any of it: the kernels'
@@ -24,7 +25,7 @@ anything of the GPU's own arithmetic order (mma sums in float in k order here).
 
     python3 tools/cuda_emu.py [--quick] [--only SUBSTR] [--seed N] [--fuzz N]
 
-Exit status 1 when a case fails. tests/test_cuda_emu.py runs the quick cases in CI.
+Exit status 1 when a case fails. tests/test_cuda_emu.py runs a selection of them in CI.
 """
 
 from __future__ import annotations
@@ -88,15 +89,19 @@ def _replace_body(text: str, name: str, body: str) -> str:
 
 def kernel_source(file: str) -> str:
     """The kernel file's text as the emulator compiles it (after the host prelude): conv2d.cu's
-    tensor-core section only (its other kernels need intrinsics the emulator does not model),
-    the inline PTX of ldmatrix and mma routed to the emulator's collectives."""
+    dense 3x3 CUDA-core kernel and tensor-core section onwards (its other kernels need intrinsics the
+    emulator does not model), the inline PTX of ldmatrix and mma routed to the emulator's collectives."""
     text = (KERNELS / file).read_text()
     if file == "conv2d.cu":
+        # conv2d_k3_simt (its dynamic shared memory: the emulator's one smem_raw array)
+        simt = text[text.index("namespace simt {"):text.index("// dense KH,KW <= 3 on tensor cores")]
+        simt = simt.replace("extern __shared__ __align__(16) float smem_f[];",
+                            "float* smem_f = reinterpret_cast<float*>(smem_raw);")
         start = text.index("namespace tc {")
         end = text.index("// end of the tensor-core section")
         # and the depthwise register and pipelined kernels, after the section's #endif
         rest = text.index("\n", text.index("#endif", end)) + 1
-        text = "#ifndef DW_PREFETCH\n#define DW_PREFETCH 1\n#endif\n" + text[start:end] + text[rest:]
+        text = "#ifndef DW_PREFETCH\n#define DW_PREFETCH 1\n#endif\n" + simt + text[start:end] + text[rest:]
         text = _replace_body(text, "ldsm_x4", "emu_ldsm_x4(addr, r0, r1, r2, r3);")
         text = _replace_body(text, "ldsm_x4_trans", "emu_ldsm_x4_trans(addr, r0, r1, r2, r3);")
         text = _replace_body(text, "mma16816", "emu_mma_f16(c, a, b0, b1);")
@@ -1084,6 +1089,20 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
                         dict(shape=(1, 16, 9, 10), cout=32, groups=8, layout=layout, dtype=np.float32,
                              params={"GRP_COT": 2, "GRP_PIX": 2, "CONV_THREADS": 128, "GRP_TILE_W": 64},
                              padding=2, kernel="conv2d_grp_k3s1")))
+    # the dense 3x3 stride-1 kernel on CUDA cores (conv2d_k3_simt: float32's, float16's without tensor cores):
+    # partial 8 x 32 tiles, a partial 64-channel tile, a partial input-channel chunk (C_in 12 of 8 a chunk, or
+    # of 4 with CONV_SIMT_CI 4), asymmetric padding; its cp.async stages land late, as on a GPU
+    for layout in ("NCHW", "NHWC"):
+        for name, dtype, params, more in (
+                ("f32 2x12x13x37->70", np.float32, {}, {}),
+                ("f32 simt_ci4 2x12x13x37->70", np.float32, {"CONV_SIMT_CI": 4}, {}),
+                ("f16 CONV_TC 0 asym pad 1x20x9x35->70", np.float16, {"CONV_TC": 0}, dict(padding=(0, 2, 1, 0)))):
+            if quick and (name.startswith("f16") or "simt_ci4" in name):
+                continue
+            shape = (1, 20, 9, 35) if dtype == np.float16 else (2, 12, 13, 37)
+            out.append((f"k3 simt {name} {layout}", "tiled",
+                        dict(shape=shape, cout=70, groups=1, layout=layout, dtype=dtype, params=params,
+                             kernel="conv2d_k3_simt", **more)))
     # the float16 implicit GEMM for stems (CONV_IM2COL): the 7x7 stride-2 stem (K 147 -> 160), a row of 2
     # segments with a partial one, C_out over 64 (a second, partial chunk), 2 SMs (warps walk several tiles),
     # 3x3 stride 2 with asymmetric padding, dilation, no bias, K exactly 256, K under 16 (1x1 stride 2)

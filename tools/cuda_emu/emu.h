@@ -229,15 +229,16 @@ inline float __shfl_down_sync(unsigned, float v, int delta) { return emu_shfl(v,
 inline unsigned __shfl_up_sync(unsigned, unsigned v, int delta) { return emu_shfl(uint32_t(v), emu_lane - delta); }
 inline unsigned __shfl_down_sync(unsigned, unsigned v, int delta) { return emu_shfl(uint32_t(v), emu_lane + delta); }
 
-// ---- cp.async groups of the calling thread: deferred 16-byte copies (src null: zero fill)
+// ---- cp.async groups of the calling thread: deferred 16- or 4-byte copies (src null: zero fill)
 struct EmuCopy {
     void* dst;
     const void* src;
+    size_t bytes;
 };
 // the running fiber's (swapped in and out by the scheduler)
 extern std::vector<std::vector<EmuCopy>> emu_groups;  // committed, oldest first
 extern std::vector<EmuCopy> emu_open;                 // not yet committed
-inline void emu_async_copy(void* dst, const void* src) { emu_open.push_back({dst, src}); }
+inline void emu_async_copy(void* dst, const void* src, size_t bytes = 16) { emu_open.push_back({dst, src, bytes}); }
 inline void emu_async_commit() {
     emu_groups.push_back(std::move(emu_open));
     emu_open.clear();
@@ -245,9 +246,9 @@ inline void emu_async_commit() {
 inline void emu_land(const std::vector<EmuCopy>& g) {
     for (const EmuCopy& c : g) {
         if (c.src)
-            std::memcpy(c.dst, c.src, 16);
+            std::memcpy(c.dst, c.src, c.bytes);
         else
-            std::memset(c.dst, 0, 16);
+            std::memset(c.dst, 0, c.bytes);
     }
 }
 // wait_group n: all committed groups but the n most recent land (copies not yet committed

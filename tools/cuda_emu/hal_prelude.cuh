@@ -74,6 +74,7 @@ inline uint32_t fdiv(uint32_t n, const FastDiv& f) { return (__umulhi(n, f.m) + 
 // memory read before the wait shows stale bytes
 inline void cp_async16(void* smem, const void* gmem) { emu_async_copy(smem, gmem); }
 inline void cp_async16_zfill(void* smem, const void* gmem, bool valid) { emu_async_copy(smem, valid ? gmem : nullptr); }
+inline void cp_async4_zfill(void* smem, const void* gmem, bool valid) { emu_async_copy(smem, valid ? gmem : nullptr, 4); }
 inline void cp_async_commit() { emu_async_commit(); }
 template <int N>
 inline void cp_async_wait() {

@@ -47,7 +47,10 @@ const std::function<void()>* kernel_fn = nullptr;
 
 void fiber_main() {
     (*kernel_fn)();
-    if (!emu_groups.empty() || !emu_open.empty()) {
+    // (an empty group, committed after the last copies, is harmless: conv2d_k3_simt's last stage commits one)
+    bool pending = !emu_open.empty();
+    for (const auto& g : emu_groups) pending = pending || !g.empty();
+    if (pending) {
         std::fprintf(stderr, "cuda_emu: a thread exited with cp.async copies never waited for\n");
         std::abort();
     }
