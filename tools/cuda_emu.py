@@ -1134,8 +1134,9 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
         ("3x3 K=3060 340->24 bk16", (1, 340, 5, 6), 24, (3, 3), dict(padding=1, params={"K1S_BK": 16})),
     )
     for layout in ("NCHW", "NHWC"):
-        # quick: the stem, and NHWC's channel quads (its own load path)
-        for name, shape, cout, k, more in (simt_shapes[0], simt_shapes[7]) if quick else simt_shapes:
+        # quick: the stem, and the first case of NHWC's channel quads (their own load path)
+        quick_simt = (simt_shapes[0], next(c for c in simt_shapes if "quads" in c[0]))
+        for name, shape, cout, k, more in quick_simt if quick else simt_shapes:
             more = dict(more)
             more.pop("sms", None)
             params = {"CONV_IM2COL": 1, **more.pop("params", {})}
