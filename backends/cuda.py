@@ -27,6 +27,7 @@ import struct
 import threading
 import time
 import types
+import warnings
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -207,6 +208,8 @@ class Launch:
     ``args`` holds ints/floats/bytes and, for buffers, the name of the launcher
     argument (a str) whose device address goes there at launch time. ``pdl``: may this
     launch use programmatic dependent launch (``CudaBackend.pdl``), where the backend does.
+    ``cooperative``: launch with the cooperative attribute (every block resident at once, or
+    the driver refuses: ``CooperativeLaunchRefused``); for kernels with grid barriers.
     """
 
     file: str
@@ -218,6 +221,7 @@ class Launch:
     shared: int
     args: tuple[object, ...]
     pdl: bool = True
+    cooperative: bool = False
 
 
 # ----------------------------------------------------------------------------------
@@ -482,8 +486,16 @@ _SCHEMAS: dict[str, KernelSchema] = {
             Param("BN_STATS_SUMS", (0, 16, 32, 64, 128), 64,
                   "training statistics: 0 = a Chan merge per batch of loads; N = shifted sums over chunks of "
                   "about N values per channel and thread, a merge per chunk (-D; session 18)"),
+            Param("BN_FUSED", (0, 1), 0,
+                  "NHWC training: 1 = one cooperative launch (batch_norm_train_fused) that keeps x on chip between "
+                  "the statistics and the apply where it fits (what does not is re-read, from L2 where it fits)"),
+            Param("BN_FUSED_THREADS", (256, 512, 1024), 512,
+                  "batch_norm_train_fused's threads per block (-D, that kernel's builds only)"),
+            Param("BN_FUSED_REGS", (0, 4, 8, 12, 16), 8,
+                  "batch_norm_train_fused: 16-byte vectors each thread keeps in registers "
+                  "(-D, that kernel's builds only)"),
         ),
-        (_fits_threads("BN_THREADS"),),
+        (_fits_threads("BN_THREADS", "BN_FUSED_THREADS"),),
     ),
     "eltwise": KernelSchema(
         "cuda", "eltwise", (Param("ELT_THREADS", (128, 256, 512), 256, "threads per block (-D)"),),
@@ -552,13 +564,21 @@ def _libcuda() -> Any:
 #: set to 0 to launch without programmatic dependent launch (see ``CudaBackend.pdl``)
 PDL_ENV = "HAL_CUDA_PDL"
 _CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
+_CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2
+_CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE = 720
+
+
+class CooperativeLaunchRefused(HalError):
+    """The driver would not make a cooperative grid resident (fewer multiprocessors available
+    than planned for, under MPS or green contexts); the op falls back to its other plan."""
 _CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 
 
 @functools.lru_cache(maxsize=1)
 def pdl_structs() -> types.SimpleNamespace:
-    """The ctypes forms of CUlaunchConfig and of the one CUlaunchAttribute hal passes
-    (programmatic stream serialization allowed), for ``cuLaunchKernelEx``."""
+    """The ctypes forms of CUlaunchConfig and of the CUlaunchAttributes hal passes
+    (``attr``: programmatic stream serialization allowed; ``coop_attr``: cooperative), for
+    ``cuLaunchKernelEx``."""
     import ctypes
 
     class Attribute(ctypes.Structure):  # CUlaunchAttribute: id, pad to 8, a 64-byte union
@@ -571,7 +591,10 @@ def pdl_structs() -> types.SimpleNamespace:
     attr = Attribute()
     attr.id = _CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
     attr.value[0] = 1  # programmaticStreamSerializationAllowed
-    return types.SimpleNamespace(ctypes=ctypes, Config=Config, attr=attr)
+    coop_attr = Attribute()
+    coop_attr.id = _CU_LAUNCH_ATTRIBUTE_COOPERATIVE
+    coop_attr.value[0] = 1
+    return types.SimpleNamespace(ctypes=ctypes, Config=Config, attr=attr, coop_attr=coop_attr)
 
 
 @functools.lru_cache(maxsize=1)
@@ -592,13 +615,14 @@ def _pdl_api() -> types.SimpleNamespace | None:
 
 
 class PdlLaunch:
-    """One launch of a plan through cuLaunchKernelEx with programmatic stream serialization.
+    """One launch of a plan through cuLaunchKernelEx with programmatic stream serialization
+    (or, for ``launch.cooperative``, as a cooperative grid instead).
 
     The configuration is built once; each call packs the arguments into this launch's own
     buffer (as PyCUDA packs them: ``struct`` with the plan's format) and passes it through
     ``extra``, under a lock, since the driver reads the buffer during the call only."""
 
-    __slots__ = ("_api", "_buf", "_call", "_cfg", "_extra", "_func", "_lock", "_size", "_struct", "kernel")
+    __slots__ = ("_api", "_buf", "_call", "_cfg", "_coop", "_extra", "_func", "_lock", "_size", "_struct", "kernel")
 
     def __init__(self, api: Any, func: int, launch: Launch, stream: int) -> None:
         ct = api.ctypes
@@ -609,7 +633,8 @@ class PdlLaunch:
         cfg.block[:] = launch.block
         cfg.shared = launch.shared
         cfg.stream = stream
-        cfg.attrs = ct.pointer(api.attr)
+        self._coop = launch.cooperative
+        cfg.attrs = ct.pointer(api.coop_attr if launch.cooperative else api.attr)
         cfg.num_attrs = 1
         self._cfg = cfg
         self._struct = struct.Struct(launch.fmt)
@@ -625,6 +650,8 @@ class PdlLaunch:
         with self._lock:
             self._struct.pack_into(self._buf, 0, *args)
             status = self._call(self._api.ctypes.byref(self._cfg), self._func, None, self._extra)
+        if status == _CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE and self._coop:
+            raise CooperativeLaunchRefused(f"{self.kernel}: cooperative grid of {self._cfg.grid[0]} blocks refused")
         if status != 0:
             raise HalError(f"cuLaunchKernelEx of {self.kernel} failed (CUresult {status})")
 
@@ -804,6 +831,9 @@ class CudaBackend(Backend):
     quantized_pooling: ClassVar[bool] = True
     #: int8/uint8 QLinearConv and ConvInteger (quant_conv2d.cu: one thread per output, not tuned)
     quantized_conv: ClassVar[bool] = True
+    #: cooperative launches (batch_norm_train_fused): set per device in __init__ (the driver's
+    #: cuLaunchKernelEx and the device's attribute), cleared when the driver refuses one
+    cooperative: bool = False
 
     # -- discovery ---------------------------------------------------------------------
     @classmethod
@@ -854,13 +884,18 @@ class CudaBackend(Backend):
         self._lock = threading.RLock()
         self._modules: dict[tuple[str, tuple[tuple[str, int], ...]], Any] = {}
         self._functions: dict[tuple[str, tuple[tuple[str, int], ...], str], Any] = {}
-        self._plan_fns: dict[int, tuple[tuple[Launch, ...], tuple[Any, ...], bool, tuple[Any, ...] | None]] = {}
+        #: per plan: its launches, PyCUDA's functions, whether the fast launch applies, and (with
+        #: the pdl setting they were made for) the cuLaunchKernelEx launchers, made on first use
+        self._plan_fns: dict[int, tuple[tuple[Launch, ...], tuple[Any, ...], bool,
+                                        tuple[bool, tuple[Any, ...]] | None]] = {}
         #: inside ``capture``: plain launches (a graph has no launch gaps to hide, and its
         #: BatchNorm training ran 5-13 % slower with programmatic edges, session 17 call2)
         self._capturing = False
         #: programmatic dependent launch: on sm_90+ where the driver has cuLaunchKernelEx,
         #: unless HAL_CUDA_PDL=0 (docs/backend-cuda.md, "Launching"); read at each launch
         self.pdl = major >= 9 and os.environ.get(PDL_ENV, "1") != "0" and _pdl_api() is not None
+        self.cooperative = (_pdl_api() is not None
+                            and bool(drv.Device(info.index).get_attribute(drv.device_attribute.COOPERATIVE_LAUNCH)))
         #: cubins of builds compiled here, until their first PDL launch loads them again
         #: (``build_all``'s, often never launched, are read back from hal's cache instead)
         self._cubins: dict[tuple[str, tuple[tuple[str, int], ...]], bytes] = {}
@@ -1273,13 +1308,15 @@ class CudaBackend(Backend):
                 self._plan_fns.clear()
             self._plan_fns[id(launches)] = hit
         _, fns, fast, pdl_fns = hit
-        if self.pdl and not self._capturing:  # read per call: benchmarks switch it (A/B in one process)
-            if pdl_fns is None:
+        pdl = self.pdl and not self._capturing  # read per call: benchmarks switch it (A/B in one process)
+        if pdl or any(launch.cooperative for launch in launches):
+            if pdl_fns is None or pdl_fns[0] != pdl:
                 stream = int(self._stream.handle)
-                pdl_fns = tuple(PdlLaunch(_pdl_api(), self._pdl_function(launch), launch, stream)
-                                if launch.pdl else fn for launch, fn in zip(launches, fns, strict=True))
+                pdl_fns = (pdl, tuple(PdlLaunch(_pdl_api(), self._pdl_function(launch), launch, stream)
+                                      if launch.cooperative or (pdl and launch.pdl) else fn
+                                      for launch, fn in zip(launches, fns, strict=True)))
                 self._plan_fns[id(launches)] = (launches, fns, fast, pdl_fns)
-            fns = pdl_fns
+            fns = pdl_fns[1]
         self._ctx.push()
         try:
             for launch, fn in zip(launches, fns, strict=True):
@@ -2423,13 +2460,26 @@ class CudaBackend(Backend):
         """BatchNorm forward (training updates the running statistics in place)."""
         self._float_only("batch_norm", spec.dtype, spec)
         aligned = int(x) % 16 == 0 and int(y) % 16 == 0
-        key = ("bn", spec, self._pkey(params), aligned)
+        key = ("bn", spec, self._pkey(params), aligned, self.cooperative)
         plan = self._planned(key, lambda: self._plan_batch_norm(spec, params, aligned))
         c = spec.c
         buffers: dict[str, Buffer | None] = {
             "x": x, "y": y, "w": weight, "b": bias, "rm": running_mean, "rv": running_var,
         }
         with self._lock:  # the workspace is shared: keep the launches of one call together
+            if plan[0].kernel == "batch_norm_train_fused":
+                blocks = struct.unpack_from("<i", plan[0].args[-1])[0]  # BnFused.blocks
+                buffers["part"] = self._workspace_buffer("bn_part", 12 * c * blocks)
+                buffers["aff"] = self._workspace_buffer("bn_stats", 16 * c)
+                buffers["bar"] = self._barrier_buffer()
+                try:
+                    self._run(plan, buffers)
+                    return
+                except CooperativeLaunchRefused as exc:  # nothing of this call ran: the other plan serves
+                    warnings.warn(f"{self.info.id}: {exc}; BatchNorm training takes the two-pass plan from now on",
+                                  RuntimeWarning, stacklevel=2)
+                    self.cooperative = False
+                    plan = self._planned((*key[:-1], False), lambda: self._plan_batch_norm(spec, params, aligned))
             if spec.training:
                 slabs = struct.unpack_from("<i", plan[0].args[-1])[0]  # BnParams.slabs
                 buffers["part"] = self._workspace_buffer("bn_part", 12 * c * slabs)
@@ -2452,6 +2502,10 @@ class CudaBackend(Backend):
             flat = self._plan_bn_flat(spec, p, defines, vecw)
             if flat is not None:
                 return flat
+        if spec.training and spec.layout == "NHWC" and p["BN_FUSED"] and aligned:
+            fused = self._plan_bn_fused(spec, p, defines, vecw)
+            if fused is not None:
+                return fused
         if spec.layout == "NHWC":
             vec = int(aligned and c % vecw == 0)
             ve = vecw if vec else 1
@@ -2506,6 +2560,52 @@ class CudaBackend(Backend):
             )
             return (stats, merged)  # stats first: batch_norm() reads the slab count from its blob
         return (stats, fin, apply)
+
+    def _plan_bn_fused(
+        self, spec: BatchNormSpec, p: Mapping[str, int], defines: tuple[tuple[str, int], ...], vecw: int
+    ) -> tuple[Launch, ...] | None:
+        """NHWC training in one cooperative launch (batch_norm_train_fused), or None where it does
+        not apply: no cooperative launch, C not a multiple of the vector width or past one block's
+        threads, or more of x than half of L2 would have to be re-read (the two-pass plan then
+        streams better: more resident warps)."""
+        if not self.cooperative or spec.c % vecw:
+            return None
+        threads, regs = int(p["BN_FUSED_THREADS"]), int(p["BN_FUSED_REGS"])
+        ncv = spec.c // vecw
+        if ncv > threads:
+            return None
+        rg = threads // ncv
+        gpw = 32 // ncv if ncv <= 16 and 32 % ncv == 0 else 1  # lanes of one channel group in a warp
+        blocks = self._sms  # __launch_bounds__(threads, 1): one block an SM always fits
+        pixels = spec.n * spec.h * spec.w
+        per_thread = _cdiv(_cdiv(pixels, blocks), rg)
+        red = (rg // gpw) * ncv * vecw * 12  # the block reduction's states
+        budget = self._max_smem() - 3 * 32 * 4 - red  # less the kernel's static s_w
+        if budget < 0:
+            return None
+        smem_vecs = max(0, min(per_thread - regs, budget // (16 * threads)))
+        kept = blocks * threads * min(per_thread, regs + smem_vecs) * 16
+        reread = pixels * spec.c * spec.dtype.itemsize - kept
+        l2 = int(dict(self.info.extras).get("l2_bytes", "0") or 0)
+        if reread > l2 // 2:
+            return None
+        blob = struct.pack("<5i2fi", blocks, ncv, rg, smem_vecs, gpw, spec.eps, spec.momentum, int(spec.has_running))
+        fdefines = tuple(sorted({**dict(defines), "BN_FUSED_THREADS": threads, "BN_FUSED_REGS": regs}.items()))
+        return (Launch("batch_norm.cu", fdefines, "batch_norm_train_fused", f"PPPPPPPPPqi{len(blob)}s", (blocks, 1, 1),
+                       (threads, 1, 1), smem_vecs * threads * 16 + red,
+                       ("x", "y", "w", "b", "rm" if spec.has_running else 0, "rv" if spec.has_running else 0,
+                        "part", "aff", "bar", pixels, spec.c, blob), pdl=False, cooperative=True),)
+
+    def _barrier_buffer(self) -> CudaBuffer:
+        """Two zeroed words for grid barriers (batch_norm_train_fused): zeroed once, and every
+        barrier leaves its count at zero again."""
+        buf = self._workspace.get("grid_barrier")
+        if buf is None:
+            buf = self.allocate(256)
+            with self._active():
+                self._drv.memset_d32_async(int(buf), 0, 64, self._stream)
+            self._workspace["grid_barrier"] = buf
+        return buf
 
     def _plan_bn_flat(
         self, spec: BatchNormSpec, p: Mapping[str, int], defines: tuple[tuple[str, int], ...], vecw: int

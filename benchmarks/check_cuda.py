@@ -1123,6 +1123,31 @@ def bn_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
                              offset=2 * np.dtype(dtype).itemsize if "misaligned" in name else 0, **c)
                 check_bn(dev, rng, "merged no running", (4, 24, 8, 8), training=True, running=False,
                          params={"BN_APPLY_MERGE": 1}, **c)
+            if layout == "NHWC":  # training in one cooperative launch (batch_norm_train_fused)
+                fz = {"BN_FUSED": 1}
+                for name, shape, params in (
+                        ("fused", (16, 64, 32, 32), fz),
+                        ("fused C24 odd pixels", (3, 24, 7, 9), fz),
+                        ("fused C40", (8, 40, 13, 11), fz),
+                        ("fused C2048 1x1", (64, 2048, 1, 1), fz),
+                        ("fused C2048 7x7", (16, 2048, 7, 7), fz),
+                        ("fused 1 image (blocks without pixels)", (1, 8, 5, 7), fz),
+                        ("fused C5 (two-pass)", (3, 5, 7, 9), fz),
+                        ("fused regs 0", (16, 64, 32, 32), {**fz, "BN_FUSED_REGS": 0}),
+                        ("fused regs 12", (16, 64, 17, 31), {**fz, "BN_FUSED_REGS": 12}),
+                        ("fused regs 4 threads 256", (16, 64, 17, 31), {**fz, "BN_FUSED_REGS": 4,
+                                                                        "BN_FUSED_THREADS": 256}),
+                        ("fused threads 1024", (16, 40, 17, 31), {**fz, "BN_FUSED_REGS": 4, "BN_FUSED_THREADS": 1024}),
+                        # the benchmark's size: float32 re-reads a third of x (on-chip: registers and shared memory)
+                        ("fused 256x64x32x32", (256, 64, 32, 32), fz)):
+                    check_bn(dev, rng, name, shape, training=True, params=params, **c)
+                check_bn(dev, rng, "fused no running", (4, 24, 8, 8), training=True, running=False, params=fz, **c)
+                check_bn(dev, rng, "fused no affine", (4, 24, 8, 8), training=True, affine=False, params=fz, **c)
+                check_bn(dev, rng, "fused misaligned (two-pass)", (4, 24, 8, 8), training=True, params=fz,
+                         offset=2 * np.dtype(dtype).itemsize, **c)
+                if dtype == np.float32:
+                    check_bn(dev, rng, "fused mean 1e4 std 1", (8, 16, 20, 20), training=True, mean=1e4, std=1.0,
+                             params=fz, **c)
             check_bn(dev, rng, "no running", (4, 24, 8, 8), training=True, running=False, **c)
             check_bn(dev, rng, "1 image", (1, 8, 5, 7), training=True, **c)
             check_bn(dev, rng, "C2048 1x1", (64, 2048, 1, 1), training=True, **c)

@@ -649,11 +649,15 @@ def build_cases(quick: bool) -> list[Case]:
                                                                            "BN_UNROLL": 4, "BN_L2_HINT": 0},
             {"BN_THREADS": 128, "BN_BLOCKS_PER_SM": 8, "BN_UNROLL": 2, "BN_L2_HINT": 0},
             {"BN_THREADS": 256, "BN_UNROLL": 2, "BN_BLOCKS_PER_SM": 8})]
+        # NHWC training in one cooperative launch (batch_norm_train_fused, session 28): threads, vectors in registers
+        bn_fused = [{"BN_FUSED": 1, "BN_FUSED_THREADS": t, "BN_FUSED_REGS": r}
+                    for t, r in ((512, 0), (512, 4), (512, 8), (512, 12), (256, 4), (256, 12), (256, 16),
+                                 (1024, 0), (1024, 4))]
         for layout in ("NCHW", "NHWC"):
             for mode in ("train", "infer"):
                 cases.append(Case(f"bn {mode} fwd 256x64x32x32 {layout.lower()}", "batch_norm", dtype, layout,
                                   2 * 256 * 64 * 32 * 32 * es, 0, {"shape": (256, 64, 32, 32), "mode": mode},
-                                  (bnc + bn_train + (bn_merge if layout == "NCHW" else []) if mode == "train"
+                                  (bnc + bn_train + (bn_merge if layout == "NCHW" else bn_fused) if mode == "train"
                                    else bnc + bn_infer)))
     if quick:
         for c in cases:

@@ -891,3 +891,261 @@ extern "C" __global__ void __launch_bounds__(BN_THREADS)
         st_act(y + i, fmaf(ld_act(x + i), scale[c], shift[c]));
     }
 }
+
+// ---------------------------------------------------------------------------------
+// Training in one launch (NHWC, 16-byte vectors): batch_norm_train_fused
+//
+// A cooperative grid (every block resident, cuLaunchKernelEx with the cooperative
+// attribute; the launcher sizes it by the driver's occupancy) reads x once, keeps what
+// fits on chip, and writes y after two grid barriers, so x crosses DRAM about once
+// instead of twice. Thread t keeps the HAL_VEC channels cv = t % ncv of pixels
+// q_k = r0 + t / ncv + k * rg of its block's slab [r0, r1): k < BN_FUSED_REGS in
+// registers, the next `smem_vecs` in shared memory ([k][thread], conflict-free), the
+// rest re-read in the second pass (first read with evict_last, re-read first, so from
+// L2 where it fits). Statistics: the shifted sums of bn_stats (chunks of BN_STATS_SUMS
+// values about the chunk's first, Chan merges), of x - K_c, K_c = x[pixel 0, c].
+//   pass 1  per-block partials (n, mean, M2) of every channel -> part[3 (c G + b)]
+//   barrier
+//   block b merges the G partials of channels b, b + G, ... -> aff[3 c] = (K_c, scale,
+//           beta), running statistics (unbiased variance)
+//   barrier
+//   pass 2  y = (x - K_c) * scale + beta, the re-read part first, streaming stores.
+// bar[2]: an arrival count and a generation; zero when the workspace is made, and each
+// barrier leaves the count at zero again, so launches need no reset.
+// ---------------------------------------------------------------------------------
+#if LAYOUT_NHWC
+#ifndef BN_FUSED_THREADS
+#define BN_FUSED_THREADS 512
+#endif
+#ifndef BN_FUSED_REGS
+#define BN_FUSED_REGS 8
+#endif
+
+struct BnFused {
+    int blocks;     // G, the grid (all resident)
+    int ncv;        // C / HAL_VEC
+    int rg;         // BN_FUSED_THREADS / ncv: pixels a block walks at once
+    int smem_vecs;  // vectors per thread cached in shared memory
+    int gpw;        // lanes of one channel group in a warp (32 / ncv where ncv divides 32, else 1)
+    float eps, momentum;
+    int running;  // 1: update running_mean / running_var
+};
+
+__device__ __forceinline__ void grid_barrier(unsigned* bar, unsigned nblocks) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        volatile unsigned* gen = bar + 1;
+        const unsigned g0 = *gen;  // read before arriving: the release cannot come earlier
+        __threadfence();
+        if (atomicAdd(bar, 1u) == nblocks - 1) {
+            atomicExch(bar, 0u);  // reset before the release, ready for the next barrier
+            __threadfence();
+            atomicAdd(bar + 1, 1u);
+        } else {
+            while (*gen == g0) __nanosleep(64);
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+struct FusedSums {
+    float s1[HAL_VEC], s2[HAL_VEC], cp[HAL_VEC];
+    Stat st[HAL_VEC];
+    int kc;
+};
+// add one vector (values x - K) to the chunk sums; flush a chunk of BN_STATS_SUMS values
+__device__ __forceinline__ void fused_add(FusedSums& f, const uint4& u, const float (&piv)[HAL_VEC]) {
+    float v[HAL_VEC];
+    unpack_vec(u, v);
+    if (f.kc == 0) {
+#pragma unroll
+        for (int j = 0; j < HAL_VEC; ++j) f.cp[j] = v[j] - piv[j];
+    }
+#pragma unroll
+    for (int j = 0; j < HAL_VEC; ++j) {
+        const float d = (v[j] - piv[j]) - f.cp[j];
+        f.s1[j] += d;
+        f.s2[j] = fmaf(d, d, f.s2[j]);
+    }
+    if (++f.kc >= (BN_STATS_SUMS > 0 ? BN_STATS_SUMS : 64)) {
+#pragma unroll
+        for (int j = 0; j < HAL_VEC; ++j) bn_sums_flush(f.st[j], f.s1[j], f.s2[j], f.cp[j], f.kc);
+        f.kc = 0;
+    }
+}
+
+// a 16-byte global -> shared copy with an L2 policy (cp.async on sm_80+)
+__device__ __forceinline__ void fused_cp16(uint4* smem, const act_t* g, uint64_t pol) {
+#if HAL_HAS_CP_ASYNC
+    const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(g), "l"(pol));
+#else
+    (void)pol;
+    *smem = __ldg(reinterpret_cast<const uint4*>(g));
+#endif
+}
+
+__device__ __forceinline__ uint4 fused_apply(const uint4& u, const float (&m)[HAL_VEC], const float (&s)[HAL_VEC],
+                                             const float (&b)[HAL_VEC]) {
+    float f[HAL_VEC];
+    unpack_vec(u, f);
+#pragma unroll
+    for (int j = 0; j < HAL_VEC; ++j) f[j] = fmaf(f[j] - m[j], s[j], b[j]);
+    return pack_vec(f);
+}
+
+// x, y 16-byte aligned, C % HAL_VEC == 0, ncv <= BN_FUSED_THREADS; M = N * HW pixels.
+// Shared memory: smem_vecs * BN_FUSED_THREADS 16-byte vectors, then the block reduction's
+// (BN_FUSED_THREADS / gpw) * HAL_VEC states (3 floats each).
+extern "C" __global__ void __launch_bounds__(BN_FUSED_THREADS, 1)
+    batch_norm_train_fused(const act_t* __restrict__ x, act_t* __restrict__ y, const float* __restrict__ weight,
+                           const float* __restrict__ bias, float* running_mean, float* running_var,
+                           float* part, float* aff, unsigned* bar, long long M, int C, BnFused p) {
+    constexpr int R = BN_FUSED_REGS;
+    constexpr int T = BN_FUSED_THREADS;
+    constexpr int U = 4;  // shared-memory and re-read vectors in flight per thread
+    extern __shared__ __align__(16) uint4 s_cache[];
+    __shared__ float s_w[3 * 32];
+    const int tid = threadIdx.x;
+    const int ncv = p.ncv, rg = p.rg;
+    const int g = tid / ncv, cv = tid - g * ncv;
+    const bool active = g < rg;
+    const long long r0 = M * blockIdx.x / p.blocks, r1 = M * (blockIdx.x + 1) / p.blocks;
+    const long long span = r1 - r0 - g;
+    const int nk = active && span > 0 ? (int)((span + rg - 1) / rg) : 0;  // this thread's vectors
+    const int nreg = min(nk, R), nsm = min(nk - nreg, p.smem_vecs);
+    const act_t* xc = x + (long long)cv * HAL_VEC + (r0 + g) * C;
+    act_t* yc = y + (long long)cv * HAL_VEC + (r0 + g) * C;
+    const long long kstep = (long long)rg * C;  // elements between a thread's vectors
+    const uint64_t pol_once = l2_policy_evict_first(), pol_keep = l2_policy_evict_last();
+
+    float piv[HAL_VEC];
+    FusedSums f;
+#pragma unroll
+    for (int j = 0; j < HAL_VEC; ++j) {
+        piv[j] = active ? ld_act(x + cv * HAL_VEC + j) : 0.0f;
+        f.s1[j] = f.s2[j] = f.cp[j] = 0.0f;
+        f.st[j] = Stat{0.0f, 0.0f, 0.0f};
+    }
+    f.kc = 0;
+
+    // ---- pass 1: read x once; the shared-memory part as copies all in flight at once ----
+    uint4* mine = s_cache + tid;
+    for (int k = 0; k < nsm; ++k) fused_cp16(mine + (size_t)k * T, xc + (nreg + k) * kstep, pol_once);
+    cp_async_commit();
+    uint4 reg[R > 0 ? R : 1];
+#pragma unroll
+    for (int k = 0; k < R; ++k)
+        if (k < nreg) reg[k] = ld16_hint(xc + k * kstep, pol_once);
+#pragma unroll
+    for (int k = 0; k < R; ++k)
+        if (k < nreg) fused_add(f, reg[k], piv);
+    for (int k0 = nreg + nsm; k0 < nk; k0 += U) {
+        uint4 t[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+            if (k0 + u < nk) t[u] = ld16_hint(xc + (k0 + u) * kstep, pol_keep);
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+            if (k0 + u < nk) fused_add(f, t[u], piv);
+    }
+    cp_async_wait<0>();  // this thread's own copies: no block barrier needed to read them
+    for (int k = 0; k < nsm; ++k) fused_add(f, mine[(size_t)k * T], piv);
+    if (f.kc > 0) {
+#pragma unroll
+        for (int j = 0; j < HAL_VEC; ++j) bn_sums_flush(f.st[j], f.s1[j], f.s2[j], f.cp[j], f.kc);
+    }
+
+    // ---- block partials: lanes of one channel group merge by shuffles, then through shared memory ----
+    float* s_red = reinterpret_cast<float*>(s_cache + (size_t)p.smem_vecs * T);
+    if (p.gpw > 1) {
+#pragma unroll
+        for (int j = 0; j < HAL_VEC; ++j)
+            for (int off = 16; off >= ncv; off >>= 1) f.st[j] = stat_merge(f.st[j], stat_shfl_xor(f.st[j], off));
+    }
+    const int entries = rg / p.gpw;  // states per channel group in s_red
+    if (active && g % p.gpw == 0) {
+        float* d = s_red + 3 * ((size_t)(g / p.gpw) * ncv + cv) * HAL_VEC;
+#pragma unroll
+        for (int j = 0; j < HAL_VEC; ++j) {
+            d[3 * j] = f.st[j].n;
+            d[3 * j + 1] = f.st[j].mean;
+            d[3 * j + 2] = f.st[j].m2;
+        }
+    }
+    __syncthreads();
+    for (int c = tid; c < C; c += T) {
+        const int cvc = c / HAL_VEC, j = c - cvc * HAL_VEC;
+        Stat a{0.0f, 0.0f, 0.0f};
+        for (int e = 0; e < entries; ++e) {
+            const float* d = s_red + 3 * (((size_t)e * ncv + cvc) * HAL_VEC + j);
+            a = stat_merge(a, Stat{d[0], d[1], d[2]});
+        }
+        float* o = part + 3 * ((size_t)c * p.blocks + blockIdx.x);
+        o[0] = a.n;
+        o[1] = a.mean;
+        o[2] = a.m2;
+    }
+    grid_barrier(bar, p.blocks);
+
+    // ---- per channel: merge the G partials, the affine constants, the running statistics ----
+    for (int c = blockIdx.x; c < C; c += p.blocks) {
+        Stat a{0.0f, 0.0f, 0.0f};
+        const float* pc = part + 3 * (size_t)c * p.blocks;
+        for (int s = tid; s < p.blocks; s += T)
+            a = stat_merge(a, Stat{__ldcg(pc + 3 * s), __ldcg(pc + 3 * s + 1), __ldcg(pc + 3 * s + 2)});
+        a = warp_merge(a);
+        const int warp = tid >> 5, lane = tid & 31;
+        if (lane == 0) {
+            s_w[3 * warp] = a.n;
+            s_w[3 * warp + 1] = a.mean;
+            s_w[3 * warp + 2] = a.m2;
+        }
+        __syncthreads();
+        if (tid == 0) {
+            Stat t{0.0f, 0.0f, 0.0f};
+            for (int w = 0; w < T / 32; ++w) t = stat_merge(t, Stat{s_w[3 * w], s_w[3 * w + 1], s_w[3 * w + 2]});
+            const float v = fmaxf(t.m2 / t.n, 0.0f);
+            const float centre = ld_act(x + c);
+            const float inv = 1.0f / sqrtf(v + p.eps);
+            const float sc = weight ? weight[c] * inv : inv;
+            aff[3 * c] = centre;
+            aff[3 * c + 1] = sc;
+            aff[3 * c + 2] = (bias ? bias[c] : 0.0f) - t.mean * sc;
+            if (p.running) {
+                const float mo = p.momentum;
+                running_mean[c] = (1.0f - mo) * running_mean[c] + mo * (centre + t.mean);
+                running_var[c] = (1.0f - mo) * running_var[c] + mo * (v * t.n / (t.n - 1.0f));
+            }
+        }
+        __syncthreads();
+    }
+    grid_barrier(bar, p.blocks);
+
+    // ---- pass 2: y, the re-read part first (what pass 1 read last), then shared memory, then registers ----
+    if (!active) return;
+    float m[HAL_VEC], s[HAL_VEC], b[HAL_VEC];
+#pragma unroll
+    for (int j = 0; j < HAL_VEC; ++j) {
+        const float* a3 = aff + 3 * (cv * HAL_VEC + j);
+        m[j] = __ldcg(a3);
+        s[j] = __ldcg(a3 + 1);
+        b[j] = __ldcg(a3 + 2);
+    }
+    for (int k1 = nk; k1 > nreg + nsm; k1 -= U) {
+        uint4 t[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+            if (k1 - 1 - u >= nreg + nsm) t[u] = ld16_hint(xc + (k1 - 1 - u) * kstep, pol_once);
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+            if (k1 - 1 - u >= nreg + nsm) __stcs(reinterpret_cast<uint4*>(yc + (k1 - 1 - u) * kstep), fused_apply(t[u], m, s, b));
+    }
+    for (int k = 0; k < nsm; ++k)
+        __stcs(reinterpret_cast<uint4*>(yc + (nreg + k) * kstep), fused_apply(mine[(size_t)k * T], m, s, b));
+#pragma unroll
+    for (int k = 0; k < R; ++k)
+        if (k < nreg) __stcs(reinterpret_cast<uint4*>(yc + k * kstep), fused_apply(reg[k], m, s, b));
+}
+#endif

@@ -1401,3 +1401,58 @@ def test_cuda_float16_stem_plans_the_implicit_gemm_with_conv_im2col():
                            None, 2, 3, 1, 1)
         resolved = tuner.resolve_spec(sp)
         assert resolved.params["CONV_IM2COL"] == 1 and resolved.level == "arch"
+
+
+def test_cuda_bn_training_plans_one_cooperative_launch_where_it_applies_without_a_gpu():
+    """Without a GPU: NHWC training with BN_FUSED 1 plans batch_norm_train_fused alone, a
+    cooperative launch (no programmatic edge) of one block a multiprocessor whose shared memory
+    fits a block; float16 256x64x32x32 re-reads 3 % of x, float32 at most half of L2; NCHW,
+    C not a multiple of the vector width, a misaligned x, a tensor whose re-read would exceed half
+    of L2, or a device without cooperative launches keep the two-pass plan."""
+    import math
+    import struct
+
+    import numpy as np
+
+    from hal import spec as S
+    from hal.backends.cuda import CudaBuffer
+
+    be, _ = _h200_without_gpu()
+    plans: list[object] = []
+    be._run = lambda plan, buffers: plans.append((plan, buffers))
+    be._barrier_buffer = lambda: CudaBuffer(0x30000, 256, None)
+    be.cooperative = True
+    x, y, odd = CudaBuffer(0x10000, 1 << 31, None), CudaBuffer(0x20000, 1 << 31, None), CudaBuffer(0x10004, 1, None)
+    fused = {"BN_FUSED": 1}
+
+    def plan(shape, dtype=np.float32, layout="NHWC", params=fused, xb=x):
+        g = S.TensorGeometry(*shape, layout, np.dtype(dtype))
+        be.batch_norm(S.batch_norm_spec(g, True, 0.1, 1e-5, True), xb, y, x, x, x, x, params)
+        return plans[-1]
+
+    for dtype, regs in ((np.float32, 12), (np.float16, 4)):
+        es = np.dtype(dtype).itemsize
+        (launch,), bufs = plan((256, 64, 32, 32), dtype, params={**fused, "BN_FUSED_REGS": regs})
+        assert launch.kernel == "batch_norm_train_fused" and launch.cooperative and not launch.pdl
+        assert launch.grid == (132, 1, 1) and launch.block == (512, 1, 1)
+        assert dict(launch.defines)["BN_FUSED_REGS"] == regs and dict(launch.defines)["BN_FUSED_THREADS"] == 512
+        blocks, ncv, rg, smem_vecs, gpw = struct.unpack_from("<5i", launch.args[-1])
+        assert (blocks, ncv, rg, gpw) == (132, 64 * es // 16, 512 // (64 * es // 16), 32 // (64 * es // 16))
+        assert launch.shared + 3 * 32 * 4 <= 232448 and launch.shared >= smem_vecs * 512 * 16
+        per_thread = math.ceil(math.ceil(256 * 32 * 32 / 132) / rg)
+        kept = 132 * 512 * min(per_thread, regs + smem_vecs) * 16
+        reread = 256 * 64 * 32 * 32 * es - kept
+        # float32 keeps about two thirds on chip; float16 all but 2 of each thread's 32 vectors
+        assert 0 < reread <= ((25 << 20) if dtype == np.float32 else (2 << 20)), reread
+        assert {"part", "aff", "bar"} <= set(bufs) and bufs["part"].nbytes >= 12 * 64 * 132
+    for shape, dtype, layout, params, xb in (
+            ((256, 64, 32, 32), np.float32, "NCHW", fused, x),  # NCHW: the two-pass plan
+            ((3, 5, 7, 9), np.float32, "NHWC", fused, x),  # C % 4
+            ((4, 24, 8, 8), np.float32, "NHWC", fused, odd),  # misaligned
+            ((1024, 64, 64, 64), np.float32, "NHWC", fused, x),  # 1 GiB: most of it re-read
+            ((256, 64, 32, 32), np.float32, "NHWC", {}, x)):  # BN_FUSED 0 (the schema default)
+        launches, _ = plan(shape, dtype, layout, params, xb)
+        assert "batch_norm_train_fused" not in [launch.kernel for launch in launches], (shape, layout)
+    be.cooperative = False
+    launches, _ = plan((16, 64, 32, 32))
+    assert [launch.kernel for launch in launches] == ["batch_norm_stats", "batch_norm_finalize", "batch_norm_apply_ex"]

@@ -59,7 +59,8 @@ def h200_backend() -> Any:
 
     info = DeviceInfo("cuda", 0, "NVIDIA H200", "nvidia", "sm_90", "sm_90", 132, 1024, 232448, 140 << 30, True, 32,
                       "cuda", "580", (("compute_capability", "9.0"), ("shared_memory_per_block_default", "49152"),
-                                      ("shared_memory_per_sm", "233472"), ("max_threads_per_sm", "2048")))
+                                      ("shared_memory_per_sm", "233472"), ("max_threads_per_sm", "2048"),
+                                      ("l2_bytes", str(50 << 20))))
     be = CudaBackend.__new__(CudaBackend)
     Backend.__init__(be, info)
     be.force_generic, be._cc, be._arch, be._sms, be._smem_default = False, (9, 0), "sm_90", 132, 48 * 1024
