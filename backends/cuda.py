@@ -894,8 +894,9 @@ class CudaBackend(Backend):
         #: programmatic dependent launch: on sm_90+ where the driver has cuLaunchKernelEx,
         #: unless HAL_CUDA_PDL=0 (docs/backend-cuda.md, "Launching"); read at each launch
         self.pdl = major >= 9 and os.environ.get(PDL_ENV, "1") != "0" and _pdl_api() is not None
-        self.cooperative = (_pdl_api() is not None
-                            and bool(drv.Device(info.index).get_attribute(drv.device_attribute.COOPERATIVE_LAUNCH)))
+        coop_attr = getattr(drv.device_attribute, "COOPERATIVE_LAUNCH", None)  # not in every PyCUDA
+        self.cooperative = _pdl_api() is not None and (
+            bool(drv.Device(info.index).get_attribute(coop_attr)) if coop_attr is not None else major >= 6)
         #: cubins of builds compiled here, until their first PDL launch loads them again
         #: (``build_all``'s, often never launched, are read back from hal's cache instead)
         self._cubins: dict[tuple[str, tuple[tuple[str, int], ...]], bytes] = {}
