@@ -8,7 +8,7 @@
 # cuda_ops.py run into b2/, BENCH_ARGS2: a whole table split by dtype across two steps), bench-nopdl
 # (HAL_CUDA_PDL=0: without programmatic dependent launch), sweep, tune-cuda-rapid,
 # tune-cuda-normal, tune-ocl-rapid, tune-ocl-normal, tvd-cuda, tvd-ocl, demo, hal-bench, ocl-bench, ocl-tests,
-# ocl-ptx, timing, torch-diag, ncu, quant-bench, ncu-quant, bn-breakdown
+# ocl-ptx, timing, torch-diag, ncu, quant-bench, ncu-quant, bn-breakdown, bn-fused
 # (sanitize: SAN_ARGS, default "--only one"; sweep: ONLY, SWEEP_ARGS such as "--dtype float16"; the *_ARGS
 # split on spaces, so check's --match with a space goes in CHECK_MATCH, e.g. CHECK_MATCH="k1n sampled", and
 # cuda_ops.py's --skip in BENCH_SKIP / BENCH_SKIP2, e.g. BENCH_SKIP="g32 64x128x56x56 nhwc float32")
@@ -79,6 +79,9 @@ for s in "$@"; do
     bn-breakdown) # BNB_ARGS: e.g. --vary {"BN_STATS_SUMS":32} (no spaces inside the JSON)
       step bn-breakdown ${T_BNB:-180} python3 benchmarks/experiments/bn_breakdown.py --out "$R" ${BNB_ARGS:-}
       grep -v Warning "$R/bn-breakdown.txt" | tail -24 ;;
+    bn-fused) # BNF_ARGS: e.g. --vary {"BN_FUSED_THREADS":256} (no spaces inside the JSON)
+      step bn-fused ${T_BNF:-180} python3 benchmarks/experiments/bn_fused_phases.py --out "$R" ${BNF_ARGS:-}
+      grep -v Warning "$R/bn-fused.txt" | tail -40 ;;
     torch-diag) # PyTorch's steps on one conv case, one by one (DIAG_ARGS, e.g. "--dtype float32 --groups 32")
       step torch-diag ${T_DIAG:-150} python3 benchmarks/experiments/torch_grouped_nhwc.py ${DIAG_ARGS:-}
       cat "$R/torch-diag.txt" ;;

@@ -920,6 +920,21 @@ extern "C" __global__ void __launch_bounds__(BN_THREADS)
 #ifndef BN_FUSED_REGS
 #define BN_FUSED_REGS 8
 #endif
+// experiments only (benchmarks/experiments/bn_fused_phases.py): thread 0 of each block writes
+// %globaltimer at 6 points to the 8 words after the partials (part + 3 C G, rounded to 8 bytes)
+#ifndef BN_FUSED_PROFILE
+#define BN_FUSED_PROFILE 0
+#endif
+#if BN_FUSED_PROFILE
+#define FUSED_STAMP(i)                                                                                 \
+    if (threadIdx.x == 0) {                                                                            \
+        unsigned long long t_;                                                                         \
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_));                                         \
+        reinterpret_cast<unsigned long long*>(part + ((3LL * C * p.blocks + 1) & ~1LL))[8 * blockIdx.x + (i)] = t_; \
+    }
+#else
+#define FUSED_STAMP(i)
+#endif
 
 struct BnFused {
     int blocks;     // G, the grid (all resident)
@@ -1019,6 +1034,7 @@ extern "C" __global__ void __launch_bounds__(BN_FUSED_THREADS, 1)
     act_t* yc = y + (long long)cv * HAL_VEC + (r0 + g) * C;
     const long long kstep = (long long)rg * C;  // elements between a thread's vectors
     const uint64_t pol_once = l2_policy_evict_first(), pol_keep = l2_policy_evict_last();
+    FUSED_STAMP(0)
 
     float piv[HAL_VEC];
     FusedSums f;
@@ -1050,6 +1066,7 @@ extern "C" __global__ void __launch_bounds__(BN_FUSED_THREADS, 1)
         for (int u = 0; u < U; ++u)
             if (k0 + u < nk) fused_add(f, t[u], piv);
     }
+    FUSED_STAMP(1)
     cp_async_wait<0>();  // this thread's own copies: no block barrier needed to read them
     for (int k = 0; k < nsm; ++k) fused_add(f, mine[(size_t)k * T], piv);
     if (f.kc > 0) {
@@ -1087,7 +1104,9 @@ extern "C" __global__ void __launch_bounds__(BN_FUSED_THREADS, 1)
         o[1] = a.mean;
         o[2] = a.m2;
     }
+    FUSED_STAMP(2)
     grid_barrier(bar, p.blocks);
+    FUSED_STAMP(3)
 
     // ---- per channel: merge the G partials, the affine constants, the running statistics ----
     for (int c = blockIdx.x; c < C; c += p.blocks) {
@@ -1122,6 +1141,7 @@ extern "C" __global__ void __launch_bounds__(BN_FUSED_THREADS, 1)
         __syncthreads();
     }
     grid_barrier(bar, p.blocks);
+    FUSED_STAMP(4)
 
     // ---- pass 2: y, the re-read part first (what pass 1 read last), then shared memory, then registers ----
     if (!active) return;
@@ -1147,5 +1167,6 @@ extern "C" __global__ void __launch_bounds__(BN_FUSED_THREADS, 1)
 #pragma unroll
     for (int k = 0; k < R; ++k)
         if (k < nreg) __stcs(reinterpret_cast<uint4*>(yc + k * kstep), fused_apply(reg[k], m, s, b));
+    FUSED_STAMP(5)
 }
 #endif
