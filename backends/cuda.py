@@ -2580,8 +2580,8 @@ class CudaBackend(Backend):
         blocks = self._sms  # __launch_bounds__(threads, 1): one block an SM always fits
         pixels = spec.n * spec.h * spec.w
         per_thread = _cdiv(_cdiv(pixels, blocks), rg)
-        red = (rg // gpw) * ncv * vecw * 12  # the block reduction's states
-        budget = self._max_smem() - 3 * 32 * 4 - red  # less the kernel's static s_w
+        red = (rg // gpw) * ncv * vecw * 12 + 32 * 12  # the block reduction's states, the finalize's 32
+        budget = self._max_smem() - red
         if budget < 0:
             return None
         smem_vecs = max(0, min(per_thread - regs, budget // (16 * threads)))

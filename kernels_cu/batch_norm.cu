@@ -1011,8 +1011,8 @@ __device__ __forceinline__ uint4 fused_apply(const uint4& u, const float (&m)[HA
 }
 
 // x, y 16-byte aligned, C % HAL_VEC == 0, ncv <= BN_FUSED_THREADS; M = N * HW pixels.
-// Shared memory: smem_vecs * BN_FUSED_THREADS 16-byte vectors, then the block reduction's
-// (BN_FUSED_THREADS / gpw) * HAL_VEC states (3 floats each).
+// Shared memory (dynamic only): smem_vecs * BN_FUSED_THREADS 16-byte vectors, then the block
+// reduction's (rg / gpw) * ncv * HAL_VEC states and the finalize's 32 (3 floats each).
 extern "C" __global__ void __launch_bounds__(BN_FUSED_THREADS, 1)
     batch_norm_train_fused(const act_t* __restrict__ x, act_t* __restrict__ y, const float* __restrict__ weight,
                            const float* __restrict__ bias, float* running_mean, float* running_var,
@@ -1021,7 +1021,6 @@ extern "C" __global__ void __launch_bounds__(BN_FUSED_THREADS, 1)
     constexpr int T = BN_FUSED_THREADS;
     constexpr int U = 4;  // shared-memory and re-read vectors in flight per thread
     extern __shared__ __align__(16) uint4 s_cache[];
-    __shared__ float s_w[3 * 32];
     const int tid = threadIdx.x;
     const int ncv = p.ncv, rg = p.rg;
     const int g = tid / ncv, cv = tid - g * ncv;
@@ -1082,6 +1081,9 @@ extern "C" __global__ void __launch_bounds__(BN_FUSED_THREADS, 1)
             for (int off = 16; off >= ncv; off >>= 1) f.st[j] = stat_merge(f.st[j], stat_shfl_xor(f.st[j], off));
     }
     const int entries = rg / p.gpw;  // states per channel group in s_red
+    // the warps' merged states of the finalize, after s_red: all of the kernel's shared memory is
+    // dynamic, so that a launch under 48 KiB needs no opt-in (a static array would count on top)
+    float* s_w = s_red + 3 * (size_t)entries * ncv * HAL_VEC;
     if (active && g % p.gpw == 0) {
         float* d = s_red + 3 * ((size_t)(g / p.gpw) * ncv + cv) * HAL_VEC;
 #pragma unroll
