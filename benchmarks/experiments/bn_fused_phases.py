@@ -35,6 +35,24 @@ from hal import device as hal_device
 PHASES = ("start", "pass-1 loads issued", "partials written", "barrier 1", "finalize + barrier 2", "end")
 
 
+def with_defines(be: Any, hal_call: Any, defines: dict[str, int]) -> Any:
+    """hal_call with batch_norm_train_fused built with `defines` as well (experiments' -D, not parameters)."""
+    def call(i: int, params: dict[str, int]) -> None:
+        run = be._run
+
+        def patched(plan: Any, bufs: Any) -> None:
+            run(tuple(dataclasses.replace(launch, defines=tuple(sorted({**dict(launch.defines), **defines}.items())))
+                      if launch.kernel == "batch_norm_train_fused" else launch for launch in plan), bufs)
+
+        be._run = patched
+        try:
+            hal_call(i, params)
+        finally:
+            del be._run
+
+    return call if defines else hal_call
+
+
 def profile_once(be: Any, hal_call: Any, params: dict[str, int], c: int) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """One call with batch_norm_train_fused built with BN_FUSED_PROFILE 1; its plan and buffers."""
     kept: list[Any] = []
@@ -88,10 +106,13 @@ def run_case(torch: Any, F: Any, dev: Any, case: Any, varies: list[dict[str, int
     print(f"{case.name} {case.dtype}: served queued {two_pass:.4f} ms", flush=True)
     rows = []
     for extra in varies:
-        params = {**served, "BN_FUSED": 1, **extra}
-        ok, detail = check(params)
-        whole, _ = B.time_queued(torch, lambda i, params=params: hal_call(i, params))
-        plan, bufs = profile_once(be, hal_call, params, spec.c)
+        # keys "D:NAME" are -D defines of the fused kernel's build (experiments), the rest parameters
+        defines = {k[2:]: int(v) for k, v in extra.items() if k.startswith("D:")}
+        params = {**served, "BN_FUSED": 1, **{k: v for k, v in extra.items() if not k.startswith("D:")}}
+        call = with_defines(be, hal_call, defines)
+        ok, detail = check(params) if not defines else (None, "experiment build")
+        whole, _ = B.time_queued(torch, lambda i, params=params, call=call: call(i, params))
+        plan, bufs = profile_once(be, call, params, spec.c)
         row: dict[str, Any] = {"case": case.name, "dtype": case.dtype, "extra": extra, "ok": ok, "detail": detail,
                                "queued_ms": whole, "two_pass_ms": two_pass, "kernels": [x.kernel for x in plan]}
         if plan[0].kernel == "batch_norm_train_fused":
