@@ -44,11 +44,15 @@ def with_defines(be: Any, hal_call: Any, defines: dict[str, int]) -> Any:
             run(tuple(dataclasses.replace(launch, defines=tuple(sorted({**dict(launch.defines), **defines}.items())))
                       if launch.kernel == "batch_norm_train_fused" else launch for launch in plan), bufs)
 
+        saved = be.__dict__.get("_run")  # profile_once may have laid its own over the method
         be._run = patched
         try:
             hal_call(i, params)
         finally:
-            del be._run
+            if saved is None:
+                del be._run
+            else:
+                be._run = saved
 
     return call if defines else hal_call
 
