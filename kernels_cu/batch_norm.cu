@@ -1050,15 +1050,22 @@ extern "C" __global__ void __launch_bounds__(BN_FUSED_THREADS, 1)
 #endif
     FUSED_STAMP(0)
 
+    // the pivots K_c through shared memory: every thread of every block loading the same few
+    // lines of x (or of aff below) made those L2 lines a hot spot (session 28: the second pass
+    // took 60 us for 4 MB of stores, in proportion to the threads)
+    float* s_red = reinterpret_cast<float*>(s_cache + (size_t)p.smem_vecs * T);  // >= 3 C floats
+    for (int c = tid; c < C; c += T) s_red[c] = ld_act(x + c);
+    __syncthreads();
     float piv[HAL_VEC];
     FusedSums f;
 #pragma unroll
     for (int j = 0; j < HAL_VEC; ++j) {
-        piv[j] = active ? ld_act(x + cv * HAL_VEC + j) : 0.0f;
+        piv[j] = active ? s_red[cv * HAL_VEC + j] : 0.0f;
         f.s1[j] = f.s2[j] = f.cp[j] = 0.0f;
         f.st[j] = Stat{0.0f, 0.0f, 0.0f};
     }
     f.kc = 0;
+    __syncthreads();  // s_red takes the partial states later
 
     // ---- pass 1: read x once; the shared-memory part as copies all in flight at once ----
     uint4* mine = s_cache + tid;
@@ -1081,7 +1088,10 @@ extern "C" __global__ void __launch_bounds__(BN_FUSED_THREADS, 1)
             if (k0 + u < nk) fused_add(f, t[u], piv);
     }
     FUSED_STAMP(1)
-    cp_async_wait<0>();  // this thread's own copies: no block barrier needed to read them
+#if HAL_HAS_CP_ASYNC
+    // this thread's own copies: no block barrier needed to read them ("memory": the reads below stay below)
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+#endif
     for (int k = 0; k < nsm; ++k) fused_add(f, mine[(size_t)k * T], piv);
     if (f.kc > 0) {
 #pragma unroll
@@ -1089,7 +1099,6 @@ extern "C" __global__ void __launch_bounds__(BN_FUSED_THREADS, 1)
     }
 
     // ---- block partials: lanes of one channel group merge by shuffles, then through shared memory ----
-    float* s_red = reinterpret_cast<float*>(s_cache + (size_t)p.smem_vecs * T);
     if (p.gpw > 1) {
 #pragma unroll
         for (int j = 0; j < HAL_VEC; ++j)
@@ -1161,14 +1170,16 @@ extern "C" __global__ void __launch_bounds__(BN_FUSED_THREADS, 1)
     FUSED_STAMP(4)
 
     // ---- pass 2: y, the re-read part first (what pass 1 read last), then shared memory, then registers ----
+    for (int i = tid; i < 3 * C; i += T) s_red[i] = __ldcg(aff + i);  // once a block (see the pivots)
+    __syncthreads();
     if (!active) return;
     float m[HAL_VEC], s[HAL_VEC], b[HAL_VEC];
 #pragma unroll
     for (int j = 0; j < HAL_VEC; ++j) {
-        const float* a3 = aff + 3 * (cv * HAL_VEC + j);
-        m[j] = __ldcg(a3);
-        s[j] = __ldcg(a3 + 1);
-        b[j] = __ldcg(a3 + 2);
+        const float* a3 = s_red + 3 * (cv * HAL_VEC + j);
+        m[j] = a3[0];
+        s[j] = a3[1];
+        b[j] = a3[2];
     }
     for (int k1 = nk; k1 > nreg + nsm; k1 -= U) {
         uint4 t[U];
