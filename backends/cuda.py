@@ -834,6 +834,7 @@ class CudaBackend(Backend):
     #: cooperative launches (batch_norm_train_fused): set per device in __init__ (the driver's
     #: cuLaunchKernelEx and the device's attribute), cleared when the driver refuses one
     cooperative: bool = False
+    _capturing: bool = False  # set per instance by capture (a class default for planners made without __init__)
 
     # -- discovery ---------------------------------------------------------------------
     @classmethod
@@ -2461,7 +2462,9 @@ class CudaBackend(Backend):
         """BatchNorm forward (training updates the running statistics in place)."""
         self._float_only("batch_norm", spec.dtype, spec)
         aligned = int(x) % 16 == 0 and int(y) % 16 == 0
-        key = ("bn", spec, self._pkey(params), aligned, self.cooperative)
+        # no cooperative launch inside a capture (cuLaunchKernelEx with the cooperative attribute
+        # did not capture on the H200's driver, session 28): the two-pass plan there
+        key = ("bn", spec, self._pkey(params), aligned, self.cooperative and not self._capturing)
         plan = self._planned(key, lambda: self._plan_batch_norm(spec, params, aligned))
         c = spec.c
         buffers: dict[str, Buffer | None] = {
@@ -2569,7 +2572,7 @@ class CudaBackend(Backend):
         not apply: no cooperative launch, C not a multiple of the vector width or past one block's
         threads, or more of x than half of L2 would have to be re-read (the two-pass plan then
         streams better: more resident warps)."""
-        if not self.cooperative or spec.c % vecw:
+        if not self.cooperative or self._capturing or spec.c % vecw:
             return None
         threads, regs = int(p["BN_FUSED_THREADS"]), int(p["BN_FUSED_REGS"])
         ncv = spec.c // vecw

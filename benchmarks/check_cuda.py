@@ -1158,6 +1158,10 @@ def bn_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
                         ("fused regs 4 threads 256", (16, 64, 17, 31), {**fz, "BN_FUSED_REGS": 4,
                                                                         "BN_FUSED_THREADS": 256}),
                         ("fused threads 1024", (16, 40, 17, 31), {**fz, "BN_FUSED_REGS": 4, "BN_FUSED_THREADS": 1024}),
+                        # the sm_90 entries' sets (float32 512 / 12, float16 256 / 12) at the benchmark's size
+                        ("fused 512 regs 12 256x64x32x32", (256, 64, 32, 32), {**fz, "BN_FUSED_REGS": 12}),
+                        ("fused 256 regs 12 256x64x32x32", (256, 64, 32, 32), {**fz, "BN_FUSED_REGS": 12,
+                                                                               "BN_FUSED_THREADS": 256}),
                         # the benchmark's size: float32 re-reads a third of x (on-chip: registers and shared memory)
                         ("fused 256x64x32x32", (256, 64, 32, 32), fz)):
                     check_bn(dev, rng, name, shape, training=True, params=params, kernel=fk, **c)
