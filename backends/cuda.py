@@ -494,6 +494,9 @@ _SCHEMAS: dict[str, KernelSchema] = {
             Param("BN_FUSED_REGS", (0, 4, 8, 12, 16), 8,
                   "batch_norm_train_fused: 16-byte vectors each thread keeps in registers "
                   "(-D, that kernel's builds only)"),
+            Param("BN_FUSED_FIN", (0, 1), 0,
+                  "batch_norm_train_fused: 1 = every block merges every channel's partials (one grid barrier), "
+                  "where they are at most 128 KiB; 0 = a block a channel and a second barrier"),
         ),
         (_fits_threads("BN_THREADS", "BN_FUSED_THREADS"),),
     ),
@@ -2583,7 +2586,7 @@ class CudaBackend(Backend):
         blocks = self._sms  # __launch_bounds__(threads, 1): one block an SM always fits
         pixels = spec.n * spec.h * spec.w
         per_thread = _cdiv(_cdiv(pixels, blocks), rg)
-        red = (rg // gpw) * ncv * vecw * 12 + 32 * 12  # the block reduction's states, the finalize's 32
+        red = (rg // gpw) * ncv * vecw * 12  # the block reduction's states
         budget = self._max_smem() - red
         if budget < 0:
             return None
@@ -2593,7 +2596,9 @@ class CudaBackend(Backend):
         l2 = int(dict(self.info.extras).get("l2_bytes", "0") or 0)
         if reread > l2 // 2:
             return None
-        blob = struct.pack("<5i2fi", blocks, ncv, rg, smem_vecs, gpw, spec.eps, spec.momentum, int(spec.has_running))
+        fin = int(bool(p["BN_FUSED_FIN"]) and spec.c * blocks * 12 <= 128 * 1024)
+        blob = struct.pack("<5i2f2i", blocks, ncv, rg, smem_vecs, gpw, spec.eps, spec.momentum,
+                           int(spec.has_running), fin)
         fdefines = tuple(sorted({**dict(defines), "BN_FUSED_THREADS": threads, "BN_FUSED_REGS": regs}.items()))
         return (Launch("batch_norm.cu", fdefines, "batch_norm_train_fused", f"PPPPPPPPPqi{len(blob)}s", (blocks, 1, 1),
                        (threads, 1, 1), smem_vecs * threads * 16 + red,

@@ -1162,11 +1162,23 @@ def bn_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
                         ("fused 512 regs 12 256x64x32x32", (256, 64, 32, 32), {**fz, "BN_FUSED_REGS": 12}),
                         ("fused 256 regs 12 256x64x32x32", (256, 64, 32, 32), {**fz, "BN_FUSED_REGS": 12,
                                                                                "BN_FUSED_THREADS": 256}),
+                        # every block merging every channel (BN_FUSED_FIN 1: one grid barrier); C2048 is past the
+                        # planner's 128 KiB of partials and keeps two barriers
+                        ("fused fin1", (16, 64, 32, 32), {**fz, "BN_FUSED_FIN": 1}),
+                        ("fused fin1 C40", (8, 40, 13, 11), {**fz, "BN_FUSED_FIN": 1}),
+                        ("fused fin1 1 image", (1, 8, 5, 7), {**fz, "BN_FUSED_FIN": 1}),
+                        ("fused fin1 C2048 (two barriers)", (16, 2048, 7, 7), {**fz, "BN_FUSED_FIN": 1}),
+                        ("fused fin1 512 regs 12 256x64x32x32", (256, 64, 32, 32),
+                         {**fz, "BN_FUSED_FIN": 1, "BN_FUSED_REGS": 12}),
+                        ("fused fin1 256 regs 12 256x64x32x32", (256, 64, 32, 32),
+                         {**fz, "BN_FUSED_FIN": 1, "BN_FUSED_REGS": 12, "BN_FUSED_THREADS": 256}),
                         # the benchmark's size: float32 re-reads a third of x (on-chip: registers and shared memory)
                         ("fused 256x64x32x32", (256, 64, 32, 32), fz)):
                     check_bn(dev, rng, name, shape, training=True, params=params, kernel=fk, **c)
                 check_bn(dev, rng, "fused no running", (4, 24, 8, 8), training=True, running=False, params=fz,
                          kernel=fk, **c)
+                check_bn(dev, rng, "fused fin1 no running", (4, 24, 8, 8), training=True, running=False,
+                         params={**fz, "BN_FUSED_FIN": 1}, kernel=fk, **c)
                 check_bn(dev, rng, "fused no affine", (4, 24, 8, 8), training=True, affine=False, params=fz,
                          kernel=fk, **c)
                 check_bn(dev, rng, "fused C5 (two-pass)", (3, 5, 7, 9), training=True, params=fz,

@@ -651,8 +651,9 @@ def build_cases(quick: bool) -> list[Case]:
             {"BN_THREADS": 256, "BN_UNROLL": 2, "BN_BLOCKS_PER_SM": 8})]
         # NHWC training in one cooperative launch (batch_norm_train_fused, session 28): threads, vectors in registers
         bn_fused = [{"BN_FUSED": 1, "BN_FUSED_THREADS": t, "BN_FUSED_REGS": r}
-                    for t, r in ((512, 0), (512, 4), (512, 8), (512, 12), (256, 4), (256, 12), (256, 16),
-                                 (1024, 0), (1024, 4))]
+                    for t, r in ((512, 8), (512, 12), (256, 4), (256, 12), (256, 16))]
+        # every block merging every channel, one grid barrier (BN_FUSED_FIN, session 28)
+        bn_fused += [{**q, "BN_FUSED_FIN": 1} for q in bn_fused]
         for layout in ("NCHW", "NHWC"):
             for mode in ("train", "infer"):
                 cases.append(Case(f"bn {mode} fwd 256x64x32x32 {layout.lower()}", "batch_norm", dtype, layout,

@@ -950,6 +950,7 @@ struct BnFused {
     int gpw;        // lanes of one channel group in a warp (32 / ncv where ncv divides 32, else 1)
     float eps, momentum;
     int running;  // 1: update running_mean / running_var
+    int fin;      // 1: every block merges every channel (one grid barrier); 0: a block a channel, two barriers
 };
 
 __device__ __forceinline__ void grid_barrier(unsigned* bar, unsigned nblocks) {
@@ -1020,8 +1021,10 @@ __device__ __forceinline__ uint4 fused_apply(const uint4& u, const float (&m)[HA
 }
 
 // x, y 16-byte aligned, C % HAL_VEC == 0, ncv <= BN_FUSED_THREADS; M = N * HW pixels.
-// Shared memory (dynamic only): smem_vecs * BN_FUSED_THREADS 16-byte vectors, then the block
-// reduction's (rg / gpw) * ncv * HAL_VEC states and the finalize's 32 (3 floats each).
+// Shared memory (dynamic only, so that a launch under 48 KiB needs no opt-in: a static array
+// would count on top): smem_vecs * BN_FUSED_THREADS 16-byte vectors, then the block
+// reduction's (rg / gpw) * ncv * HAL_VEC states (3 floats each; later the pivots and the
+// channels' constants).
 extern "C" __global__ void __launch_bounds__(BN_FUSED_THREADS, 1)
     batch_norm_train_fused(const act_t* __restrict__ x, act_t* __restrict__ y, const float* __restrict__ weight,
                            const float* __restrict__ bias, float* running_mean, float* running_var,
@@ -1067,9 +1070,13 @@ extern "C" __global__ void __launch_bounds__(BN_FUSED_THREADS, 1)
     f.kc = 0;
     __syncthreads();  // s_red takes the partial states later
 
-    // ---- pass 1: read x once; the shared-memory part as copies all in flight at once ----
+    // ---- pass 1: read x once; the shared-memory part as copies all in flight at once, in two
+    // groups, so that the first half's statistics overlap the second half's copies ----
     uint4* mine = s_cache + tid;
-    for (int k = 0; k < nsm; ++k) fused_cp16(mine + (size_t)k * T, xc + (nreg + k) * kstep, pol_once);
+    const int nsm_a = (nsm + 1) / 2;
+    for (int k = 0; k < nsm_a; ++k) fused_cp16(mine + (size_t)k * T, xc + (nreg + k) * kstep, pol_once);
+    cp_async_commit();
+    for (int k = nsm_a; k < nsm; ++k) fused_cp16(mine + (size_t)k * T, xc + (nreg + k) * kstep, pol_once);
     cp_async_commit();
     uint4 reg[R > 0 ? R : 1];
 #pragma unroll
@@ -1088,11 +1095,27 @@ extern "C" __global__ void __launch_bounds__(BN_FUSED_THREADS, 1)
             if (k0 + u < nk) fused_add(f, t[u], piv);
     }
     FUSED_STAMP(1)
+    // this thread's own copies: no block barrier needed to read them ("memory": the reads below
+    // stay below the wait); shared-memory reads in batches of U, ahead of their arithmetic
+    auto add_smem = [&](int k0, int k1) {
+        for (; k0 < k1; k0 += U) {
+            uint4 t[U];
+#pragma unroll
+            for (int u = 0; u < U; ++u)
+                if (k0 + u < k1) t[u] = mine[(size_t)(k0 + u) * T];
+#pragma unroll
+            for (int u = 0; u < U; ++u)
+                if (k0 + u < k1) fused_add(f, t[u], piv);
+        }
+    };
 #if HAL_HAS_CP_ASYNC
-    // this thread's own copies: no block barrier needed to read them ("memory": the reads below stay below)
+    asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+#endif
+    add_smem(0, nsm_a);
+#if HAL_HAS_CP_ASYNC
     asm volatile("cp.async.wait_group 0;\n" ::: "memory");
 #endif
-    for (int k = 0; k < nsm; ++k) fused_add(f, mine[(size_t)k * T], piv);
+    add_smem(nsm_a, nsm);
     if (f.kc > 0) {
 #pragma unroll
         for (int j = 0; j < HAL_VEC; ++j) bn_sums_flush(f.st[j], f.s1[j], f.s2[j], f.cp[j], f.kc);
@@ -1105,9 +1128,6 @@ extern "C" __global__ void __launch_bounds__(BN_FUSED_THREADS, 1)
             for (int off = 16; off >= ncv; off >>= 1) f.st[j] = stat_merge(f.st[j], stat_shfl_xor(f.st[j], off));
     }
     const int entries = rg / p.gpw;  // states per channel group in s_red
-    // the warps' merged states of the finalize, after s_red: all of the kernel's shared memory is
-    // dynamic, so that a launch under 48 KiB needs no opt-in (a static array would count on top)
-    float* s_w = s_red + 3 * (size_t)entries * ncv * HAL_VEC;
     if (active && g % p.gpw == 0) {
         float* d = s_red + 3 * ((size_t)(g / p.gpw) * ncv + cv) * HAL_VEC;
 #pragma unroll
@@ -1134,44 +1154,46 @@ extern "C" __global__ void __launch_bounds__(BN_FUSED_THREADS, 1)
     grid_barrier(bar, p.blocks);
     FUSED_STAMP(3)
 
-    // ---- per channel: merge the G partials, the affine constants, the running statistics ----
-    for (int c = blockIdx.x; c < C; c += p.blocks) {
+    // ---- per channel: merge the G partials (a warp a channel: lanes over the partials in a fixed
+    // order, then xor shuffles), the affine constants, the running statistics once ----
+    const int warp = tid >> 5, lane = tid & 31;
+    auto merge_channel = [&](int c, float* dst) {
         Stat a{0.0f, 0.0f, 0.0f};
         const float* pc = part + 3 * (size_t)c * p.blocks;
-        for (int s = tid; s < p.blocks; s += T)
+        for (int s = lane; s < p.blocks; s += 32)
             a = stat_merge(a, Stat{__ldcg(pc + 3 * s), __ldcg(pc + 3 * s + 1), __ldcg(pc + 3 * s + 2)});
         a = warp_merge(a);
-        const int warp = tid >> 5, lane = tid & 31;
         if (lane == 0) {
-            s_w[3 * warp] = a.n;
-            s_w[3 * warp + 1] = a.mean;
-            s_w[3 * warp + 2] = a.m2;
-        }
-        __syncthreads();
-        if (tid == 0) {
-            Stat t{0.0f, 0.0f, 0.0f};
-            for (int w = 0; w < T / 32; ++w) t = stat_merge(t, Stat{s_w[3 * w], s_w[3 * w + 1], s_w[3 * w + 2]});
-            const float v = fmaxf(t.m2 / t.n, 0.0f);
+            const float v = fmaxf(a.m2 / a.n, 0.0f);
             const float centre = ld_act(x + c);
             const float inv = 1.0f / sqrtf(v + p.eps);
             const float sc = weight ? weight[c] * inv : inv;
-            aff[3 * c] = centre;
-            aff[3 * c + 1] = sc;
-            aff[3 * c + 2] = (bias ? bias[c] : 0.0f) - t.mean * sc;
-            if (p.running) {
+            dst[3 * c] = centre;
+            dst[3 * c + 1] = sc;
+            dst[3 * c + 2] = (bias ? bias[c] : 0.0f) - a.mean * sc;
+            if (p.running && c % p.blocks == (int)blockIdx.x) {  // one block a channel
                 const float mo = p.momentum;
-                running_mean[c] = (1.0f - mo) * running_mean[c] + mo * (centre + t.mean);
-                running_var[c] = (1.0f - mo) * running_var[c] + mo * (v * t.n / (t.n - 1.0f));
+                running_mean[c] = (1.0f - mo) * running_mean[c] + mo * (centre + a.mean);
+                running_var[c] = (1.0f - mo) * running_var[c] + mo * (v * a.n / (a.n - 1.0f));
             }
         }
+    };
+    if (p.fin) {
+        // every block merges every channel itself (the same order everywhere, so the same bits), into
+        // shared memory: no second barrier; the planner picks this where C * G partials are few
+        for (int c = warp; c < C; c += T / 32) merge_channel(c, s_red);
+        __syncthreads();
+        FUSED_STAMP(4)
+    } else {
+        // block b the channels b, b + G, ... (a warp each), through aff to every block after a barrier
+        for (int c = (int)blockIdx.x + warp * p.blocks; c < C; c += (T / 32) * p.blocks) merge_channel(c, aff);
+        grid_barrier(bar, p.blocks);
+        FUSED_STAMP(4)
+        for (int i = tid; i < 3 * C; i += T) s_red[i] = __ldcg(aff + i);  // once a block (see the pivots)
         __syncthreads();
     }
-    grid_barrier(bar, p.blocks);
-    FUSED_STAMP(4)
 
     // ---- pass 2: y, the re-read part first (what pass 1 read last), then shared memory, then registers ----
-    for (int i = tid; i < 3 * C; i += T) s_red[i] = __ldcg(aff + i);  // once a block (see the pivots)
-    __syncthreads();
     if (!active) return;
     float m[HAL_VEC], s[HAL_VEC], b[HAL_VEC];
 #pragma unroll

@@ -1445,6 +1445,11 @@ def test_cuda_bn_training_plans_one_cooperative_launch_where_it_applies_without_
         # float32 keeps about two thirds on chip; float16 all but 2 of each thread's 32 vectors
         assert 0 < reread <= ((25 << 20) if dtype == np.float32 else (2 << 20)), reread
         assert {"part", "aff", "bar"} <= set(bufs) and bufs["part"].nbytes >= 12 * 64 * 132
+        assert struct.unpack_from("<i", launch.args[-1], 32)[0] == 0  # BnFused.fin: two barriers by default
+    # BN_FUSED_FIN 1: every block merges every channel where the partials are at most 128 KiB (C 64: 99 KiB)
+    for c, fin in ((64, 1), (128, 0)):
+        (launch,), _ = plan((16, c, 8, 8), params={**fused, "BN_FUSED_FIN": 1})
+        assert struct.unpack_from("<i", launch.args[-1], 32)[0] == fin, c
     for shape, dtype, layout, params, xb in (
             ((256, 64, 32, 32), np.float32, "NCHW", fused, x),  # NCHW: the two-pass plan
             ((3, 5, 7, 9), np.float32, "NHWC", fused, x),  # C % 4
