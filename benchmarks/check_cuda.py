@@ -1452,6 +1452,10 @@ def one_suite(dev: Dev, rng: np.random.Generator) -> None:
                 check_bn(dev, rng, "one scalar", (3, 5, 3, 3), training=training, **c)
             for kernel, shape in (("", (4, 16, 6, 8)), (" flat", (3, 24, 5, 8))):  # both flat kernels, NHWC
                 check_bn(dev, rng, f"one early{kernel}", shape, training=False, params={"BN_INFER_EARLY": 1}, **c)
+            if layout == "NHWC":  # one cooperative launch each: a block a channel, and every block every channel
+                for fin in (0, 1):
+                    check_bn(dev, rng, f"one fused fin{fin}", (4, 16, 6, 8), training=True,
+                             params={"BN_FUSED": 1, "BN_FUSED_FIN": fin}, kernel="batch_norm_train_fused", **c)
             if layout == "NCHW":
                 check_bn(dev, rng, "one merged", (4, 16, 6, 8), training=True, params={"BN_APPLY_MERGE": 1}, **c)
     for dtype in (np.int8, np.uint8):
