@@ -6,7 +6,8 @@ GEMM (``conv2d_k1_gemm_persist_cs``, ``conv2d_k1_gemm_nchw_persist``), one float
 SGEMM ``conv2d_k1_simt`` and one uint8 x int8
 QLinearConv through ``qconv2d_k3_tc`` (NHWC: the zero-point algebra and the mma of ones),
 BatchNorm's flat inference with its first loads early, BatchNorm training (its statistics'
-shifted-sum chunks) and the tiled direct conv (grouped 3x3, a strided 7x7), the grouped
+shifted-sum chunks, and in one cooperative launch with grid barriers) and the tiled direct conv
+(grouped 3x3, a strided 7x7), the grouped
 tensor-core conv, the dense 3x3 CUDA-core conv, the implicit GEMMs (float16 stems on tensor cores, float32
 on CUDA cores), the float16
 NCHW depthwise conv on tensor cores and its row strips with
@@ -294,3 +295,24 @@ def test_depthwise_row_strips_with_shuffled_halos_match_the_plain_strips_on_the_
                                                same_as={"DW_ROWS": 4}, kernel="conv2d_dw_rows4s_k3s1")
     assert kernel == "conv2d_dw_rows4s_k3s1"
     assert ok, detail
+
+
+@pytest.mark.parametrize("name, kw", [
+    # float32 C 64 over 3 blocks: a block a channel, two grid barriers (the sm_90 entries' mode)
+    ("float32 3x64x9x7 a block a channel", dict(shape=(3, 64, 9, 7), dtype=np.float32, params={}, sms=3,
+                                                data="normal")),
+    # float16 with 4 of each thread's 38 vectors re-read, pivots far from the mean
+    ("float16 8x64x30x30 re-read", dict(shape=(8, 64, 30, 30), dtype=np.float16, params={}, sms=3, data="outlier")),
+    # every block merging every channel (one grid barrier), C 24 (channel groups not sharing a warp), mean 1e4
+    ("float32 C24 every block every channel", dict(shape=(4, 24, 7, 9), dtype=np.float32,
+                                                   params={"BN_FUSED_FIN": 1}, sms=2, data="big_mean")),
+])
+def test_batch_norm_training_in_one_cooperative_launch_matches_the_oracle_on_the_emulator(emu, name, kw):
+    """batch_norm_train_fused (BN_FUSED 1, NHWC) with every block's threads at once (emu_launch_coop:
+    each block runs until its threads only spin, so a read of another block's writes without a grid
+    barrier between them fails), y and the running statistics against the float64 oracle."""
+    cuda_emu, be, work = emu
+    kernel, ok, detail = cuda_emu.check_bn_train(be, np.random.default_rng(29), work, layout="NHWC",
+                                                 kernel="batch_norm_train_fused",
+                                                 **{**kw, "params": {"BN_FUSED": 1, **kw["params"]}})
+    assert ok, f"{name}: {kernel}: {detail}"

@@ -1461,3 +1461,37 @@ def test_cuda_bn_training_plans_one_cooperative_launch_where_it_applies_without_
     be.cooperative = False
     launches, _ = plan((16, 64, 32, 32))
     assert [launch.kernel for launch in launches] == ["batch_norm_stats", "batch_norm_finalize", "batch_norm_apply_ex"]
+
+
+def test_cuda_bn_training_falls_back_to_two_passes_when_the_driver_refuses_a_cooperative_grid_without_a_gpu():
+    """Without a GPU: a cooperative launch the driver refuses (CooperativeLaunchRefused, nothing of the
+    call ran) gives one RuntimeWarning naming the kernel, the two-pass plan runs in the same call, and
+    later calls plan two passes from the start; a capture plans two passes too."""
+    import numpy as np
+    import pytest
+
+    from hal import spec as S
+    from hal.backends.cuda import CooperativeLaunchRefused, CudaBuffer
+
+    be, _ = _h200_without_gpu()
+    ran: list[tuple[str, ...]] = []
+
+    def run(plan, buffers):
+        if plan[0].cooperative:
+            raise CooperativeLaunchRefused(f"{plan[0].kernel}: cooperative grid of {plan[0].grid[0]} blocks refused")
+        ran.append(tuple(launch.kernel for launch in plan))
+
+    be._run = run
+    be._barrier_buffer = lambda: CudaBuffer(0x30000, 256, None)
+    be.cooperative = True
+    x = CudaBuffer(0x10000, 1 << 30, None)
+    sp = S.batch_norm_spec(S.TensorGeometry(16, 64, 32, 32, "NHWC", np.dtype(np.float32)), True, 0.1, 1e-5, True)
+    two_pass = ("batch_norm_stats", "batch_norm_finalize", "batch_norm_apply_ex")
+    with pytest.warns(RuntimeWarning, match="batch_norm_train_fused"):
+        be.batch_norm(sp, x, x, x, x, x, x, {"BN_FUSED": 1})
+    assert ran == [two_pass] and not be.cooperative
+    be.batch_norm(sp, x, x, x, x, x, x, {"BN_FUSED": 1})
+    assert ran[-1] == two_pass
+    be.cooperative, be._capturing = True, True
+    be.batch_norm(sp, x, x, x, x, x, x, {"BN_FUSED": 1})
+    assert ran[-1] == two_pass and be.cooperative

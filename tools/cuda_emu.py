@@ -9,13 +9,17 @@ the tiled direct convs `conv2d_grp_k3s1` / `conv2d_grp_g` and the grouped tensor
 `conv2d_grp_tc8` / `conv2d_grp_tc16`, the implicit GEMMs `conv2d_im2col_tc` / `conv2d_im2col_simt`
 (kernels_cu/conv2d.cu), the int8 convs of `quant_conv2d.cu` (`qconv2d_k3_tc`,
 `qconv2d_co4`, `qconv2d`), BatchNorm's flat inference kernels (`batch_norm_infer_flat`,
-`batch_norm_infer_flat_reg`) and its training kernels (statistics, finalize, apply), and the NHWC
+`batch_norm_infer_flat_reg`) and its training kernels (statistics, finalize, apply, and the
+cooperative `batch_norm_train_fused`), and the NHWC
 global pooling kernels `adaptive_pool2d_{max,avg}_gvec` (lanes per pair, shuffles) before any of it: the kernels'
 own source, compiled by g++ (C++20) against `tools/cuda_emu/` (a host `hal_prelude.cuh`, CUDA
 keywords, float16, and the warp collectives: ldmatrix.x4 (and .trans, `check_ldmatrix`), mma.sync
 m16n8k16 f16 and m16n8k32 s8/u8, shfl.xor), launched with the plan the real launcher makes for an H200 (grid, block,
 shared memory, arguments), one fiber per CUDA thread (a switch at each barrier, each pass over
-them in the other direction), blocks one after another.
+them in the other direction), blocks one after another; a cooperative launch (grid barriers) runs
+every block at once, each block until its threads only spin in a grid barrier's wait, the blocks
+in turn, each turn in the other direction (a read of another block's writes without a barrier
+between them then sees them unwritten).
 
 What it shows: wrong indices, tiles, swizzles, fragment layouts, zero-point algebra, stores
 outside the output (the output is poisoned with NaN or the dtype's extremes; the buffers have
@@ -66,6 +70,8 @@ def h200_backend() -> Any:
     be.force_generic, be._cc, be._arch, be._sms, be._smem_default = False, (9, 0), "sm_90", 132, 48 * 1024
     be._lock, be._workspace = threading.RLock(), {}
     be._workspace_buffer = lambda name, nbytes: CudaBuffer(0x100000, nbytes, None)
+    be._barrier_buffer = lambda: CudaBuffer(0x100000, 256, None)
+    be.cooperative = True  # as the H200's driver (batch_norm_train_fused where BN_FUSED asks for it)
     return be
 
 
@@ -112,7 +118,13 @@ def kernel_source(file: str) -> str:
         prelude = (KERNELS / "hal_prelude.cuh").read_text()
         start = prelude.index("struct Stat {")
         stats = prelude[start:prelude.index("\n}\n", prelude.index("Stat stat_shfl_xor(", start)) + 3]
-        text = stats + text[:text.index("// contract entry point")]
+        # and the cooperative training kernel after it (emu_launch_coop runs its grid barriers)
+        fused = text[text.index("// Training in one launch (NHWC"):]
+        text = stats + text[:text.index("// contract entry point")] + fused
+        text = _replace_body(text, "fused_cp16", "(void)pol; cp_async16(smem, g);")
+        text = _replace_body(text, "fused_wait", "cp_async_wait<N>();")
+        text = text.replace("extern __shared__ __align__(16) uint4 s_cache[];",
+                            "uint4* s_cache = reinterpret_cast<uint4*>(smem_raw);")
         for name in ("s_tab", "s_red"):
             text = text.replace(f"extern __shared__ __align__(16) float {name}[];",
                                 f"float* {name} = reinterpret_cast<float*>(smem_raw);")
@@ -140,13 +152,14 @@ def kernel_source(file: str) -> str:
 
 
 def _fmt_items(fmt: str) -> list[str]:
-    """A launch format's arguments: "P" (a buffer), "i" (an int), "<n>s" (an n-byte struct)."""
-    return re.findall(r"\d+s|[Pi]", fmt)
+    """A launch format's arguments: "P" (a buffer), "i" / "q" (an int / a long long), "<n>s" (an n-byte struct)."""
+    return re.findall(r"\d+s|[Piq]", fmt)
 
 
-def _main_source(kernel: str, fmt: str) -> str:
+def _main_source(kernel: str, fmt: str, cooperative: bool = False) -> str:
     """A main() that loads the pointer arguments from files ('-' for NULL), takes the ints from
-    argv, launches `kernel` over the grid and block in argv[1..6] and writes the buffers back."""
+    argv, launches `kernel` over the grid and block in argv[1..6] (``cooperative``: every block at
+    once, emu_launch_coop) and writes the buffers back."""
     lines = ['#include "kernel.cpp"', "#include <cstdio>", "#include <cstdlib>", "#include <string>",
              "struct AnyPtr { void* p; template <class T> operator T*() const { return (T*)p; } };",
              "struct AnyBlob { std::vector<unsigned char> b;",  # a by-value struct argument, from its bytes
@@ -179,10 +192,11 @@ def _main_source(kernel: str, fmt: str) -> str:
             lines.append(f"    AnyBlob b{j} = blob(argv[{k}]);")
             args.append(f"b{j}")
         else:
-            lines.append(f"    int i{j} = std::atoi(argv[{k}]);")
+            lines.append(f"    long long i{j} = std::atoll(argv[{k}]);")
             args.append(f"i{j}")
         k += 1
-    lines.append(f"    emu_launch(grid, block, [&] {{ {kernel}({', '.join(args)}); }});")
+    launcher = "emu_launch_coop" if cooperative else "emu_launch"
+    lines.append(f"    {launcher}(grid, block, [&] {{ {kernel}({', '.join(args)}); }});")
     k = 7
     for j, f in enumerate(_fmt_items(fmt)):
         if f == "P":
@@ -221,10 +235,10 @@ def _common(work: Path) -> Path:
     return d
 
 
-def build(file: str, defines: dict[str, int], kernel: str, fmt: str, work: Path) -> Path:
+def build(file: str, defines: dict[str, int], kernel: str, fmt: str, work: Path, cooperative: bool = False) -> Path:
     """Compile the emulated kernel file with `defines` and a main for `kernel`; cached per source."""
     src = kernel_source(file)
-    main = _main_source(kernel, fmt)
+    main = _main_source(kernel, fmt, cooperative)
     flags = [f"-D{k}={v}" for k, v in sorted(defines.items())]
     key = hashlib.sha256("\0".join([src, main, *flags, *(p.read_text() for p in sorted(EMU.iterdir()))]).encode())
     tag = key.hexdigest()[:16]
@@ -266,7 +280,7 @@ def run_plan(be: Any, call: Any, buffers: dict[str, np.ndarray | None], outputs:
     for launch in plans[-1]:
         if launch.shared > 256 * 1024:
             raise ValueError(f"{launch.kernel}: {launch.shared} bytes of shared memory (the emulator has 256 KiB)")
-        exe = build(launch.file, dict(launch.defines), launch.kernel, launch.fmt, work)
+        exe = build(launch.file, dict(launch.defines), launch.kernel, launch.fmt, work, launch.cooperative)
         argv = [str(exe), *map(str, launch.grid), *map(str, launch.block)]
         for a, f in zip(launch.args, _fmt_items(launch.fmt), strict=True):
             if f == "P":
@@ -603,13 +617,14 @@ def check_bn_infer(be: Any, rng: np.random.Generator, work: Path, shape: tuple[i
 
 
 def check_bn_train(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], dtype: Any,
-                   layout: str, params: dict[str, int], sms: int | None = None, data: str = "normal"
-                   ) -> tuple[str, bool, str]:
+                   layout: str, params: dict[str, int], sms: int | None = None, data: str = "normal",
+                   kernel: str | None = None) -> tuple[str, bool, str]:
     """BatchNorm training through the launcher's plan (statistics, finalize or the merged
     apply, apply; on `sms` multiprocessors if given), y and the running statistics against the
     float64 oracle. `data`: "normal" (N(0.5, 2)), "big_mean" (1e4 + N(0, 1), where cancellation
     shows), or "outlier" (N(0, 1) with every channel's first element at 1e3: the pivots of
-    the shifted sums as far from the mean as data gets)."""
+    the shifted sums as far from the mean as data gets). `kernel`: fail unless the plan's last
+    launch is that kernel."""
     from hal import conformance
     from hal import reference as ref
     from hal import spec as S
@@ -640,7 +655,9 @@ def check_bn_train(be: Any, rng: np.random.Generator, work: Path, shape: tuple[i
     nan = np.full(c, np.nan, np.float32)
     bufs = {"x": _phys(x, layout), "y": np.full(_phys(x, layout).shape, np.nan, dtype), "w": wt, "b": b,
             "rm": rm.copy(), "rv": rv.copy(), "part": np.full(3 * c * slabs, np.nan, np.float32),
-            "mean": nan.copy(), "var": nan.copy(), "scale": nan.copy(), "beta": nan.copy()}
+            "mean": nan.copy(), "var": nan.copy(), "scale": nan.copy(), "beta": nan.copy(),
+            # batch_norm_train_fused (BnFused.blocks where BnParams.slabs is): its constants and barrier words
+            "aff": np.full(3 * c, np.nan, np.float32), "bar": np.zeros(64, np.uint32)}
     got = run_plan(planner, lambda: planner.batch_norm(sp, dummy, dummy, dummy, dummy, dummy, dummy, params),
                    bufs, {"y", "rm", "rv"}, work)
     detail = ""
@@ -656,6 +673,8 @@ def check_bn_train(be: Any, rng: np.random.Generator, work: Path, shape: tuple[i
         err = np.abs(arr.astype(np.float64) - exp) / scale
         if not np.all(err < 2e-5):
             detail += f" {name}: error {float(np.nanmax(err)):.3g} of its scale"
+    if kernel and got.kernel != kernel:
+        detail += f" ran {got.kernel}, not {kernel}"
     return got.kernel, not detail, detail.strip()
 
 
@@ -1049,6 +1068,24 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
                         out.append((f"bn train {dname} {layout} {'x'.join(map(str, shape))} sums {sums} {data}",
                                     "bn-train", dict(shape=shape, dtype=dt, layout=layout, data=data, sms=1,
                                                      params={**walk, "BN_STATS_SUMS": sums})))
+    # NHWC training in one cooperative launch (batch_norm_train_fused), every block's fibers at once
+    # (emu_launch_coop): 2-4 blocks, a block a channel and every block every channel (BN_FUSED_FIN),
+    # vectors in registers, shared memory and re-read (8x64x30x30 float16: 4 of 38 a thread), blocks
+    # without pixels, channel groups that share a warp (C 64) or not (C 24, 40)
+    fk = "batch_norm_train_fused"
+    fused_cases = [("f32 3x64x9x7 3SM", (3, 64, 9, 7), np.float32, {}, 3, "normal", True),
+                   ("f16 8x64x30x30 re-read 3SM", (8, 64, 30, 30), np.float16, {}, 3, "outlier", True),
+                   ("f32 C24 fin1 big mean 2SM", (4, 24, 7, 9), np.float32, {"BN_FUSED_FIN": 1}, 2, "big_mean", False),
+                   ("f16 C40 256 threads regs 12 2SM", (3, 40, 11, 13), np.float16,
+                    {"BN_FUSED_THREADS": 256, "BN_FUSED_REGS": 12}, 2, "outlier", False),
+                   ("f32 1 image 4SM", (1, 8, 5, 7), np.float32, {"BN_FUSED_FIN": 1}, 4, "normal", False),
+                   ("f32 C64 regs 0 fin1 3SM", (5, 64, 13, 11), np.float32, {"BN_FUSED_REGS": 0, "BN_FUSED_FIN": 1}, 3,
+                    "big_mean", False)]
+    for name, shape, dt, extra, sms, data, in_quick in fused_cases:
+        if in_quick or not quick:
+            out.append((f"bn fused {name}", "bn-train",
+                        dict(shape=shape, dtype=dt, layout="NHWC", data=data, sms=sms, kernel=fk,
+                             params={"BN_FUSED": 1, **extra})))
     # the register-tiled direct kernel: groups 8 (the H200 table's case, smaller), 3 channels a
     # group (a partial GRP_COT chunk), channel multipliers, stride 2, dilation, 5x5 and 1x1,
     # asymmetric padding, input channels in several stages (GRP_CIC), every GRP_COT / GRP_PIX

@@ -57,6 +57,17 @@ inline T __ldg(const T* p) {
     return *p;
 }
 inline int atomicAdd(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+inline unsigned atomicAdd(unsigned* p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+inline unsigned atomicExch(unsigned* p, unsigned v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
+inline void __threadfence() {}
+template <class T>
+inline T __ldcg(const T* p) {
+    return *p;
+}
+// the running fiber gives way (a spin-wait's sleep: in a cooperative grid the other blocks' fibers
+// run meanwhile, runtime.cpp's emu_launch_coop)
+void emu_yield();
+inline void __nanosleep(unsigned) { emu_yield(); }
 
 // ---- float16 (storage as in cuda_fp16.h, conversions round to nearest even)
 struct __half {
@@ -261,3 +272,6 @@ inline void emu_async_wait(int n) {
 
 // run `kernel` over the grid: blocks one after another, each as blockDim.x fibers
 void emu_launch(dim3 grid, dim3 block, const std::function<void()>& kernel);
+// a cooperative grid: every block's fibers at once (grid barriers), each block with its own
+// shared memory (swapped into smem_raw when the scheduler moves between blocks)
+void emu_launch_coop(dim3 grid, dim3 block, const std::function<void()>& kernel);

@@ -38,6 +38,7 @@ struct Fiber {
     const EmuBarrier* waiting = nullptr;  // waits until this barrier's phase moves past wait_phase
     unsigned wait_phase = 0;
     bool done = false;
+    unsigned block = 0;  // emu_launch_coop: the fiber's block (linear index)
 };
 
 ucontext_t scheduler;
@@ -82,6 +83,14 @@ void resume(Fiber& f) {
 }
 
 }  // namespace
+
+bool emu_spun = false;  // the fiber just resumed gave way in a spin-wait (emu_yield), nothing else
+
+void emu_yield() {
+    if (!running) return;
+    emu_spun = true;
+    swapcontext(&running->ctx, &scheduler);  // runnable again at the next turn
+}
 
 void EmuBarrier::arrive_and_wait() {
     const unsigned p = phase;
@@ -152,4 +161,81 @@ void emu_launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
                     }
                 }
             }
+}
+
+void emu_launch_coop(dim3 grid, dim3 block, const std::function<void()>& kernel) {
+    gridDim = grid;
+    blockDim = block;
+    kernel_fn = &kernel;
+    const unsigned n = block.x * block.y * block.z, nb = grid.x * grid.y * grid.z, total = n * nb;
+    static std::vector<Fiber> coop;  // kept: their stacks are reused
+    if (coop.size() < total) coop.resize(total);
+    std::vector<EmuBarrier> bars(nb);
+    std::vector<std::vector<EmuWarp>> warps(nb, std::vector<EmuWarp>((n + 31) / 32));
+    std::vector<std::vector<unsigned char>> smem(nb, std::vector<unsigned char>(EMU_SMEM, 0xA5));
+    for (unsigned b = 0; b < nb; ++b) {
+        bars[b].expected = (int)n;
+        for (unsigned w = 0; w < warps[b].size(); ++w) warps[b][w].bar.expected = (int)std::min(32u, n - 32 * w);
+    }
+    for (unsigned i = 0; i < total; ++i) {
+        Fiber& f = coop[i];
+        if (!f.stack) f.stack = static_cast<char*>(std::malloc(STACK_BYTES));
+        const unsigned t = i % n;
+        f.block = i / n;
+        f.tid = dim3{t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
+        f.lane = (int)(t % 32);
+        f.warp = (int)(t / 32);
+        f.groups.clear();
+        f.open.clear();
+        f.waiting = nullptr;
+        f.done = false;
+        getcontext(&f.ctx);
+        f.ctx.uc_stack.ss_sp = f.stack;
+        f.ctx.uc_stack.ss_size = STACK_BYTES;
+        f.ctx.uc_link = &scheduler;
+        makecontext(&f.ctx, fiber_main, 0);
+    }
+    unsigned current = nb;  // the block whose shared memory smem_raw holds
+    auto enter = [&](unsigned b) {
+        if (b == current) return;
+        if (current < nb) std::memcpy(smem[current].data(), smem_raw, EMU_SMEM);
+        std::memcpy(smem_raw, smem[b].data(), EMU_SMEM);
+        current = b;
+        emu_block = EmuBlock{&bars[b], &warps[b]};
+        blockIdx = dim3{b % grid.x, (b / grid.x) % grid.y, b / (grid.x * grid.y)};
+    };
+    // Blocks take turns, each running until its threads only spin (or wait at a block barrier):
+    // so one block goes as far as it can before the others start, and a read of another block's
+    // writes without a grid barrier between them sees them unwritten (each turn over the blocks
+    // in the other direction, so either block of a pair runs ahead in some turn)
+    long turns = 0;
+    for (bool forward = true;; forward = !forward) {
+        bool left = false, progress = false;
+        for (unsigned bi = 0; bi < nb; ++bi) {
+            const unsigned b = forward ? bi : nb - 1 - bi;
+            for (bool again = true; again;) {
+                again = false;
+                for (unsigned t = 0; t < n; ++t) {
+                    Fiber& f = coop[b * n + (forward ? t : n - 1 - t)];
+                    if (f.done) continue;
+                    left = true;
+                    if (f.waiting && f.waiting->phase == f.wait_phase) continue;
+                    enter(b);
+                    emu_spun = false;
+                    resume(f);
+                    if (!emu_spun) again = progress = true;
+                }
+            }
+        }
+        if (!left) break;
+        if (!progress) {
+            std::fprintf(stderr, "cuda_emu: cooperative grid: every thread left spins or waits at a barrier the "
+                                 "others never reach (a grid barrier that never opens?)\n");
+            std::abort();
+        }
+        if (++turns > 100000) {
+            std::fprintf(stderr, "cuda_emu: cooperative grid: no end after %ld turns\n", turns);
+            std::abort();
+        }
+    }
 }
