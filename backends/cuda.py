@@ -569,12 +569,12 @@ PDL_ENV = "HAL_CUDA_PDL"
 _CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
 _CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2
 _CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE = 720
+_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 
 
 class CooperativeLaunchRefused(HalError):
     """The driver would not make a cooperative grid resident (fewer multiprocessors available
     than planned for, under MPS or green contexts); the op falls back to its other plan."""
-_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 
 
 @functools.lru_cache(maxsize=1)

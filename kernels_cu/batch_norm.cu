@@ -43,6 +43,8 @@
 //   batch_norm_infer_flat_reg(same arguments) NHWC, C / HAL_VEC dividing the block: the
 //       thread's channel constants in registers (see there).
 //   batch_norm_apply(x, y, scale, shift, N, C, HW) (contract signature) y = x * scale + shift.
+//   batch_norm_train_fused(x, y, weight, bias, running_mean, running_var, part, aff, bar, M, C,
+//                          BnFused) NHWC training in one cooperative launch (see there).
 #include "hal_prelude.cuh"
 
 #ifndef BN_THREADS
