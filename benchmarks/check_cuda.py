@@ -35,7 +35,7 @@ from hal.backends.cuda import CudaBackend, CudaBuffer
 from hal.errors import KernelCompileError, OutOfMemory
 
 RESULTS: list[dict[str, Any]] = []
-CONV_MATCH = ""  # --match: run only the conv and adaptive cases whose name contains this (e.g. "dw pipe")
+CONV_MATCH = ""  # --match: run only the conv, adaptive and batch_norm cases whose name contains this (e.g. "dw pipe")
 PROGRESS = False  # --progress: print every case as it ends, so a run cut by a time limit shows where it was
 
 #: the code-changing parameter sets the checks use (built in parallel up front)
@@ -1026,6 +1026,8 @@ def check_bn(
     ``kernel``: the case fails unless the call launched that kernel (and a cooperative launch the
     driver refuses is an error here, not the op's warning and fallback)."""
     full = f"batch_norm[{name} {'train' if training else 'infer'} {np.dtype(dtype).name} {layout}]"
+    if CONV_MATCH and not any(m in name for m in CONV_MATCH.split("|")):
+        return
     try:
         c = shape[1]
         sp = S.batch_norm_spec(geometry(shape, layout, dtype), training, 0.1, 1e-5, running)
@@ -1517,7 +1519,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="suites: pool,adaptive,conv,bn,runtime,quant,one (one launch per kernel), "
                          "tiled (the tiled direct conv alone)")
     ap.add_argument("--match", default="",
-                    help="conv and adaptive cases: only those whose name contains this (alternatives split by |)")
+                    help="conv, adaptive and batch_norm cases: only those whose name contains this (alternatives "
+                         "split by |)")
     ap.add_argument("--prebuild", default="",
                     help="JSON list of conv2d parameter sets to build in parallel up front, plain and with fused ReLU "
                          "(the checks otherwise build each new set when they first launch it, one at a time)")
