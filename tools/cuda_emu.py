@@ -27,7 +27,7 @@ guard bytes), and missing cp.async waits (a copy lands only when its thread wait
 group). What it cannot show: races that its one schedule does not expose, timing, and
 anything of the GPU's own arithmetic order (mma sums in float in k order here).
 
-    python3 tools/cuda_emu.py [--quick] [--only SUBSTR] [--seed N] [--fuzz N]
+    python3 tools/cuda_emu.py [--quick] [--only SUBSTR] [--seed N] [--fuzz N | --fuzz-bn N]
 
 Exit status 1 when a case fails. tests/test_cuda_emu.py runs a selection of them in CI.
 """
@@ -1301,6 +1301,32 @@ def fuzz_cases(rng: np.random.Generator, count: int) -> list[tuple[str, str, dic
     return out
 
 
+def fuzz_bn_fused_cases(rng: np.random.Generator, count: int) -> list[tuple[str, str, dict[str, Any]]]:
+    """`count` random NHWC training cases through batch_norm_train_fused: either dtype, C a multiple of
+    the vector width up to 128 (now and then up to 1024), 1-4 blocks, every thread and register count,
+    both finalize modes, the three data kinds; every third one large enough for 1024 threads without
+    registers to re-read part of x."""
+    out: list[tuple[str, str, dict[str, Any]]] = []
+    for i in range(count):
+        dt = (np.float32, np.float16)[int(rng.integers(2))]
+        vec = 4 if dt == np.float32 else 8
+        params = {"BN_FUSED": 1, "BN_FUSED_THREADS": int(rng.choice([256, 512, 1024])),
+                  "BN_FUSED_REGS": int(rng.choice([0, 4, 8, 12, 16])), "BN_FUSED_FIN": int(rng.integers(2))}
+        c = vec * int(rng.integers(1, 33 if rng.integers(4) else 129))
+        shape = (int(rng.integers(1, 5)), c, int(rng.integers(1, 21)), int(rng.integers(1, 21)))
+        sms = int(rng.integers(1, 5))
+        if i % 3 == 2:
+            params.update(BN_FUSED_THREADS=1024, BN_FUSED_REGS=0)
+            c = 64
+            shape, sms = (4, c, 24, 24 + int(rng.integers(0, 9))), 2
+        data = ("normal", "outlier", "big_mean")[int(rng.integers(3))]
+        out.append((f"fuzz{i} bn fused {np.dtype(dt).name} {'x'.join(map(str, shape))} {sms}SM "
+                     f"t{params['BN_FUSED_THREADS']} r{params['BN_FUSED_REGS']} fin{params['BN_FUSED_FIN']} {data}",
+                     "bn-train", dict(shape=shape, dtype=dt, layout="NHWC", data=data, sms=sms, params=params,
+                                      kernel="batch_norm_train_fused")))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the cases; print one line each; exit 1 on any failure."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -1308,6 +1334,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="", help="cases whose name contains this text")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--fuzz", type=int, default=0, help="instead of the list, this many random cases")
+    ap.add_argument("--fuzz-bn", type=int, default=0,
+                    help="instead of the list, this many random cases of BatchNorm training in one cooperative launch")
     args = ap.parse_args(argv)
     if shutil.which("g++") is None:
         print("cuda_emu: g++ not found")
@@ -1317,7 +1345,9 @@ def main(argv: list[str] | None = None) -> int:
     failed = 0
     with tempfile.TemporaryDirectory(prefix="hal-cuda-emu-") as tmp:
         work = Path(tmp)
-        for name, kind, kw in fuzz_cases(rng, args.fuzz) if args.fuzz else cases(args.quick):
+        chosen = (fuzz_cases(rng, args.fuzz) if args.fuzz else
+                  fuzz_bn_fused_cases(rng, args.fuzz_bn) if args.fuzz_bn else cases(args.quick))
+        for name, kind, kw in chosen:
             if args.only and args.only not in name:
                 continue
             fn = {"conv": check_conv, "dwconv": check_dwconv, "qconv": check_qconv, "bn": check_bn_infer,
