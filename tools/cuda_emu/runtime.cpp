@@ -82,6 +82,22 @@ void resume(Fiber& f) {
     emu_open.swap(f.open);
 }
 
+// thread t of a block of `block`'s shape, at the start of the kernel (its stack already allocated)
+void start_fiber(Fiber& f, unsigned t, dim3 block) {
+    f.tid = dim3{t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
+    f.lane = (int)(t % 32);
+    f.warp = (int)(t / 32);
+    f.groups.clear();
+    f.open.clear();
+    f.waiting = nullptr;
+    f.done = false;
+    getcontext(&f.ctx);
+    f.ctx.uc_stack.ss_sp = f.stack;
+    f.ctx.uc_stack.ss_size = STACK_BYTES;
+    f.ctx.uc_link = &scheduler;
+    makecontext(&f.ctx, fiber_main, 0);
+}
+
 }  // namespace
 
 bool emu_spun = false;  // the fiber just resumed gave way in a spin-wait (emu_yield), nothing else
@@ -128,21 +144,7 @@ void emu_launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
                 for (unsigned w = 0; w < warps.size(); ++w) warps[w].bar.expected = (int)std::min(32u, n - 32 * w);
                 emu_block = EmuBlock{&bar, &warps};
                 blockIdx = dim3{bx, by, bz};
-                for (unsigned t = 0; t < n; ++t) {
-                    Fiber& f = fibers[t];
-                    f.tid = dim3{t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
-                    f.lane = (int)(t % 32);
-                    f.warp = (int)(t / 32);
-                    f.groups.clear();
-                    f.open.clear();
-                    f.waiting = nullptr;
-                    f.done = false;
-                    getcontext(&f.ctx);
-                    f.ctx.uc_stack.ss_sp = f.stack;
-                    f.ctx.uc_stack.ss_size = STACK_BYTES;
-                    f.ctx.uc_link = &scheduler;
-                    makecontext(&f.ctx, fiber_main, 0);
-                }
+                for (unsigned t = 0; t < n; ++t) start_fiber(fibers[t], t, block);
                 for (bool forward = true;; forward = !forward) {
                     bool left = false, ran = false;
                     for (unsigned i = 0; i < n; ++i) {
@@ -178,22 +180,9 @@ void emu_launch_coop(dim3 grid, dim3 block, const std::function<void()>& kernel)
         for (unsigned w = 0; w < warps[b].size(); ++w) warps[b][w].bar.expected = (int)std::min(32u, n - 32 * w);
     }
     for (unsigned i = 0; i < total; ++i) {
-        Fiber& f = coop[i];
-        if (!f.stack) f.stack = static_cast<char*>(std::malloc(STACK_BYTES));
-        const unsigned t = i % n;
-        f.block = i / n;
-        f.tid = dim3{t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
-        f.lane = (int)(t % 32);
-        f.warp = (int)(t / 32);
-        f.groups.clear();
-        f.open.clear();
-        f.waiting = nullptr;
-        f.done = false;
-        getcontext(&f.ctx);
-        f.ctx.uc_stack.ss_sp = f.stack;
-        f.ctx.uc_stack.ss_size = STACK_BYTES;
-        f.ctx.uc_link = &scheduler;
-        makecontext(&f.ctx, fiber_main, 0);
+        if (!coop[i].stack) coop[i].stack = static_cast<char*>(std::malloc(STACK_BYTES));
+        start_fiber(coop[i], i % n, block);
+        coop[i].block = i / n;
     }
     unsigned current = nb;  // the block whose shared memory smem_raw holds
     auto enter = [&](unsigned b) {
