@@ -2573,8 +2573,8 @@ class CudaBackend(Backend):
     ) -> tuple[Launch, ...] | None:
         """NHWC training in one cooperative launch (batch_norm_train_fused), or None where it does
         not apply: no cooperative launch, C not a multiple of the vector width or past one block's
-        threads, or more of x than half of L2 would have to be re-read (the two-pass plan then
-        streams better: more resident warps)."""
+        threads, or more of x than half of L2 would have to be re-read (then x crosses DRAM about
+        twice, as in the two-pass plan, at one block a multiprocessor: not measured there)."""
         if not self.cooperative or self._capturing or spec.c % vecw:
             return None
         threads, regs = int(p["BN_FUSED_THREADS"]), int(p["BN_FUSED_REGS"])

@@ -927,12 +927,6 @@ extern "C" __global__ void __launch_bounds__(BN_THREADS)
 #ifndef BN_FUSED_PROFILE
 #define BN_FUSED_PROFILE 0
 #endif
-// experiments only: BN_FUSED_EXP bits 1 = no L2 policies and plain stores, 2 = pass 2 skips
-// the stores of the shared-memory part (wrong output), 4 = each block starts its pass-2
-// shared-memory walk at a different vector (blocks out of lockstep)
-#ifndef BN_FUSED_EXP
-#define BN_FUSED_EXP 0
-#endif
 #if BN_FUSED_PROFILE
 #define FUSED_STAMP(i)                                                                                 \
     if (threadIdx.x == 0) {                                                                            \
@@ -1001,10 +995,7 @@ __device__ __forceinline__ void fused_add(FusedSums& f, const uint4& u, const fl
 
 // a 16-byte global -> shared copy with an L2 policy (cp.async on sm_80+)
 __device__ __forceinline__ void fused_cp16(uint4* smem, const act_t* g, uint64_t pol) {
-#if HAL_HAS_CP_ASYNC && (BN_FUSED_EXP & 1)
-    (void)pol;
-    cp_async16(smem, g);
-#elif HAL_HAS_CP_ASYNC
+#if HAL_HAS_CP_ASYNC
     const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(smem));
     asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(g), "l"(pol));
 #else
@@ -1054,13 +1045,7 @@ extern "C" __global__ void __launch_bounds__(BN_FUSED_THREADS, 1)
     const act_t* xc = x + (long long)cv * HAL_VEC + (r0 + g) * C;
     act_t* yc = y + (long long)cv * HAL_VEC + (r0 + g) * C;
     const long long kstep = (long long)rg * C;  // elements between a thread's vectors
-#if BN_FUSED_EXP & 1
-    const uint64_t pol_once = 0, pol_keep = 0;
-#define FUSED_ST(p, v) (*(p) = (v))
-#else
     const uint64_t pol_once = l2_policy_evict_first(), pol_keep = l2_policy_evict_last();
-#define FUSED_ST(p, v) __stcs((p), (v))
-#endif
     FUSED_STAMP(0)
 
     // the pivots K_c through shared memory: every thread of every block loading the same few
@@ -1216,19 +1201,13 @@ extern "C" __global__ void __launch_bounds__(BN_FUSED_THREADS, 1)
             if (k1 - 1 - u >= nreg + nsm) t[u] = ld16_hint(xc + (k1 - 1 - u) * kstep, pol_once);
 #pragma unroll
         for (int u = 0; u < U; ++u)
-            if (k1 - 1 - u >= nreg + nsm) FUSED_ST(reinterpret_cast<uint4*>(yc + (k1 - 1 - u) * kstep), fused_apply(t[u], m, s, b));
+            if (k1 - 1 - u >= nreg + nsm) __stcs(reinterpret_cast<uint4*>(yc + (k1 - 1 - u) * kstep), fused_apply(t[u], m, s, b));
     }
-#if !(BN_FUSED_EXP & 2)
-    const int k_first = (BN_FUSED_EXP & 4) && nsm > 0 ? (int)(blockIdx.x % nsm) : 0;
-    for (int i = 0; i < nsm; ++i) {
-        const int k = i + k_first < nsm ? i + k_first : i + k_first - nsm;
-        FUSED_ST(reinterpret_cast<uint4*>(yc + (nreg + k) * kstep), fused_apply(mine[(size_t)k * T], m, s, b));
-    }
-#endif
+    for (int k = 0; k < nsm; ++k)
+        __stcs(reinterpret_cast<uint4*>(yc + (nreg + k) * kstep), fused_apply(mine[(size_t)k * T], m, s, b));
 #pragma unroll
     for (int k = 0; k < R; ++k)
-        if (k < nreg) FUSED_ST(reinterpret_cast<uint4*>(yc + k * kstep), fused_apply(reg[k], m, s, b));
+        if (k < nreg) __stcs(reinterpret_cast<uint4*>(yc + k * kstep), fused_apply(reg[k], m, s, b));
     FUSED_STAMP(5)
-#undef FUSED_ST
 }
 #endif
