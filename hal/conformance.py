@@ -6,7 +6,8 @@ repeats them and a test keeps the two equal). An output element passes when
     |got - ref| <= atol * scale + rtol * |ref|
 
 where ``scale`` is 1 except for conv2d, where it is the output's
-sum of |x| * |w| (the size of the terms that were added up), and BatchNorm,
+sum of |x| * |w| (the size of the terms that were added up), average pooling,
+where it is at least 1 and grows with sum |x| / divisor (see ``avg_pool_scale``), and BatchNorm,
 where it grows with |mean| / sigma (see ``bn_scale``). NaN must be NaN
 at exactly the places the oracle has NaN; max pooling is exact; indices are exact.
 Reference values are computed from the input as rounded to the op's dtype.
@@ -188,6 +189,17 @@ def bn_scale(x: np.ndarray, weight: np.ndarray | None, eps: float, training: boo
     return scale[None, :, None, None]
 
 
+def avg_pool_scale(x: np.ndarray, **kwargs: Any) -> np.ndarray:
+    """``max(1, avg_pool2d(|x|))`` per output element: the average pooling tolerance's scale.
+
+    With the default divisors this is 1 for O(1) data; a ``divisor_override`` smaller than
+    the window (down to 1: a window sum) makes the output a sum whose float32 rounding
+    follows the terms, not the result, which cancellation can make small.
+    """
+    scale = reference.avg_pool2d(np.abs(np.nan_to_num(np.asarray(x, dtype=np.float64))), **kwargs)
+    return np.maximum(scale, 1.0)
+
+
 def conv_scale(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, **kwargs: Any) -> np.ndarray:
     """Sum of |x| * |w| per output element (plus |bias|): the conv tolerance's scale."""
     scale = reference.conv2d(np.abs(x), np.abs(w), None, **kwargs)
@@ -345,6 +357,8 @@ def _check(case: Case, dt: np.dtype, x: np.ndarray, arrays: dict[str, np.ndarray
         checks.append(compare(case.op, np.float32, result["running_var"], rv))
         return checks
     ref = ref_fn(x64, **case.kwargs)
+    if case.op == "avg_pool2d":
+        return [compare(case.op, dt, result["y"], ref, avg_pool_scale(x64, **case.kwargs))]
     if isinstance(ref, tuple):
         checks = [compare(case.op, dt, result["y"], ref[0])]
         if case.nan:

@@ -22,7 +22,7 @@ from test_forced_params import forced
 
 import hal
 from hal import reference
-from hal.conformance import compare, conv_scale
+from hal.conformance import avg_pool_scale, compare, conv_scale
 from hal.errors import HalValueError
 from hal.tensor import poison_outputs
 from strategies import SETTINGS, dtypes, pool_oracle, random_input, seeds
@@ -51,7 +51,8 @@ def _check_forced_pool(device, data, shape, dtype, seed, layout, params):
     op = hal.max_pool2d if kind == "max" else hal.avg_pool2d
     with forced(device, "pool2d", params), poison_outputs():
         out = op(hal.asarray(x, device=device, layout=layout), **cfg, relu=relu)
-    r = compare(f"{kind}_pool2d", dtype, out.numpy(), ref)
+    scale = avg_pool_scale(x, **cfg) if kind == "avg" else 1.0
+    r = compare(f"{kind}_pool2d", dtype, out.numpy(), ref, scale)
     assert r.ok, (shape, layout, cfg, relu, r.detail)
 
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import hal
 from hal import reference
-from hal.conformance import compare, compare_indices
+from hal.conformance import avg_pool_scale, compare, compare_indices
 from hal.errors import HalValueError
 from hal.tensor import poison_outputs
 from strategies import SETTINGS, dtypes, layouts, padding_forms, random_input, seeds, shapes
@@ -82,7 +82,7 @@ def test_avg_pool2d(device, shape, cfg, dtype, layout, seed):
     except HalValueError:
         assume(False)
     y = _run(device, hal.avg_pool2d, x, layout, **cfg)
-    r = compare("avg_pool2d", dtype, y.numpy(), ref)
+    r = compare("avg_pool2d", dtype, y.numpy(), ref, avg_pool_scale(x, **cfg))
     assert r.ok, r.detail
 
 
