@@ -8,7 +8,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.hal-installed
 
-.PHONY: conformance test lint unit wheel-test cuda-compile opencl-nvptx opencl-profiles opencl-whole-pool clean
+.PHONY: conformance test lint unit wheel-test cuda-compile opencl-nvptx opencl-profiles opencl-whole-pool opencl-intel clean
 
 # Every HAL_OPENCL_PROFILE runs the op tests on PoCL (emulation: the profile's tuning
 # parameters and code paths on the CPU's OpenCL driver, the real device's limits). PoCL's own
@@ -38,7 +38,7 @@ conformance: $(STAMP)
 	$(BIN)/hal devices
 	$(BIN)/hal conformance
 
-test: lint cuda-compile opencl-nvptx wheel-test opencl-profiles unit opencl-whole-pool
+test: lint cuda-compile opencl-nvptx wheel-test opencl-profiles unit opencl-whole-pool opencl-intel
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -81,6 +81,36 @@ opencl-profiles: $(STAMP)
 opencl-whole-pool: $(STAMP)
 	set -o pipefail; HAL_TEST_EXAMPLES=8 $(BIN)/python -m pytest -q -p no:cacheprovider -m "opencl and not forced_params" \
 		$(OPENCL_TESTS) | tail -1
+
+# A second OpenCL implementation: Intel's CPU runtime from PyPI (x86-64 Linux), whose compiler
+# is not PoCL's and which has cl_khr_fp16, so the native-half paths (HALF_ARITH, which the AMD,
+# Mali and Adreno tables ask for) are built and checked somewhere. Registered for these runs
+# only, through OCL_ICD_VENDORS (PyOpenCL's loader adds its PoCL anyway): opencl:0 stays PoCL
+# everywhere else. Runs: the conformance suite in every dtype; the OpenCL op tests and the
+# forced native-half tests; float16 conformance under every distinct emulated profile.
+INTEL_STAMP := $(VENV)/.intel-ocl-installed
+INTEL_ICD   := $(CURDIR)/$(VENV)/etc/hal-opencl-vendors
+INTEL_ENV   := OCL_ICD_VENDORS=$(INTEL_ICD)
+INTEL_OK    := $(shell [ "$$(uname -sm)" = "Linux x86_64" ] && echo yes)
+
+$(INTEL_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q -e ".[intel-cpu]"
+	mkdir -p $(INTEL_ICD) && echo "$(CURDIR)/$(VENV)/lib/libintelocl.so" > $(INTEL_ICD)/intel-cpu.icd
+	@touch $(INTEL_STAMP)
+
+ifeq ($(INTEL_OK),yes)
+opencl-intel: $(INTEL_STAMP)
+	$(INTEL_ENV) $(BIN)/hal devices
+	set -o pipefail; $(INTEL_ENV) $(BIN)/hal conformance --device opencl:intel --dtype float32,float16,int8,uint8 | tail -1
+	set -o pipefail; $(INTEL_ENV) HAL_TEST_EXAMPLES=8 $(BIN)/python -m pytest -q -p no:cacheprovider -n $(JOBS) \
+		--devices opencl:intel -m opencl $(OPENCL_TESTS) tests/test_opencl_half_arith.py | tail -1
+	@set -o pipefail; $(BIN)/python tools/opencl_profiles.py $(PROFILES) 2>/dev/null | xargs -P $(JOBS) -I{} bash -c \
+		'out=$$(HAL_OPENCL_PROFILE={} $(INTEL_ENV) $(BIN)/hal conformance --device opencl:intel --dtype float16 2>&1); \
+		rc=$$?; echo "  intel {}: $$(echo "$$out" | tail -1)"; if [ $$rc -ne 0 ]; then echo "$$out" | tail -40; fi; exit $$rc'
+else
+opencl-intel:
+	@echo "opencl-intel: skipped: Intel's CPU OpenCL runtime is for x86-64 Linux (this is $$(uname -sm))"
+endif
 
 clean:
 	rm -rf $(VENV) $(VENV)-wheel build dist *.egg-info

@@ -1564,6 +1564,12 @@ class OpenCLBackend(Backend):
         p = self._params("batch_norm", params)
         nhwc = spec.layout == "NHWC"
         c, hw = spec.c, spec.h * spec.w
+        if spec.training and not nhwc and hw < p["VEC"]:
+            # No plane holds a whole vector, so a VEC build would run its element paths
+            # anyway. VEC 1 also leaves out the statistics' aligned branch, whose
+            # WG / (HW / VEC) Intel's CPU compiler (2026.2) evaluates on the other side of
+            # the branch as well: a division by zero there kills the process (SIGFPE).
+            p = {**p, "VEC": 1}
         while True:
             defines = self._batch_norm_defines(spec, p)
             if not spec.training:

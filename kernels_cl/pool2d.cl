@@ -90,6 +90,9 @@ inline hpackV hal_hmaxv(hpackV a, hpackV b)
 #endif
 #define HPACK_NEG_INF ((hpackV)(0xFC00FC00u))
 #endif
+#elif HAL_HALF_COMPUTE && VEC == 1
+/* native half scalars: select(half, half, c) takes a short c, and a scalar compare is an int */
+#define MAX_NANV(best, v) select((best), (v), (short)(((v) > (best)) | isnan(v)))
 #else
 #define MAX_NANV(best, v) select((best), (v), ((v) > (best)) | isnan(v))
 #endif

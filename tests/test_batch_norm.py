@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
-from test_forced_params import forced
+from test_forced_params import _kernels_built, forced
 
 import hal
 from hal import reference
@@ -170,6 +170,21 @@ def test_batch_norm_vector_paths(device, vec, layout, dtype):
         for i, shape in enumerate(VECTOR_PATH_SHAPES):
             for training in (True, False):
                 _check_bn(device, shape, dtype, layout, training, relu=(i + training) % 2 == 1, seed=100 * i + vec)
+
+
+@pytest.mark.forced_params
+def test_batch_norm_training_builds_vec1_for_planes_below_a_vector(device):
+    """NCHW training with H*W < VEC builds VEC 1 (no plane holds a whole vector; Intel's CPU
+    compiler evaluated the aligned branch's WG / (HW / VEC) there and died of SIGFPE), and
+    H*W >= VEC keeps the table's VEC; both against the oracle."""
+    _opencl_only(device)
+    cases = [((3, 5, 1, 1), 1), ((2, 6, 2, 3), 1), ((2, 4, 3, 3), 8)]
+    for dtype in ("float32", "float16"):
+        for i, (shape, want_vec) in enumerate(cases):
+            with forced(device, "batch_norm", {"VEC": 8}), \
+                    _kernels_built(device, ("batch_norm.cl",), lambda f, d: d["VEC"]) as built:
+                _check_bn(device, shape, dtype, "NCHW", True, relu=False, seed=40 + i)
+            assert built and set(built) == {want_vec}, (shape, dtype, built)
 
 
 @pytest.mark.forced_params
