@@ -332,3 +332,29 @@ def test_batch_norm_training_variance_with_an_outlier_pivot_on_the_emulator(emu,
     kernel, ok, detail = cuda_emu.check_bn_train(be, np.random.default_rng(1), work, (2, 348, 14, 19), np.float32,
                                                  "NHWC", params, sms=sms, data="outlier")
     assert ok, f"{kernel}: {detail}"
+
+
+def _asan_builds() -> bool:
+    """g++ links a program under AddressSanitizer here (libasan installed)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "probe.cpp"
+        src.write_text("int main() { return 0; }\n")
+        res = subprocess.run(["g++", "-fsanitize=address", str(src), "-o", str(Path(tmp) / "probe")],
+                             capture_output=True, text=True)
+        return res.returncode == 0
+
+
+def test_batch_norm_training_in_one_cooperative_launch_stays_inside_its_buffers_under_asan(emu, monkeypatch):
+    """The fused kernel's re-read case (float16, 4 of 38 vectors a thread read again in pass 2) under
+    the emulator's --asan: every byte of every buffer outside its tensor is poisoned, so a global
+    load or store past a tensor (which the oracle cannot see when the value goes unused) fails."""
+    if not _asan_builds():
+        pytest.skip("g++ cannot link with -fsanitize=address here (no libasan)")
+    cuda_emu, be, work = emu
+    monkeypatch.setattr(cuda_emu, "_SANITIZE", list(cuda_emu._ASAN))
+    kernel, ok, detail = cuda_emu.check_bn_train(be, np.random.default_rng(29), work, shape=(8, 64, 30, 30),
+                                                 dtype=np.float16, layout="NHWC", kernel="batch_norm_train_fused",
+                                                 params={"BN_FUSED": 1}, sms=3, data="big_mean")
+    assert ok, f"{kernel}: {detail}"

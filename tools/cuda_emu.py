@@ -27,7 +27,12 @@ guard bytes), and missing cp.async waits (a copy lands only when its thread wait
 group). What it cannot show: races that its one schedule does not expose, timing, and
 anything of the GPU's own arithmetic order (mma sums in float in k order here).
 
-    python3 tools/cuda_emu.py [--quick] [--only SUBSTR] [--seed N] [--fuzz N | --fuzz-bn N]
+    python3 tools/cuda_emu.py [--quick] [--only SUBSTR] [--seed N] [--fuzz N | --fuzz-bn N] [--asan]
+
+--asan builds with g++'s AddressSanitizer and poisons each buffer's bytes outside its tensor (the
+guard, the alignment slack): a read or write of global memory outside the tensors, which the
+guard bytes catch only for stores, stops the case. Shared memory is one 256 KiB arena, unbounded
+by the launch's size; no race detection.
 
 Exit status 1 when a case fails. tests/test_cuda_emu.py runs a selection of them in CI.
 """
@@ -166,6 +171,15 @@ def _main_source(kernel: str, fmt: str, cooperative: bool = False) -> str:
              "    template <class T> operator T() const { T t; std::memcpy(&t, b.data(), sizeof(T)); return t; } };",
              "static AnyBlob blob(const char* hex) { AnyBlob a; for (; hex[0] && hex[1]; hex += 2)",
              "    a.b.push_back((unsigned char)std::strtoul(std::string(hex, 2).c_str(), nullptr, 16)); return a; }",
+             "#ifdef EMU_GUARD",  # --asan: the bytes around the tensor poisoned (the guard, the slack)
+             "#include <sanitizer/asan_interface.h>",
+             "#define EMU_POISON(a, n) ASAN_POISON_MEMORY_REGION(a, n)",
+             "#define EMU_UNPOISON(a, n) ASAN_UNPOISON_MEMORY_REGION(a, n)",
+             "#else",
+             "#define EMU_GUARD 0",
+             "#define EMU_POISON(a, n)",
+             "#define EMU_UNPOISON(a, n)",
+             "#endif",
              "static std::vector<std::vector<unsigned char>> bufs;",
              "static AnyPtr load(const char* path) {",
              "    if (std::string(path) == \"-\") return AnyPtr{nullptr};",
@@ -173,9 +187,13 @@ def _main_source(kernel: str, fmt: str, cooperative: bool = False) -> str:
              "    std::fseek(f, 0, SEEK_SET); bufs.emplace_back((size_t)n + 256);",
              "    unsigned char* base = bufs.back().data();",
              "    unsigned char* p = base + (256 - ((uintptr_t)base & 255)) % 256;",  # 256-byte aligned, as a pool
-             "    if (std::fread(p, 1, (size_t)n, f) != (size_t)n) std::abort(); std::fclose(f); return AnyPtr{p}; }",
+             "    if (std::fread(p, 1, (size_t)n, f) != (size_t)n) std::abort(); std::fclose(f);",
+             "    EMU_POISON(base, (size_t)(p - base));",
+             "    EMU_POISON(p + n - EMU_GUARD, (size_t)(base + n + 256 - (p + n - EMU_GUARD)));",
+             "    return AnyPtr{p}; }",
              "static void save(const char* path, const AnyPtr& a) {",
              "    if (std::string(path) == \"-\") return;",
+             "    for (auto& b : bufs) EMU_UNPOISON(b.data(), b.size());",
              "    FILE* f = std::fopen(path, \"rb\"); std::fseek(f, 0, SEEK_END); long n = std::ftell(f);",
              "    std::fclose(f);",
              "    f = std::fopen(path, \"wb\"); std::fwrite(a.p, 1, (size_t)n, f); std::fclose(f); }",
@@ -208,6 +226,37 @@ def _main_source(kernel: str, fmt: str, cooperative: bool = False) -> str:
 
 _BUILT: dict[str, Path] = {}
 _GXX = ["g++", "-std=c++20", "-O1", "-pthread", "-w"]
+#: --asan: AddressSanitizer over every build; each buffer's bytes outside the tensor (the guard,
+#: the alignment slack) are poisoned, so a kernel's read or write there stops the run
+_ASAN = ["-fsanitize=address", "-fno-omit-frame-pointer", f"-DEMU_GUARD={GUARD}"]
+_SANITIZE: list[str] = []
+
+
+def _gxx_flags() -> list[str]:
+    return [*_GXX, *_SANITIZE]
+
+
+def _stderr_gist(err: str) -> str:
+    """An AddressSanitizer report's headline, access and first frames (its tail is the allocation's
+    stack, which says little); anything else's last 2000 characters."""
+    if "ERROR: AddressSanitizer" not in err:
+        return err[-2000:]
+    lines = err.splitlines()
+    start = next(i for i, line in enumerate(lines) if "ERROR: AddressSanitizer" in line)
+    keep = [line.strip() for line in lines[start:start + 12]
+            if "AddressSanitizer" in line or " of size " in line or line.strip().startswith(("#0", "#1", "#2"))
+            or "is located" in line]
+    return " | ".join(keep)[:2000]
+
+
+def _run_env() -> dict[str, str] | None:
+    """The emulator's environment: under --asan, no leak report (fiber stacks live until exit) and
+    no fake stacks (the fibers switch stacks by swapcontext)."""
+    if not _SANITIZE:
+        return None
+    import os
+
+    return {**os.environ, "ASAN_OPTIONS": "detect_leaks=0:detect_stack_use_after_return=0"}
 # the standard headers and emu.h, none of which reads a kernel's -D macros: precompiled once
 _PCH_HEADERS = ["algorithm", "cmath", "cstdint", "cstdio", "cstdlib", "cstring", "functional", "string", "vector"]
 
@@ -221,7 +270,7 @@ def _gxx(cmd: list[str], what: str) -> None:
 def _common(work: Path) -> Path:
     """A folder with the emulator's sources, its runtime compiled once and a precompiled header of
     the standard headers and emu.h (g++ spends about 1.8 s on each of those per kernel build)."""
-    key = hashlib.sha256("\0".join([*_GXX, *(p.read_text() for p in sorted(EMU.iterdir()))]).encode())
+    key = hashlib.sha256("\0".join([*_gxx_flags(), *(p.read_text() for p in sorted(EMU.iterdir()))]).encode())
     d = work / f"common-{key.hexdigest()[:16]}"
     if (d / "runtime.o").exists() and (d / "emu_pch.h.gch").exists():
         return d
@@ -229,9 +278,10 @@ def _common(work: Path) -> Path:
     for p in EMU.iterdir():
         shutil.copy(p, d / p.name)
     (d / "emu_pch.h").write_text("".join(f"#include <{h}>\n" for h in _PCH_HEADERS) + '#include "emu.h"\n')
-    _gxx([*_GXX, "-I", str(d), "-x", "c++-header", str(d / "emu_pch.h"), "-o", str(d / "emu_pch.h.gch")],
+    _gxx([*_gxx_flags(), "-I", str(d), "-x", "c++-header", str(d / "emu_pch.h"), "-o", str(d / "emu_pch.h.gch")],
          "the emulator's precompiled header")
-    _gxx([*_GXX, "-I", str(d), "-c", str(d / "runtime.cpp"), "-o", str(d / "runtime.o")], "the emulator's runtime")
+    _gxx([*_gxx_flags(), "-I", str(d), "-c", str(d / "runtime.cpp"), "-o", str(d / "runtime.o")],
+         "the emulator's runtime")
     return d
 
 
@@ -240,7 +290,8 @@ def build(file: str, defines: dict[str, int], kernel: str, fmt: str, work: Path,
     src = kernel_source(file)
     main = _main_source(kernel, fmt, cooperative)
     flags = [f"-D{k}={v}" for k, v in sorted(defines.items())]
-    key = hashlib.sha256("\0".join([src, main, *flags, *(p.read_text() for p in sorted(EMU.iterdir()))]).encode())
+    key = hashlib.sha256("\0".join([src, main, *flags, *_SANITIZE,
+                                     *(p.read_text() for p in sorted(EMU.iterdir()))]).encode())
     tag = key.hexdigest()[:16]
     if tag in _BUILT and _BUILT[tag].exists():
         return _BUILT[tag]
@@ -251,7 +302,7 @@ def build(file: str, defines: dict[str, int], kernel: str, fmt: str, work: Path,
     # the precompiled header first: g++ uses one only as the main file's first include
     (d / "main.cpp").write_text('#include "emu_pch.h"\n' + main)
     exe = d / "emu"
-    _gxx([*_GXX, "-I", str(common), *flags, str(d / "main.cpp"), str(common / "runtime.o"), "-o", str(exe)],
+    _gxx([*_gxx_flags(), "-I", str(common), *flags, str(d / "main.cpp"), str(common / "runtime.o"), "-o", str(exe)],
          f"{file} {flags}")
     _BUILT[tag] = exe
     return exe
@@ -289,9 +340,9 @@ def run_plan(be: Any, call: Any, buffers: dict[str, np.ndarray | None], outputs:
                 argv.append(bytes(a).hex())
             else:
                 argv.append(str(int(a)))
-        res = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+        res = subprocess.run(argv, capture_output=True, text=True, timeout=900, env=_run_env())
         if res.returncode:
-            raise RuntimeError(f"{launch.kernel}: the emulator exited with {res.returncode}: {res.stderr[-2000:]}")
+            raise RuntimeError(f"{launch.kernel}: the emulator exited with {res.returncode}: {_stderr_gist(res.stderr)}")
     out = {}
     for name in outputs:
         arr = buffers[name]
@@ -1336,12 +1387,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="", help="cases whose name contains this text")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--fuzz", type=int, default=0, help="instead of the list, this many random cases")
+    ap.add_argument("--asan", action="store_true",
+                    help="build with AddressSanitizer; a read or write outside a buffer's tensor stops the case")
     ap.add_argument("--fuzz-bn", type=int, default=0,
                     help="instead of the list, this many random cases of BatchNorm training in one cooperative launch")
     args = ap.parse_args(argv)
     if shutil.which("g++") is None:
         print("cuda_emu: g++ not found")
         return 2
+    if args.asan:
+        _SANITIZE[:] = _ASAN
     be = h200_backend()
     rng = np.random.default_rng(args.seed)
     failed = 0
@@ -1355,7 +1410,10 @@ def main(argv: list[str] | None = None) -> int:
             fn = {"conv": check_conv, "dwconv": check_dwconv, "qconv": check_qconv, "bn": check_bn_infer,
                   "bn-train": check_bn_train, "tiled": check_tiled, "gvec": check_gvec, "k1g": check_k1_gemm,
                   "k1n": check_k1_nchw, "k1s": check_k1_simt, "ldsm": check_ldmatrix}[kind]
-            kernel, ok, detail = check_ldmatrix(work) if kind == "ldsm" else fn(be, rng, work, **kw)
+            try:
+                kernel, ok, detail = check_ldmatrix(work) if kind == "ldsm" else fn(be, rng, work, **kw)
+            except RuntimeError as exc:  # the emulator died (a sanitizer's report, a trap): this case fails
+                kernel, ok, detail = "", False, str(exc)
             failed += not ok
             print(f"{'ok  ' if ok else 'FAIL'} {name:44s} {kernel:18s} {detail}", flush=True)
     print(f"cuda_emu: {failed} failed")
