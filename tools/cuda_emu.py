@@ -342,7 +342,8 @@ def run_plan(be: Any, call: Any, buffers: dict[str, np.ndarray | None], outputs:
                 argv.append(str(int(a)))
         res = subprocess.run(argv, capture_output=True, text=True, timeout=900, env=_run_env())
         if res.returncode:
-            raise RuntimeError(f"{launch.kernel}: the emulator exited with {res.returncode}: {_stderr_gist(res.stderr)}")
+            gist = _stderr_gist(res.stderr)
+            raise RuntimeError(f"{launch.kernel}: the emulator exited with {res.returncode}: {gist}")
     out = {}
     for name in outputs:
         arr = buffers[name]
