@@ -446,25 +446,31 @@ void batch_norm_stats_finalize(__global const dtype_t* restrict x, __global floa
 {
     BN_STATS_NCHW_GROUP;
     __local int last;
+    /* The partials and the counter cross groups, and OpenCL 1.2 orders no plain global access
+     * of one group against another's (Oclgrind's race check reports every such pair): they are
+     * written and read with 32-bit atomics, the floats as their bits. A few words a group. */
+    volatile __global int* const bits = (volatile __global int*)partial;
     if (lid == 0) {
-        __global float* pp = partial + (c * CHUNKS + chunk) * 3;
-        pp[0] = rn[0];
-        pp[1] = rm[0];
-        pp[2] = rq[0];
+        const int at = (c * CHUNKS + chunk) * 3;
+        atomic_xchg(bits + at, as_int(rn[0]));
+        atomic_xchg(bits + at + 1, as_int(rm[0]));
+        atomic_xchg(bits + at + 2, as_int(rq[0]));
         mem_fence(CLK_GLOBAL_MEM_FENCE); /* the partial is in memory before the count says so */
         last = atomic_inc(counters + c) == CHUNKS - 1;
     }
-    barrier(CLK_LOCAL_MEM_FENCE);
+    barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
     if (!last) return;
     mem_fence(CLK_GLOBAL_MEM_FENCE);
-    /* volatile: the other groups' partials from memory, not from this compute unit's cache */
-    __global volatile const float* vp = partial + c * CHUNKS * 3;
+    /* atomic reads (or with 0): the other groups' partials from memory, not from a stale cache */
+    volatile __global int* const vp = bits + c * CHUNKS * 3;
     const int T = 1 << bn_segment_log2(CHUNKS);
     float n = 0.0f, m = 0.0f, q = 0.0f;
-    for (int k = lid; k < CHUNKS; k += T) chan_merge(&n, &m, &q, vp[3 * k], vp[3 * k + 1], vp[3 * k + 2]);
+    for (int k = lid; k < CHUNKS; k += T)
+        chan_merge(&n, &m, &q, as_float(atomic_or(vp + 3 * k, 0)), as_float(atomic_or(vp + 3 * k + 1, 0)),
+                   as_float(atomic_or(vp + 3 * k + 2, 0)));
     bn_tree_merge(lid, lid, T, n, m, q, rn, rm, rq); /* work-items past T hold empty states */
     if (lid == 0) {
-        counters[c] = 0;
+        atomic_xchg(counters + c, 0);
         bn_finish_channel(c, C, K, rn[0], rm[0], rq[0], weight, bias, running_mean, running_var, mean, var, scale,
                           shift, eps, momentum);
     }
