@@ -8,7 +8,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.hal-installed
 
-.PHONY: conformance test lint unit wheel-test cuda-compile opencl-nvptx opencl-profiles opencl-whole-pool opencl-intel clean
+.PHONY: conformance test lint unit wheel-test cuda-compile opencl-nvptx opencl-profiles opencl-whole-pool opencl-intel opencl-oclgrind clean
 
 # Every HAL_OPENCL_PROFILE runs the op tests on PoCL (emulation: the profile's tuning
 # parameters and code paths on the CPU's OpenCL driver, the real device's limits). PoCL's own
@@ -38,7 +38,7 @@ conformance: $(STAMP)
 	$(BIN)/hal devices
 	$(BIN)/hal conformance
 
-test: lint cuda-compile opencl-nvptx wheel-test opencl-profiles unit opencl-whole-pool opencl-intel
+test: lint cuda-compile opencl-nvptx wheel-test opencl-profiles unit opencl-whole-pool opencl-intel opencl-oclgrind
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -111,6 +111,15 @@ else
 opencl-intel:
 	@echo "opencl-intel: skipped: Intel's CPU OpenCL runtime is for x86-64 Linux (this is $$(uname -sm))"
 endif
+
+# Oclgrind (an OpenCL simulator that checks every access; apt-get installed when this is root,
+# else skipped) with its data-race check and buffers of exactly their tensors' bytes: a planted
+# out-of-bounds write and race first, then conformance in every dtype and the BatchNorm tests
+# (its cross-group statistics merge). Any report in its log fails the target. Other op tests
+# are left out: Oclgrind 21.10 miscomputes operations that the pooling kernels use (the
+# script probes and names them; docs/backend-opencl.md).
+opencl-oclgrind: $(STAMP)
+	$(BIN)/python tools/opencl_oclgrind.py --tests tests/test_batch_norm.py --examples 4 --jobs $(JOBS)
 
 clean:
 	rm -rf $(VENV) $(VENV)-wheel build dist *.egg-info

@@ -672,6 +672,10 @@ class _Runtime:
         self.context = cl.Context([device])
         self.queue = cl.CommandQueue(self.context, device)
         self.pool = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self.queue))
+        #: HAL_OPENCL_EXACT_BUFFERS=1: every buffer its own allocation of exactly the bytes asked
+        #: for, not a pool bin rounded up, so that a checking driver (Oclgrind) sees an access one
+        #: element past a tensor's end; slower, for checking runs only
+        self.exact_buffers = os.environ.get("HAL_OPENCL_EXACT_BUFFERS", "") not in ("", "0")
         self._profiling_queue: Any = None
         self.programs: dict[tuple[str, tuple[tuple[str, int], ...]], Any] = {}
         self.kernels: dict[tuple[Any, ...], Any] = {}
@@ -801,6 +805,8 @@ class OpenCLBackend(Backend):
         if size > self._rt.max_alloc:
             raise OutOfMemory(self.info.id, size, f"above CL_DEVICE_MAX_MEM_ALLOC_SIZE = {self._rt.max_alloc}")
         try:
+            if self._rt.exact_buffers:
+                return cl.Buffer(self._rt.context, cl.mem_flags.READ_WRITE, size)
             return self._rt.pool.allocate(size)
         except (cl.MemoryError, cl.RuntimeError, cl.LogicError) as exc:
             raise OutOfMemory(self.info.id, size, str(exc).strip()) from exc

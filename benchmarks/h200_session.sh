@@ -7,7 +7,7 @@
 # Steps: tests, nn, conformance, check, sanitize, memcheck (sanitize's memcheck alone), overhead, overhead-nopdl, bench-cuda, bench-cuda2 (a second
 # cuda_ops.py run into b2/, BENCH_ARGS2: a whole table split by dtype across two steps), bench-nopdl
 # (HAL_CUDA_PDL=0: without programmatic dependent launch), sweep, tune-cuda-rapid,
-# tune-cuda-normal, tune-ocl-rapid, tune-ocl-normal, tvd-cuda, tvd-ocl, demo, hal-bench, ocl-bench, ocl-tests,
+# tune-cuda-normal, tune-ocl-rapid, tune-ocl-normal, tvd-cuda, tvd-ocl, demo, hal-bench, ocl-bench, ocl-tests, ocl-ab (AB_FILE, AB_OLD),
 # ocl-ptx, timing, torch-diag, ncu, quant-bench, ncu-quant, bn-breakdown, bn-fused
 # (sanitize: SAN_ARGS, default "--only one"; sweep: ONLY, SWEEP_ARGS such as "--dtype float16"; the *_ARGS
 # split on spaces, so check's --match with a space goes in CHECK_MATCH, e.g. CHECK_MATCH="k1n sampled", and
@@ -75,6 +75,12 @@ for s in "$@"; do
     ocl-tests) step pytest-ocl ${T_OCLTEST:-150} env HAL_TEST_DEVICES=opencl:nvidia HAL_TEST_EXAMPLES=8 \
         python3 -m pytest -q -p no:cacheprovider ${OCL_TESTS:-tests/test_forced_params.py tests/test_pooling.py}
       grep -E "^FAILED|passed|failed" "$R/pytest-ocl.txt" | tail -12 ;;
+    ocl-ab) # AB_FILE (a kernel file) as is, then with AB_OLD in its place, then as is again: opencl_ops.py
+      # with OCL_ARGS in each, into ab-new1/, ab-old/, ab-new2/ (the two "new" runs give the noise)
+      for v in new1 old new2; do mkdir -p "$R/ab-$v"; cp "$AB_FILE" /tmp/ab-keep.cl
+        [ "$v" = old ] && cp "$AB_OLD" "$AB_FILE"
+        step "ocl-ab-$v" ${T_OCL:-120} python3 benchmarks/opencl_ops.py --device opencl:nvidia --out "$R/ab-$v" ${OCL_ARGS:-}
+        cp /tmp/ab-keep.cl "$AB_FILE"; grep -v Warning "$R/ocl-ab-$v.txt" | tail -12; done ;;
     ocl-ptx) step ocl-ptx 90 python3 benchmarks/opencl_ptx.py --out "$R/ptx"; grep -v Warning "$R/ocl-ptx.txt" | tail -16 ;;
     bn-breakdown) # BNB_ARGS: e.g. --vary {"BN_STATS_SUMS":32} (no spaces inside the JSON)
       step bn-breakdown ${T_BNB:-180} python3 benchmarks/experiments/bn_breakdown.py --out "$R" ${BNB_ARGS:-}

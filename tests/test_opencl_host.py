@@ -244,3 +244,24 @@ def test_make_runs_each_distinct_emulated_profile_once(monkeypatch, tmp_path) ->
     assert opencl_profiles.distinct(amd) == (["amd-gcn", "amd-cdna", "nvidia"], [("amd-rdna", "amd-gcn")])
     with pytest.raises(SystemExit, match="not a profile"):
         opencl_profiles.distinct(["mali-t999"])
+
+
+@pytest.mark.parametrize("exact", ["1", ""])
+def test_exact_buffers_are_exactly_the_bytes_asked_for(monkeypatch, exact: str) -> None:
+    """HAL_OPENCL_EXACT_BUFFERS=1 (the Oclgrind runs): each buffer is exactly the size asked for,
+    so a checking driver sees an access one element past the end; without it, the pool's bins
+    round 1000 bytes up (the slack that hid such an access)."""
+    import pyopencl as cl
+
+    from hal.backends.opencl import OpenCLBackend, _Runtime
+
+    try:
+        device = next(d for p in cl.get_platforms() for d in p.get_devices())
+    except (cl.Error, StopIteration) as exc:
+        pytest.skip(f"no OpenCL device: {exc}")
+    monkeypatch.setenv("HAL_OPENCL_EXACT_BUFFERS", exact)
+    be = OpenCLBackend.__new__(OpenCLBackend)
+    be._rt = _Runtime(device)
+    be._rt.max_alloc = 1 << 30
+    buffer = be.allocate(1000)
+    assert (buffer.size == 1000) == bool(exact), buffer.size
