@@ -77,7 +77,8 @@ for s in "$@"; do
       grep -E "^FAILED|passed|failed" "$R/pytest-ocl.txt" | tail -12 ;;
     ocl-ab) # AB_FILE (a kernel file) as is, then with AB_OLD in its place, then as is again: opencl_ops.py
       # with OCL_ARGS in each, into ab-new1/, ab-old/, ab-new2/ (the two "new" runs give the noise)
-      for v in new1 old new2; do mkdir -p "$R/ab-$v"; cp "$AB_FILE" /tmp/ab-keep.cl
+      cp "$AB_FILE" /tmp/ab-keep.cl
+      for v in new1 old new2; do mkdir -p "$R/ab-$v"
         [ "$v" = old ] && cp "$AB_OLD" "$AB_FILE"
         step "ocl-ab-$v" ${T_OCL:-120} python3 benchmarks/opencl_ops.py --device opencl:nvidia --out "$R/ab-$v" ${OCL_ARGS:-}
         cp /tmp/ab-keep.cl "$AB_FILE"; grep -v Warning "$R/ocl-ab-$v.txt" | tail -12; done ;;
