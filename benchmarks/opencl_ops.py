@@ -30,6 +30,11 @@ Method
   ``median_ms_b2b(queued=True)``, max(5, repeats / 2) batches): the gaps between the calls'
   kernels counted too. Where the backend cannot gate (no user events, say) it warns and
   times without the gate; the row's "queued_note" (a "*" after the figure) says why.
+* --rotate MB: each case's calls cycle through copies of its input and output, MB in all
+  (at least one copy), so that a call does not find its input in the L2 that the previous
+  call left (the H200's is 50 MB; float16 BatchNorm's x is 33.5 MB). Without it every call
+  runs on the same buffers, as every table before session 32 was measured. The CUDA and
+  PyTorch columns never rotate.
 * Copy roofline: ``enqueue_copy`` of a 256 MiB buffer (64 MiB on a CPU) timed the same
   way in the same run; GB/s counts reads + writes. "copy%" = achieved GB/s / copy GB/s.
 * "cuda x": hal's CUDA backend on the same GPU (only for NVIDIA OpenCL devices when the
@@ -192,7 +197,7 @@ def traffic(spec: Any, case: Case) -> tuple[float, float]:
 class Runner:
     """Buffers and a launcher call for one spec on one hal device."""
 
-    def __init__(self, dev: Any, spec: Any, rng: np.random.Generator) -> None:
+    def __init__(self, dev: Any, spec: Any, rng: np.random.Generator, rotate_bytes: int = 0) -> None:
         self.dev, self.spec, self.backend = dev, spec, dev.backend
         b = self.backend
         shape = spec.in_shape if hasattr(spec, "in_shape") else spec.shape
@@ -205,7 +210,13 @@ class Runner:
         self.x = b.upload(np.ascontiguousarray(phys))
         out_shape = spec.out_shape if hasattr(spec, "out_shape") else spec.shape
         self.out_shape = out_shape
-        self.y = b.allocate(int(np.prod(out_shape)) * np.dtype(spec.dtype).itemsize)
+        ybytes = int(np.prod(out_shape)) * np.dtype(spec.dtype).itemsize
+        self.y = b.allocate(ybytes)
+        # --rotate: copies of (x, y) that the calls cycle through, rotate_bytes of them in all,
+        # so that no call finds its input in a cache the previous call filled
+        nsets = max(1, -(-rotate_bytes // (self.x_host.nbytes + ybytes)))
+        self.sets = [(self.x, self.y)] + [(b.upload(np.ascontiguousarray(phys)), b.allocate(ybytes))
+                                          for _ in range(nsets - 1)]
         self.extra: list[Any] = []
         self.host_extra: list[np.ndarray | None] = []
         if isinstance(spec, S.Conv2dSpec):
@@ -221,15 +232,28 @@ class Runner:
 
     def call(self, params: dict[str, int]) -> Callable[[], None]:
         """A no-argument launch of this spec with ``params``."""
-        b, s, x, y = self.backend, self.spec, self.x, self.y
-        if isinstance(s, S.Pool2dSpec):
-            return lambda: b.pool2d(s, x, y, None, params)
-        if isinstance(s, S.AdaptivePool2dSpec):
-            return lambda: b.adaptive_pool2d(s, x, y, None, params)
-        if isinstance(s, S.Conv2dSpec):
-            return lambda: b.conv2d(s, x, self.extra[0], None, y, params)
-        w, bias, rm, rv = self.extra
-        return lambda: b.batch_norm(s, x, y, w, bias, rm, rv, params)
+        b, s = self.backend, self.spec
+
+        def launch(x: Any, y: Any) -> None:
+            if isinstance(s, S.Pool2dSpec):
+                b.pool2d(s, x, y, None, params)
+            elif isinstance(s, S.AdaptivePool2dSpec):
+                b.adaptive_pool2d(s, x, y, None, params)
+            elif isinstance(s, S.Conv2dSpec):
+                b.conv2d(s, x, self.extra[0], None, y, params)
+            else:
+                w, bias, rm, rv = self.extra
+                b.batch_norm(s, x, y, w, bias, rm, rv, params)
+
+        if len(self.sets) == 1:
+            return lambda: launch(self.x, self.y)
+        turn = [0]
+
+        def rotating() -> None:
+            launch(*self.sets[turn[0] % len(self.sets)])
+            turn[0] += 1
+
+        return rotating
 
     def output(self) -> np.ndarray:
         """y in logical NCHW."""
@@ -409,6 +433,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--candidates", default="",
                     help="with --sweep: a JSON list of parameter sets to try instead of the built-in ones, "
                          f"or the name of a built-in list ({', '.join(CANDIDATE_SETS)})")
+    ap.add_argument("--rotate", type=int, default=0, metavar="MB",
+                    help="time each case on copies of its input and output, MB of them in all, one call "
+                         "after another on the next copy (0: every call on the same buffers)")
     ap.add_argument("--out", default=".")
     args = ap.parse_args(argv)
     devices = [hal.device(d) for d in args.device] if args.device else [d for d in hal.devices() if d.kind == "opencl"]
@@ -453,7 +480,7 @@ def main(argv: list[str] | None = None) -> int:
                     small = Runner(dev, make_spec(case, (min(2, shape[0]), *shape[1:]), dtype, layout), rng)
                     bad = check(small, params)
                     del small
-                    runner = Runner(dev, spec, rng)
+                    runner = Runner(dev, spec, rng, args.rotate * 2**20)
                     ms = median_ms(dev.backend, runner.call(params), args.repeats)
                     q_ms, q_note = queued_ms(dev.backend, runner.call(params), args.repeats)
                     nbytes, flops = traffic(spec, case)
@@ -466,6 +493,7 @@ def main(argv: list[str] | None = None) -> int:
                         "b2b_queued_copy_share": None, "queued_note": q_note,
                         "gflops": flops / ms / 1e6 if flops else None,
                         "params": params, "level": resolved.level, "check": bad or "ok",
+                        "rotated_sets": len(runner.sets),
                     }
                     if args.b2b > 0:
                         b_ms, b_note = queued_ms(dev.backend, runner.call(params), max(5, args.repeats // 2), args.b2b)
