@@ -266,3 +266,41 @@ def test_exact_buffers_are_exactly_the_bytes_asked_for(monkeypatch, exact: str) 
     be._rt = _Runtime(device)
     buffer = be.allocate(1000)
     assert (buffer.size == 1000) == bool(exact), buffer.size
+
+
+def test_opencl_ops_rotate_cycles_through_copies_of_the_buffers() -> None:
+    """benchmarks/opencl_ops.py --rotate: the runner holds enough (x, y) copies for the bytes
+    asked, each call launches on the next copy, and every copy's output is the op's."""
+    import sys
+    from pathlib import Path
+
+    import hal
+    from hal import reference
+
+    try:
+        dev = hal.device("opencl:0")
+    except hal.HalError as exc:
+        pytest.skip(f"no OpenCL device: {exc}")
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    try:
+        import opencl_ops as B
+    finally:
+        sys.path.pop(0)
+    case = next(c for c in B.CASES if c.name == "bn train fwd")
+    spec = B.make_spec(case, (2, 8, 5, 7), "float32", "NCHW")
+    per_set = 2 * 2 * 8 * 5 * 7 * 4  # x and y
+    runner = B.Runner(dev, spec, np.random.default_rng(1), rotate_bytes=3 * per_set - 1)
+    assert len(runner.sets) == 3
+    assert len({id(x) for x, _ in runner.sets}) == 3 and len({id(y) for _, y in runner.sets}) == 3
+    params = dict(dev.tuner.resolve_spec(spec).params)
+    nan = dev.backend.upload(np.full(2 * 8 * 5 * 7, np.nan, np.float32))
+    for _, y in runner.sets:
+        dev.backend.copy(nan, y, 2 * 8 * 5 * 7 * 4)  # unwritten outputs show as NaN
+    call = runner.call(params)
+    w, b, rm, rv = (a.astype(np.float64) for a in runner.host_extra)
+    want = reference.batch_norm_from_spec(spec, runner.x_host.astype(np.float64), rm.copy(), rv.copy(), w, b)
+    for turn in range(3):
+        call()
+        out = np.empty((2, 8, 5, 7), np.float32)
+        dev.backend.download(runner.sets[turn][1], out)
+        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
