@@ -649,10 +649,7 @@ SCHEMAS: dict[str, KernelSchema] = {
         (_WG, _VEC, _HALF_RAW,
          Param("INFER_LOOP", (0, 1), 0,
                "inference, NHWC: each work-item loops over vectors of the same VEC channels (their "
-               "scale computed once), where C % VEC == 0 and C / VEC divides WG"),
-         Param("PREFETCH", (0, 1), 0,
-               "training statistics: each work-item issues its next batch's loads before it merges the "
-               "current batch (two batches in flight)")),
+               "scale computed once), where C % VEC == 0 and C / VEC divides WG")),
         (_wg_limit("WG"), _local_limit("statistics reduction", lambda p: 4 * p["WG"] * (1 + 2 * p["VEC"]))),
     ),
     "eltwise": KernelSchema("opencl", "eltwise", (_WG, _VEC), (_wg_limit("WG"),)),
@@ -1517,8 +1514,6 @@ class OpenCLBackend(Backend):
             defines["HALF_RAW"] = 1
         if _bn_infer_loop(spec, p):
             defines["BN_INFER_LOOP"] = 1
-        if spec.training and p["PREFETCH"]:
-            defines["BN_PREFETCH"] = 1
         return defines
 
     def batch_norm(

@@ -129,26 +129,11 @@ inline void chan_merge(float* n, float* m, float* q, float nb, float mb, float q
         (cnt) = nt_;                                                                         \
     } while (0)
 
-/* Interleaved chunks: group `chunk` of a channel (NCHW) or channel tile (NHWC) takes steps
- * chunk, chunk + CHUNKS, chunk + 2 CHUNKS, ... of its group-wide steps, not a contiguous
- * CHUNKS-th of the values. All groups of the (one-wave) grid then read near the same images
- * at the same time, so the pass ends having read the tensor's last bytes last, and the apply
- * pass (its groups in reverse order) starts where the cache still holds them.
- *
- * BN_PREFETCH 1: each work-item issues its next batch's loads before it merges the current
- * batch, so two batches are in flight instead of one (the pass is a chain of load round
- * trips; on the H200 it read at about half the bandwidth of a copy). */
-#ifndef BN_PREFETCH
-#define BN_PREFETCH 0
-#endif
-
 /* NCHW walk over one channel's values, position v = n * P + j (P positions of UNIT
- * elements per plane), element offset off = (n * C + c) * HW + j * UNIT, advanced by
- * S = CHUNKS * WG positions with adds only: S = SA * P + SB, so a step adds SB to j, SA
- * planes, and one more plane when j wraps (a per-vector v / P and v % P cost two integer
- * divisions, tens of instructions on GPUs). uint offsets: a step past the end may exceed
- * INT_MAX (and wraps; an offset is only used at a position inside the tensor, where its
- * true value fits). */
+ * elements per plane), element offset off = (n * C + c) * HW + j * UNIT, advanced by WG
+ * positions with adds only: WG = SA * P + SB, so a step adds SB to j, SA planes, and one
+ * more plane when j wraps (a per-vector v / P and v % P cost two integer divisions,
+ * tens of instructions on GPUs). uint offsets: a step past the end may exceed INT_MAX. */
 #define BN_NCHW_STEP(j, off)                                                                 \
     do {                                                                                     \
         (j) += SB;                                                                           \
@@ -159,108 +144,46 @@ inline void chan_merge(float* n, float* m, float* q, float nb, float mb, float q
         }                                                                                    \
     } while (0)
 
-/* U loads at the walk's next U positions into a[] (raw values, the pivot not yet taken) */
-#define BN_NCHW_LOADS(T, U, LOAD, a)                                                         \
-    do {                                                                                     \
-        uint o_[U];                                                                          \
-        _Pragma("unroll") for (int u_ = 0; u_ < (U); ++u_) {                                 \
-            o_[u_] = off;                                                                    \
-            BN_NCHW_STEP(j, off);                                                            \
-        }                                                                                    \
-        _Pragma("unroll") for (int u_ = 0; u_ < (U); ++u_) (a)[u_] = LOAD(x, o_[u_]);          \
-    } while (0)
-
-/* merge the raw batch a[] (pivot K) into (cnt, m, q) */
-#define BN_MERGE_RAW(T, U, a, cnt, m, q)                                                     \
-    do {                                                                                     \
-        _Pragma("unroll") for (int u_ = 0; u_ < (U); ++u_) (a)[u_] -= K;                     \
-        BN_BATCH(T, U, cnt, m, q, a);                                                        \
-    } while (0)
-
-#if BN_PREFETCH
-/* batches of U at v < full: the next batch's loads issued before the current one's merge */
-#define BN_NCHW_BATCHES(T, U, LOAD, cnt, m, q)                                               \
-    if (v < full) {                                                                          \
-        T a_[U];                                                                             \
-        BN_NCHW_LOADS(T, U, LOAD, a_);                                                       \
-        for (v += (U) * S; v < full; v += (U) * S) {                                         \
-            T b_[U];                                                                         \
-            BN_NCHW_LOADS(T, U, LOAD, b_);                                                   \
-            BN_MERGE_RAW(T, U, a_, cnt, m, q);                                               \
-            _Pragma("unroll") for (int u_ = 0; u_ < (U); ++u_) a_[u_] = b_[u_];              \
-        }                                                                                    \
-        BN_MERGE_RAW(T, U, a_, cnt, m, q);                                                   \
-    }
-#else
-#define BN_NCHW_BATCHES(T, U, LOAD, cnt, m, q)                                               \
-    for (; v < full; v += (U) * S) {                                                         \
-        T a_[U];                                                                             \
-        BN_NCHW_LOADS(T, U, LOAD, a_);                                                       \
-        BN_MERGE_RAW(T, U, a_, cnt, m, q);                                                   \
-    }
-#endif
-
 #define BN_NCHW_WALK(T, U, LOAD, UNIT, cnt, m, q)                                            \
     do {                                                                                     \
-        const long EP = (long)N * P, S = (long)CHUNKS * WG;                                  \
-        const long full = EP - ((U) - 1) * S; /* v < full: a whole batch from v */          \
-        const int SA = (int)(S / P), SB = (int)(S - (long)SA * P);                           \
+        const long EP = (long)N * P;                                                         \
+        const int s = (int)(EP * chunk / CHUNKS), e = (int)(EP * (chunk + 1) / CHUNKS);      \
+        const int SA = WG / P, SB = WG - SA * P;                                             \
         const uint plane = (uint)C * (uint)HW;                                               \
         const uint DA = (uint)SA * plane + (uint)(SB * (UNIT)), DW = plane - (uint)HW;      \
-        long v = (long)chunk * WG + lid;                                                     \
-        const int n0 = (int)(v / P);                                                         \
-        int j = (int)(v - (long)n0 * P);                                                     \
+        int v = s + lid;                                                                     \
+        const int n0 = v / P;                                                                \
+        int j = v - n0 * P;                                                                  \
         uint off = ((uint)n0 * (uint)C + (uint)c) * (uint)HW + (uint)(j * (UNIT));           \
-        BN_NCHW_BATCHES(T, U, LOAD, cnt, m, q)                                               \
-        for (; v < EP; v += S) {                                                             \
+        for (; v < e - ((U) - 1) * WG; v += (U) * WG) {                                      \
+            uint o_[U];                                                                      \
+            T d_[U];                                                                         \
+            _Pragma("unroll") for (int u_ = 0; u_ < (U); ++u_) {                             \
+                o_[u_] = off;                                                                \
+                BN_NCHW_STEP(j, off);                                                        \
+            }                                                                                \
+            _Pragma("unroll") for (int u_ = 0; u_ < (U); ++u_) d_[u_] = LOAD(x, o_[u_]) - K;  \
+            BN_BATCH(T, U, cnt, m, q, d_);                                                   \
+        }                                                                                    \
+        for (; v < e; v += WG) {                                                             \
             const T d = LOAD(x, off) - K;                                                    \
             BN_NCHW_STEP(j, off);                                                            \
             BN_STEP1(T, cnt, m, q, d);                                                       \
         }                                                                                    \
     } while (0)
 
-/* NHWC walk over this work-item's rows (pixels) chunk * R + r + k * RS, RS = CHUNKS * R
- * (rstep = RS * C elements apart), of its VEC channels */
-#define BN_NHWC_LOADS(LOAD, a)                                                               \
-    do {                                                                                     \
-        _Pragma("unroll") for (int u_ = 0; u_ < BN_U; ++u_) (a)[u_] = LOAD(x, off + u_ * rstep); \
-        off += BN_U * rstep;                                                                 \
-    } while (0)
-#define BN_NHWC_MERGE(a)                                                                     \
-    do {                                                                                     \
-        _Pragma("unroll") for (int u_ = 0; u_ < BN_U; ++u_) (a)[u_] -= Kv;                   \
-        BN_BATCH(floatV, BN_U, cnt, vm, vq, a);                                              \
-    } while (0)
-
-#if BN_PREFETCH
-#define BN_NHWC_BATCHES(LOAD)                                                                \
-    if (m < full) {                                                                          \
-        floatV a_[BN_U];                                                                     \
-        BN_NHWC_LOADS(LOAD, a_);                                                             \
-        for (m += BN_U * RS; m < full; m += BN_U * RS) {                                     \
-            floatV b_[BN_U];                                                                 \
-            BN_NHWC_LOADS(LOAD, b_);                                                         \
-            BN_NHWC_MERGE(a_);                                                               \
-            _Pragma("unroll") for (int u_ = 0; u_ < BN_U; ++u_) a_[u_] = b_[u_];             \
-        }                                                                                    \
-        BN_NHWC_MERGE(a_);                                                                   \
-    }
-#else
-#define BN_NHWC_BATCHES(LOAD)                                                                \
-    for (; m < full; m += BN_U * RS) {                                                       \
-        floatV a_[BN_U];                                                                     \
-        BN_NHWC_LOADS(LOAD, a_);                                                             \
-        BN_NHWC_MERGE(a_);                                                                   \
-    }
-#endif
-
+/* NHWC walk over rows m = s + r, s + r + R, ... of this work-item's VEC channels */
 #define BN_NHWC_WALK(LOAD)                                                                   \
     do {                                                                                     \
-        const long full = E - (BN_U - 1) * RS; /* m < full: a whole batch from m */          \
-        long m = (long)chunk * R + r;                                                        \
+        int m = s + r;                                                                       \
         uint off = (uint)m * (uint)C + (uint)c0;                                             \
-        BN_NHWC_BATCHES(LOAD)                                                                \
-        for (; m < E; m += RS) {                                                             \
+        for (; m < e - (BN_U - 1) * R; m += BN_U * R) {                                      \
+            floatV d_[BN_U];                                                                 \
+            _Pragma("unroll") for (int u_ = 0; u_ < BN_U; ++u_) d_[u_] = LOAD(x, off + u_ * rstep) - Kv; \
+            off += BN_U * rstep;                                                             \
+            BN_BATCH(floatV, BN_U, cnt, vm, vq, d_);                                         \
+        }                                                                                    \
+        for (; m < e; m += R) {                                                              \
             const floatV d = LOAD(x, off) - Kv;                                              \
             off += rstep;                                                                    \
             BN_STEP1(floatV, cnt, vm, vq, d);                                                \
@@ -364,8 +287,7 @@ void batch_norm_stats(__global const dtype_t* restrict x, __global float* restri
         }
     }
 #else
-    /* group (chunk, channel tile of L * VEC); work-item (cl, r): VEC channels, rows
-     * chunk * R + r + k * CHUNKS * R (interleaved chunks, see BN_PREFETCH above) */
+    /* group (chunk, channel tile of L * VEC); work-item (cl, r): VEC channels, rows r, r + R, ... */
     const int chunk = get_group_id(0);
     const int lid = get_local_id(0);
     const long E = (long)N * HW; /* rows (pixels) */
@@ -375,8 +297,8 @@ void batch_norm_stats(__global const dtype_t* restrict x, __global float* restri
     const int cl = lid & (L - 1), r = lid >> lg;
     const int c0 = (ct * L + cl) * VEC;
     const int nvalid = clamp(C - c0, 0, VEC);
-    const long RS = (long)CHUNKS * R; /* rows between a work-item's consecutive rows */
-    const uint rstep = (uint)RS * (uint)C;
+    const int s = (int)(E * chunk / CHUNKS), e = (int)(E * (chunk + 1) / CHUNKS);
+    const uint rstep = (uint)R * (uint)C;
     float cnt = 0.0f;
     floatV vm = (floatV)0.0f, vq = (floatV)0.0f;
     if (nvalid > 0) {
@@ -560,9 +482,7 @@ void batch_norm_apply(__global const dtype_t* restrict x, __global dtype_t* rest
                       __global const float* restrict scale, __global const float* restrict shift,
                       int N, int C, int HW)
 {
-    /* groups in reverse order: the statistics pass read the tensor's last bytes last (interleaved
-     * chunks), and they are the ones still in the cache (float16 256x64x32x32 is 33.5 MB) */
-    const int gid = (get_num_groups(0) - 1 - get_group_id(0)) * WG + get_local_id(0);
+    const int gid = get_global_id(0);
 #if !LAYOUT_NHWC
     /* VEC consecutive values of one (n, c) plane */
     const int HWV = CEIL_DIV(HW, VEC);

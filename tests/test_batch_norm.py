@@ -232,21 +232,19 @@ def test_batch_norm_infer_loop(device, monkeypatch, dtype, compute_units):
 
 
 @pytest.mark.forced_params
-@pytest.mark.parametrize("prefetch", [0, 1])
 @pytest.mark.parametrize("wg", [32, 256])
 @pytest.mark.parametrize("vec", [1, 4, 8])
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
-def test_batch_norm_gpu_grid(device, monkeypatch, wg, vec, layout, prefetch):
-    """The statistics grid a 132-unit GPU gets (many interleaved chunks per channel, finalize
-    merging each channel's partials with several work-items, several channels per group), on
-    whatever device runs the test: only the launcher's geometry depends on the unit count.
-    PREFETCH 1 (the next batch's loads issued before the current one's merge) as well as 0."""
+def test_batch_norm_gpu_grid(device, monkeypatch, wg, vec, layout):
+    """The statistics grid a 132-unit GPU gets (many chunks per channel, finalize merging
+    each channel's partials with several work-items, several channels per group), on
+    whatever device runs the test: only the launcher's geometry depends on the unit count."""
     _opencl_only(device)
     backend = device.backend
     extras = tuple((k, "GPU" if k == "device_type" else v) for k, v in backend.info.extras)
     monkeypatch.setattr(backend, "info", dataclasses.replace(backend.info, compute_units=132, extras=extras))
     shapes = [(4, 5, 64, 64), (4, 5, 61, 67), (4, 64, 32, 32), (4, 130, 7, 7), (64, 3, 8, 8)]
-    with forced(device, "batch_norm", {"WG": wg, "VEC": vec, "PREFETCH": prefetch}):
+    with forced(device, "batch_norm", {"WG": wg, "VEC": vec}):
         for i, shape in enumerate(shapes):
             for dtype in ("float32", "float16"):
                 _check_bn(device, shape, dtype, layout, True, relu=i % 2 == 1, seed=7 * i + vec)
