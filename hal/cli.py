@@ -196,13 +196,14 @@ def _user_table_path(dev: Device) -> Path:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    """``hal tune`` (search), ``hal tune show`` and ``hal tune merge A B --out C``."""
+    """``hal tune`` (search), ``hal tune show`` and ``hal tune merge A B --out C [--drop-stale]``."""
     from hal.tuning import tuner, workloads
 
     console = _console()
     if args.action == "merge":
-        if len(args.files) < 2 or not args.out:
-            console.print("[red]hal tune merge: expected two or more table files and --out FILE[/red]")
+        if len(args.files) < (1 if args.drop_stale else 2) or not args.out:
+            console.print("[red]hal tune merge: expected two or more table files (one with --drop-stale) "
+                          "and --out FILE[/red]")
             return 2
         docs = []
         for f in args.files:
@@ -228,6 +229,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
             return 2
         backend = str(backends.pop())
         merged = tuner.merge_entries(*[d.get("entries", []) for d in docs], backend=backend)
+        if args.drop_stale:
+            merged, dropped = tuner.drop_stale_entries(merged, backend)
+            for entry, why in dropped:
+                console.print(f"dropped {escape(tuner.describe_entry(entry))}: {escape(why)}")
         tuner.write_table_atomic(Path(args.out), tuner.new_table(backend, merged))
         console.print(f"merged {sum(len(d.get('entries', [])) for d in docs)} entries into {len(merged)}: {args.out}")
         return 0
@@ -422,6 +427,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--layout", type=_layouts_arg, help="NCHW,NHWC (default both)")
     p.add_argument("--repeats", type=_int_at_least(1), default=10, help="timed runs per candidate (median)")
     p.add_argument("--seed", type=_int_at_least(0), help="random seed for inputs and candidate sampling")
+    p.add_argument("--drop-stale", action="store_true",
+                   help="merge: leave out measured entries whose kernel sources changed since they were measured "
+                        "(after a kernel edit, where a re-tune kept no entry for a key)")
     p.set_defaults(func=cmd_tune)
     p = sub.add_parser("bench", help="time every op against the device's copy bandwidth and PyTorch")
     group = p.add_mutually_exclusive_group()

@@ -364,6 +364,27 @@ def test_merge_replaces_stale_entries_even_when_they_timed_faster(tmp_path):
         assert [e["params"] for e in merged] == [{"W": 2}]
 
 
+def test_merge_drop_stale_leaves_out_entries_no_re_tune_replaced(tmp_path, capsys):
+    """After a kernel edit a re-tune keeps no entry where a default serves as fast; --drop-stale
+    takes the old measured entry out (one table alone is enough), current entries stay."""
+    from hal.resources import family_hash
+
+    def entry(key, w, source_hash):
+        return {"level": "device", "match": "X", "kernel": "pool2d", "key": {"n": key}, "params": {"W": w},
+                "median_ms": 1.0, "provenance": "p", "source_hash": source_hash}
+    stale, current = family_hash("kernels_c", "conv2d"), family_hash("kernels_c", "pool2d")
+    table, out = tmp_path / "t.json", tmp_path / "out.json"
+    tuner.write_table_atomic(table, tuner.new_table("cpu", [entry(1, 1, stale), entry(2, 2, current)]))
+    assert main(["tune", "merge", str(table), "--out", str(out)]) == 2  # one table needs --drop-stale
+    assert not out.exists()
+    assert main(["tune", "merge", str(table), "--out", str(out), "--drop-stale"]) == 0
+    assert [e["key"] for e in json.loads(out.read_text())["entries"]] == [{"n": 2}]
+    assert "dropped device 'X' pool2d [n=1]: the pool2d kernel sources changed" in capsys.readouterr().out
+    # without --drop-stale a merge keeps the stale entry (serving skips it with a warning)
+    assert main(["tune", "merge", str(table), str(table), "--out", str(out)]) == 0
+    assert len(json.loads(out.read_text())["entries"]) == 2
+
+
 def test_same_launch_plan_is_measured_once(monkeypatch):
     """Two parameter sets whose launch signatures are equal are one kernel: the second is
     skipped and a spare measured in its place (CUDA's launch plans; faked here on the CPU)."""

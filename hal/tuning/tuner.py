@@ -372,6 +372,32 @@ def merge_entries(*lists: list[dict[str, Any]], backend: str | None = None) -> l
     return list(merged.values())
 
 
+def drop_stale_entries(
+    entries: list[dict[str, Any]], backend: str
+) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any], str]]]:
+    """Entries that still describe this hal's kernels, and the stale ones with the reason each is
+    stale. Serving skips stale entries anyway (with a warning); dropping them keeps a shipped
+    table free of entries nobody can serve after a kernel edit whose re-tune kept no entry."""
+    from hal.tuning.table import _staleness
+
+    kept: list[dict[str, Any]] = []
+    dropped: list[tuple[dict[str, Any], str]] = []
+    for e in entries:
+        why = _staleness(e, backend)
+        if why:
+            dropped.append((e, why))
+        else:
+            kept.append(e)
+    return kept, dropped
+
+
+def describe_entry(entry: dict[str, Any]) -> str:
+    """One line naming a table entry: level, match, kernel and key."""
+    raw_key = entry.get("key")
+    key = ", ".join(f"{k}={v}" for k, v in sorted(raw_key.items())) if isinstance(raw_key, dict) else repr(raw_key)
+    return f"{entry.get('level')} {entry.get('match')!r} {entry.get('kernel')} [{key}]"
+
+
 def read_table(path: Path) -> dict[str, Any]:
     """A table file as a dict (an empty table when the file does not exist)."""
     if not path.exists():
