@@ -7,7 +7,7 @@
 # Steps: tests, nn, conformance, check, sanitize, memcheck (sanitize's memcheck alone), overhead, overhead-nopdl, bench-cuda, bench-cuda2 (a second
 # cuda_ops.py run into b2/, BENCH_ARGS2: a whole table split by dtype across two steps), bench-nopdl
 # (HAL_CUDA_PDL=0: without programmatic dependent launch), sweep, tune-cuda-rapid,
-# tune-cuda-normal, tune-ocl-rapid, tune-ocl-normal, tvd-cuda, tvd-ocl, demo, hal-bench, ocl-bench, ocl-tests, ocl-ab (AB_FILE, AB_OLD), ocl-bn-scaling (SCALE_ARGS),
+# tune-cuda-normal, tune-ocl-rapid, tune-ocl-normal, tvd-cuda, tvd-ocl, demo, hal-bench, ocl-bench, ocl-tests, ocl-ab (AB_FILE, AB_OLD), ocl-bn-scaling (SCALE_ARGS), ocl-read,
 # ocl-ptx, timing, torch-diag, ncu, quant-bench, ncu-quant, bn-breakdown, bn-fused
 # (sanitize: SAN_ARGS, default "--only one"; sweep: ONLY, SWEEP_ARGS such as "--dtype float16"; the *_ARGS
 # split on spaces, so check's --match with a space goes in CHECK_MATCH, e.g. CHECK_MATCH="k1n sampled", and
@@ -85,6 +85,9 @@ for s in "$@"; do
     ocl-bn-scaling) # SCALE_ARGS: e.g. --batches 64,256 --params {"PREFETCH":1} (no spaces inside the JSON)
       step ocl-bn-scaling ${T_SCALE:-150} python3 benchmarks/experiments/ocl_bn_scaling.py --device opencl:nvidia \
         --out "$R" ${SCALE_ARGS:-}; grep -v Warning "$R/ocl-bn-scaling.txt" | grep "fixed" ;;
+    ocl-read) # plain read-and-sum kernels: the read rate one wave of in-step rounds gets against many waves
+      step ocl-read ${T_READ:-90} python3 benchmarks/experiments/ocl_read_rounds.py --json "$R/ocl-read.json"
+      grep -v Warning "$R/ocl-read.txt" ;;
     ocl-ptx) step ocl-ptx 90 python3 benchmarks/opencl_ptx.py --out "$R/ptx"; grep -v Warning "$R/ocl-ptx.txt" | tail -16 ;;
     bn-breakdown) # BNB_ARGS: e.g. --vary {"BN_STATS_SUMS":32} (no spaces inside the JSON)
       step bn-breakdown ${T_BNB:-180} python3 benchmarks/experiments/bn_breakdown.py --out "$R" ${BNB_ARGS:-}

@@ -1,0 +1,155 @@
+"""How fast can an OpenCL kernel read a tensor once, and what does a one-wave grid cost?
+
+BatchNorm training's statistics pass reads x once, but on the H200 it reads 33.5 MB (float16)
+in 18-21 µs and 67 MB (float32) in 27-28 µs: about 11 µs more than the bytes need at the copy
+rate (docs/backend-opencl.md). Its grid is one wave whose work-items each load R rounds of
+16 values, all in step. This script times plain read-and-sum kernels with the same skeleton
+(a grid-stride loop, U vector loads in flight per work-item and round, a local-memory sum per
+group, one float written per group) over the grid sizes and depths that separate the causes:
+
+* groups per compute unit 4 / 8 / 16 (one wave, R rounds in step, as the statistics pass),
+  or ``flat`` (one round per work-item, many waves that the hardware staggers);
+* U = 1, 2, 4, 8 vectors in flight (float4 or 8 halves: 16 bytes each).
+
+Each configuration runs on ``--rotate`` MB of copies of x (cycled, past the L2), timed with
+profiling events (median of ``--repeats``), beside a device copy of x's bytes timed the same
+way. The sums are checked against numpy, so a kernel that skipped its loads would show.
+
+    python3 benchmarks/experiments/ocl_read_rounds.py [--device-substring NVIDIA] [--json F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from typing import Any
+
+import numpy as np
+
+SOURCE = r"""
+#if HALF
+typedef ushort8 vec_t;   /* 8 halves as raw bits: one 16-byte load */
+inline float vsum(vec_t r) { const float8 f = vload_half8(0, (const __private half*)&r);
+                             return f.s0 + f.s1 + f.s2 + f.s3 + f.s4 + f.s5 + f.s6 + f.s7; }
+#else
+typedef float4 vec_t;
+inline float vsum(vec_t v) { return v.x + v.y + v.z + v.w; }
+#endif
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void read_sum(__global const vec_t* restrict x, __global float* restrict out, int n)
+{
+    const int gid = get_global_id(0), G = get_global_size(0), lid = get_local_id(0);
+    float acc = 0.0f;
+    int i = gid;
+    for (; i + (U - 1) * G < n; i += U * G) {
+        vec_t v[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) v[u] = x[i + u * G];
+#pragma unroll
+        for (int u = 0; u < U; ++u) acc += vsum(v[u]);
+    }
+    for (; i < n; i += G) acc += vsum(x[i]);
+    __local float red[WG];
+    red[lid] = acc;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = WG / 2; s > 0; s >>= 1) {
+        if (lid < s) red[lid] += red[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0) out[get_group_id(0)] = red[0];
+}
+"""
+
+
+def median_ms(cl: Any, queue: Any, launch: Any, repeats: int) -> float:
+    """Median device time (ms) of ``launch()``, each call's event measured on its own."""
+    for _ in range(3):
+        launch()
+    queue.finish()
+    times = []
+    for _ in range(repeats):
+        ev = launch()
+        ev.wait()
+        times.append((ev.profile.end - ev.profile.start) * 1e-6)
+    return statistics.median(times)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import pyopencl as cl
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device-substring", default="NVIDIA")
+    ap.add_argument("--mb", type=int, default=64, help="float32 tensor size; float16 takes half")
+    ap.add_argument("--rotate", type=int, default=256, metavar="MB")
+    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--wg", type=int, default=256)
+    ap.add_argument("--json", default="")
+    args = ap.parse_args(argv)
+    dev = next(d for p in cl.get_platforms() for d in p.get_devices() if args.device_substring in d.name)
+    ctx = cl.Context([dev])
+    queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+    cus = dev.max_compute_units
+    rng = np.random.default_rng(0)
+    rows: list[dict[str, Any]] = []
+    print(f"# {dev.name}: {cus} compute units, WG {args.wg}, x cycled over {args.rotate} MB")
+    for dtype in (np.float32, np.float16):
+        nbytes = args.mb * 2**20 // (1 if dtype == np.float32 else 2)
+        host = rng.standard_normal(nbytes // np.dtype(dtype).itemsize).astype(dtype)
+        copies = [cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=host)
+                  for _ in range(max(1, -(-args.rotate * 2**20 // (2 * nbytes))))]
+        dst = [cl.Buffer(ctx, cl.mem_flags.READ_WRITE, nbytes) for _ in copies]
+        turn = [0]
+
+        def copy(turn: list[int] = turn, copies: list[Any] = copies, dst: list[Any] = dst,
+                 nbytes: int = nbytes) -> Any:
+            k = turn[0] % len(copies)
+            turn[0] += 1
+            return cl.enqueue_copy(queue, dst[k], copies[k], byte_count=nbytes)
+
+        copy_ms = median_ms(cl, queue, copy, args.repeats)
+        copy_gbps = 2 * nbytes / copy_ms / 1e6
+        print(f"{np.dtype(dtype).name}: {nbytes / 1e6:.1f} MB, copy {copy_ms * 1e3:.1f} us ({copy_gbps:.0f} GB/s)")
+        n = nbytes // 16
+        want = float(host.astype(np.float64).sum())
+        for u in (1, 2, 4, 8):
+            prg = cl.Program(ctx, SOURCE).build(
+                [f"-DWG={args.wg}", f"-DU={u}", f"-DHALF={int(dtype == np.float16)}"])
+            kern = prg.read_sum
+            for gpc in (4, 8, 16, 0):
+                groups = gpc * cus if gpc else -(-n // (args.wg * u))
+                out = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 4 * groups)
+                kern.set_args(copies[0], out, np.int32(n))
+                cl.enqueue_nd_range_kernel(queue, kern, (groups * args.wg,), (args.wg,))
+                got = np.empty(groups, np.float32)
+                cl.enqueue_copy(queue, got, out)
+                err = abs(float(got.astype(np.float64).sum()) - want)
+                ok = err <= 1e-3 * float(np.abs(host).astype(np.float64).sum()) / max(1, groups) ** 0.5 + 1.0
+
+                def launch(groups: int = groups, out: Any = out, kern: Any = kern, n: int = n,
+                           turn: list[int] = turn, copies: list[Any] = copies) -> Any:
+                    k = turn[0] % len(copies)
+                    turn[0] += 1
+                    kern.set_args(copies[k], out, np.int32(n))
+                    return cl.enqueue_nd_range_kernel(queue, kern, (groups * args.wg,), (args.wg,))
+
+                ms = median_ms(cl, queue, launch, args.repeats)
+                rounds = n / (groups * args.wg * u)
+                gbps = nbytes / ms / 1e6
+                row = {"dtype": np.dtype(dtype).name, "U": u, "groups_per_cu": gpc or "flat", "groups": groups,
+                       "rounds": rounds, "us": ms * 1e3, "gbps": gbps, "copy_gbps": copy_gbps,
+                       "share_of_copy_rate": gbps / copy_gbps, "sum_ok": bool(ok)}
+                rows.append(row)
+                print(f"  U={u} groups/CU={gpc or 'flat'!s:>4s} rounds {rounds:7.2f}: {ms * 1e3:6.1f} us, "
+                      f"{gbps:5.0f} GB/s = {100 * gbps / copy_gbps:5.1f} % of the copy rate"
+                      f"{'' if ok else '  SUM WRONG'}", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
