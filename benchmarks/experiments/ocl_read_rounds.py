@@ -9,7 +9,9 @@ group, one float written per group) over the grid sizes and depths that separate
 
 * groups per compute unit 4 / 8 / 16 (one wave, R rounds in step, as the statistics pass),
   or ``flat`` (one round per work-item, many waves that the hardware staggers);
-* U = 1, 2, 4, 8 vectors in flight (float4 or 8 halves: 16 bytes each).
+* U = 1, 2, 4, 8 vectors in flight (float4 or 8 halves: 16 bytes each);
+* the arithmetic per vector: a plain sum, the statistics pass's own (a batch's mean and M2,
+  then Chan's update with a division), or shifted sums (what CUDA's BN_STATS_SUMS keeps).
 
 Each configuration runs on ``--rotate`` MB of copies of x (cycled, past the L2), timed with
 profiling events (median of ``--repeats``), beside a device copy of x's bytes timed the same
@@ -31,29 +33,56 @@ import numpy as np
 SOURCE = r"""
 #if HALF
 typedef ushort8 vec_t;   /* 8 halves as raw bits: one 16-byte load */
-inline float vsum(vec_t r) { const float8 f = vload_half8(0, (const __private half*)&r);
-                             return f.s0 + f.s1 + f.s2 + f.s3 + f.s4 + f.s5 + f.s6 + f.s7; }
+typedef float8 fv_t;
+inline fv_t cvt(vec_t r) { return vload_half8(0, (const __private half*)&r); }
+inline float hsum(fv_t f) { return f.s0 + f.s1 + f.s2 + f.s3 + f.s4 + f.s5 + f.s6 + f.s7; }
 #else
 typedef float4 vec_t;
-inline float vsum(vec_t v) { return v.x + v.y + v.z + v.w; }
+typedef float4 fv_t;
+inline fv_t cvt(vec_t v) { return v; }
+inline float hsum(fv_t v) { return v.x + v.y + v.z + v.w; }
 #endif
 
+/* MODE 0: a plain sum per lane. MODE 1: BatchNorm's statistics arithmetic (batch_norm.cl's
+ * BN_BATCH: the batch's mean and M2 two-pass per lane, then Chan's update with one division).
+ * MODE 2: shifted sums per lane (s1 += d, s2 += d * d). Every mode writes the group's sum
+ * of x (count * mean for MODE 1), so one check covers all. */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void read_sum(__global const vec_t* restrict x, __global float* restrict out, int n)
 {
     const int gid = get_global_id(0), G = get_global_size(0), lid = get_local_id(0);
-    float acc = 0.0f;
+    fv_t s1 = (fv_t)0.0f, s2 = (fv_t)0.0f;
+    float cnt = 0.0f;
     int i = gid;
     for (; i + (U - 1) * G < n; i += U * G) {
-        vec_t v[U];
+        fv_t d[U];
 #pragma unroll
-        for (int u = 0; u < U; ++u) v[u] = x[i + u * G];
+        for (int u = 0; u < U; ++u) d[u] = cvt(x[i + u * G]);
+#if MODE == 1
+        fv_t bs = d[0];
 #pragma unroll
-        for (int u = 0; u < U; ++u) acc += vsum(v[u]);
+        for (int u = 1; u < U; ++u) bs += d[u];
+        const fv_t bm = bs * (1.0f / U);
+        fv_t bq = (fv_t)0.0f;
+#pragma unroll
+        for (int u = 0; u < U; ++u) { const fv_t e = d[u] - bm; bq += e * e; }
+        const float nt = cnt + (float)U, fb = (float)U / nt;
+        const fv_t dl = bm - s1;
+        s1 += dl * fb;                          /* s1: the running mean */
+        s2 += bq + dl * dl * (cnt * fb);        /* s2: the running M2 */
+        cnt = nt;
+#else
+#pragma unroll
+        for (int u = 0; u < U; ++u) { s1 += d[u]; if (MODE == 2) s2 += d[u] * d[u]; }
+#endif
     }
-    for (; i < n; i += G) acc += vsum(x[i]);
+#if MODE == 1
+    s1 *= cnt;
+    cnt = 0.0f;
+#endif
+    for (; i < n; i += G) s1 += cvt(x[i]);
     __local float red[WG];
-    red[lid] = acc;
+    red[lid] = hsum(s1) + 0.0f * hsum(s2);
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int s = WG / 2; s > 0; s >>= 1) {
         if (lid < s) red[lid] += red[lid + s];
@@ -62,6 +91,10 @@ void read_sum(__global const vec_t* restrict x, __global float* restrict out, in
     if (lid == 0) out[get_group_id(0)] = red[0];
 }
 """
+
+
+#: MODE -> what the kernel computes per loaded vector
+MODES = {0: "sum", 1: "bn", 2: "sums2"}
 
 
 def median_ms(cl: Any, queue: Any, launch: Any, repeats: int) -> float:
@@ -114,11 +147,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{np.dtype(dtype).name}: {nbytes / 1e6:.1f} MB, copy {copy_ms * 1e3:.1f} us ({copy_gbps:.0f} GB/s)")
         n = nbytes // 16
         want = float(host.astype(np.float64).sum())
-        for u in (1, 2, 4, 8):
+        # the plain sum over every depth and grid; BatchNorm's arithmetic (1) and shifted sums (2)
+        # at the statistics pass's 16 values per batch (4 float4, 2 x 8 halves) and at twice that
+        sums = [(0, u, (4, 8, 16, 0)) for u in (1, 2, 4, 8)]
+        arith = [(m, u, (8, 0)) for m in (1, 2) for u in ((4, 8) if dtype == np.float32 else (2, 4))]
+        for mode, u, gpcs in sums + arith:
             prg = cl.Program(ctx, SOURCE).build(
-                [f"-DWG={args.wg}", f"-DU={u}", f"-DHALF={int(dtype == np.float16)}"])
+                [f"-DWG={args.wg}", f"-DU={u}", f"-DHALF={int(dtype == np.float16)}", f"-DMODE={mode}"])
             kern = prg.read_sum
-            for gpc in (4, 8, 16, 0):
+            for gpc in gpcs:
                 groups = gpc * cus if gpc else -(-n // (args.wg * u))
                 out = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 4 * groups)
                 kern.set_args(copies[0], out, np.int32(n))
@@ -138,11 +175,13 @@ def main(argv: list[str] | None = None) -> int:
                 ms = median_ms(cl, queue, launch, args.repeats)
                 rounds = n / (groups * args.wg * u)
                 gbps = nbytes / ms / 1e6
-                row = {"dtype": np.dtype(dtype).name, "U": u, "groups_per_cu": gpc or "flat", "groups": groups,
+                row = {"dtype": np.dtype(dtype).name, "mode": MODES[mode], "U": u,
+                       "groups_per_cu": gpc or "flat", "groups": groups,
                        "rounds": rounds, "us": ms * 1e3, "gbps": gbps, "copy_gbps": copy_gbps,
                        "share_of_copy_rate": gbps / copy_gbps, "sum_ok": bool(ok)}
                 rows.append(row)
-                print(f"  U={u} groups/CU={gpc or 'flat'!s:>4s} rounds {rounds:7.2f}: {ms * 1e3:6.1f} us, "
+                print(f"  {MODES[mode]:5s} U={u} groups/CU={gpc or 'flat'!s:>4s} rounds {rounds:7.2f}: "
+                      f"{ms * 1e3:6.1f} us, "
                       f"{gbps:5.0f} GB/s = {100 * gbps / copy_gbps:5.1f} % of the copy rate"
                       f"{'' if ok else '  SUM WRONG'}", flush=True)
     if args.json:
