@@ -303,8 +303,6 @@ BN_LANES = 16  # work-items across channels in the NHWC reductions (kernels' LAN
 BN_ITEMS_PER_CU = 1024
 #: values each work-item of the statistics pass loads per batch (batch_norm.cl's BN_VALUES)
 BN_VALUES = 16
-#: the fewest batches of BN_VALUES each statistics work-item loads (STATS_BATCHES' default)
-BN_MIN_BATCHES = 2
 
 
 def _bn_lanes(c: int, vec: int) -> int:
@@ -651,13 +649,7 @@ SCHEMAS: dict[str, KernelSchema] = {
         (_WG, _VEC, _HALF_RAW,
          Param("INFER_LOOP", (0, 1), 0,
                "inference, NHWC: each work-item loops over vectors of the same VEC channels (their "
-               "scale computed once), where C % VEC == 0 and C / VEC divides WG"),
-         Param("STATS_ITEMS", (1024, 2048, 4096, 8192, 16384), BN_ITEMS_PER_CU,
-               "training on GPUs: work-items per compute unit the statistics grid aims at (1024: one "
-               "wave on most GPUs; more: several waves, which the hardware staggers)"),
-         Param("STATS_BATCHES", (1, 2, 4), BN_MIN_BATCHES,
-               "training: the fewest batches of 16 values each statistics work-item loads (fewer "
-               "leave more chunks, so more groups and partials)")),
+               "scale computed once), where C % VEC == 0 and C / VEC divides WG")),
         (_wg_limit("WG"), _local_limit("statistics reduction", lambda p: 4 * p["WG"] * (1 + 2 * p["VEC"]))),
     ),
     "eltwise": KernelSchema("opencl", "eltwise", (_WG, _VEC), (_wg_limit("WG"),)),
@@ -1287,9 +1279,7 @@ class OpenCLBackend(Backend):
             if isinstance(spec, BatchNormSpec):
                 p = self._params("batch_norm", params)
                 # the -D set holds WG and VEC, which fix every launch's geometry for a given spec
-                # but the statistics grid's (STATS_ITEMS, STATS_BATCHES)
-                grid = self._bn_stats_grid(spec, p) if spec.training else None
-                return ("batch_norm.cl", spec.training, tuple(sorted(self._batch_norm_defines(spec, p).items())), grid)
+                return ("batch_norm.cl", spec.training, tuple(sorted(self._batch_norm_defines(spec, p).items())))
         except Exception:  # a set that cannot be planned is evaluated (and fails) as usual
             return None
         return None
@@ -1571,30 +1561,6 @@ class OpenCLBackend(Backend):
                 )
             self._launch(kernels["batch_norm_apply"], (items,), (wg,), [x, y, scale, shift, n_, c_, hw_])
 
-    def _bn_stats_grid(self, spec: BatchNormSpec, p: Mapping[str, int]) -> tuple[int, int]:
-        """(chunks, tiles) of the training statistics grid under (clamped) parameters ``p``.
-
-        The groups split each channel's values evenly, so the pass takes as long as its slowest
-        wave; GPUs aim at STATS_ITEMS work-items per compute unit (default 1024, one wave: floor,
-        not ceiling, since a second, partial wave would add a tail), CPUs at 4 groups per core,
-        each work-item still reading at least STATS_BATCHES batches of BN_VALUES values (NCHW:
-        values of one channel; NHWC: rows of VEC channels)."""
-        wg, vec = p["WG"], p["VEC"]
-        if spec.training and spec.layout == "NCHW" and spec.h * spec.w < vec:
-            vec = 1  # _plan_batch_norm's VEC 1 build
-        cu = max(self.info.compute_units, 1)
-        gpu = dict(self.info.extras).get("device_type") != "CPU"
-        target = cu * (max(1, p["STATS_ITEMS"] // wg) if gpu else 4)
-        per_item = p["STATS_BATCHES"] * BN_VALUES
-        if spec.layout == "NHWC":
-            lanes = _bn_lanes(spec.c, vec)
-            tiles = -(-spec.c // (lanes * vec))
-            most = max(1, spec.count // ((wg // lanes) * per_item // vec))
-        else:
-            tiles = spec.c
-            most = max(1, spec.count // (wg * per_item))
-        return int(min(max(1, target // tiles), most, 1024)), tiles
-
     def _plan_batch_norm(
         self, spec: BatchNormSpec, params: Mapping[str, int]
     ) -> tuple[dict[str, Any], int, int, int, int, int, tuple[Any, ...]]:
@@ -1631,7 +1597,23 @@ class OpenCLBackend(Backend):
             if "BN_INFER_LOOP" in defines:  # a grid-stride loop: enough groups to fill the device
                 items = min(items, BN_LOOP_GROUPS_PER_CU * max(self.info.compute_units, 1) * wg)
             return kernels, wg, items, 0, 0, 0, (_i32(spec.n), _i32(c), _i32(hw), np.float32(spec.eps))
-        chunks, tiles = self._bn_stats_grid(spec, p)
+        count = spec.count
+        # Statistics grid: the groups split each channel's values evenly, so the pass takes
+        # as long as its slowest wave; aim for one wave of about BN_ITEMS_PER_CU work-items
+        # per compute unit on GPUs (floor, not ceiling: a second, partial wave would add a
+        # tail), 4 groups per core on CPUs, each work-item still reading two batches of
+        # BN_VALUES values (NCHW: values of one channel; NHWC: rows of VEC channels).
+        cu = max(self.info.compute_units, 1)
+        gpu = dict(self.info.extras).get("device_type") != "CPU"
+        target = cu * (max(1, BN_ITEMS_PER_CU // wg) if gpu else 4)
+        if nhwc:
+            lanes = _bn_lanes(c, vec)
+            tiles = -(-c // (lanes * vec))
+            most = max(1, count // ((wg // lanes) * 2 * (BN_VALUES // vec)))
+        else:
+            tiles = c
+            most = max(1, count // (wg * 2 * BN_VALUES))
+        chunks = int(min(max(1, target // tiles), most, 1024))
         per_group = wg // _bn_segment(chunks, wg)  # channels per finalize group
         scalars = (_i32(spec.n), _i32(c), _i32(hw), _i32(chunks), np.float32(spec.eps), np.float32(spec.momentum))
         return kernels, wg, items, chunks, tiles, per_group, scalars

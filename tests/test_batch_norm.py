@@ -251,32 +251,6 @@ def test_batch_norm_gpu_grid(device, monkeypatch, wg, vec, layout):
 
 
 @pytest.mark.forced_params
-@pytest.mark.parametrize(("items", "batches"), [(16384, 1), (4096, 4)])
-@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
-def test_batch_norm_stats_grid_params(device, monkeypatch, items, batches, layout):
-    """STATS_ITEMS and STATS_BATCHES on a 132-unit GPU's grid (several waves of groups, one
-    batch per work-item, up to 1024 chunks per channel): the grid they give is the one that
-    runs, and the statistics stay exact."""
-    _opencl_only(device)
-    backend = device.backend
-    extras = tuple((k, "GPU" if k == "device_type" else v) for k, v in backend.info.extras)
-    monkeypatch.setattr(backend, "info", dataclasses.replace(backend.info, compute_units=132, extras=extras))
-    params = {"WG": 64, "VEC": 4, "STATS_ITEMS": items, "STATS_BATCHES": batches}
-    geo = hal.asarray(np.zeros((8, 6, 33, 32), np.float32), device=device, layout=layout).geometry()
-    spec = hal.spec.batch_norm_spec(geo, True, 0.1, 1e-5, True)
-    p = {**device.tuner.schemas["batch_norm"].defaults(), **params}
-    chunks, _ = backend._bn_stats_grid(spec, p)
-    # values of a channel one group takes: NCHW 64 work-items x 16 per batch; NHWC 2 lanes of
-    # 4 channels (C = 6), so 32 rows x 16 / 4 per batch
-    per_item = 64 * batches * 16 if layout == "NCHW" else 32 * batches * 4
-    assert chunks == min(132 * (items // 64) // (6 if layout == "NCHW" else 1), spec.count // per_item, 1024)
-    with forced(device, "batch_norm", params):
-        for i, shape in enumerate([(8, 6, 33, 32), (4, 64, 32, 32), (64, 3, 8, 8), (3, 5, 7, 9)]):
-            for dtype in ("float32", "float16"):
-                _check_bn(device, shape, dtype, layout, True, relu=i % 2 == 1, seed=31 * i + batches)
-
-
-@pytest.mark.forced_params
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
 @pytest.mark.parametrize("vec", [1, 4, 8])
 def test_batch_norm_vector_paths_no_cancellation(device, layout, vec):
