@@ -11,7 +11,10 @@ group, one float written per group) over the grid sizes and depths that separate
   or ``flat`` (one round per work-item, many waves that the hardware staggers);
 * U = 1, 2, 4, 8 vectors in flight (float4 or 8 halves: 16 bytes each);
 * the arithmetic per vector: a plain sum, the statistics pass's own (a batch's mean and M2,
-  then Chan's update with a division), or shifted sums (what CUDA's BN_STATS_SUMS keeps).
+  then Chan's update with a division), or shifted sums (what CUDA's BN_STATS_SUMS keeps);
+* then the statistics pass's own walk (``read_walk``: x as N x 64 x 32 x 32 NCHW, a group per
+  chunk of one channel's planes, hal's one-wave grid, WG 128 and 256), with a plain local sum
+  or with the Chan tree merge the pass ends with: what the walk and the merge add to a read.
 
 Each configuration runs on ``--rotate`` MB of copies of x (cycled, past the L2), timed with
 profiling events (median of ``--repeats``), beside a device copy of x's bytes timed the same
@@ -90,6 +93,98 @@ void read_sum(__global const vec_t* restrict x, __global float* restrict out, in
     }
     if (lid == 0) out[get_group_id(0)] = red[0];
 }
+
+/* The statistics pass's NCHW walk (batch_norm.cl's BN_NCHW_WALK, in vectors): group (chunk, c)
+ * reads a contiguous range of channel c's N * P vectors (P per plane), stepping with adds;
+ * U loads per batch, the MODE arithmetic as above. TAIL 0: a plain local sum; TAIL 1: Chan's
+ * merge of (count, mean, M2) over the group (batch_norm.cl's bn_tree_merge, a division per
+ * level). Writes the group's sum of x either way. */
+inline void chan(float* n, float* m, float* q, float nb, float mb, float qb)
+{
+    if (nb == 0.0f) return;
+    if (*n == 0.0f) { *n = nb; *m = mb; *q = qb; return; }
+    const float nt = *n + nb, d = mb - *m, fb = nb / nt;
+    *m += d * fb;
+    *q += qb + d * d * (*n) * fb;
+    *n = nt;
+}
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void read_walk(__global const vec_t* restrict x, __global float* restrict out, int N, int C, int P, int CHUNKS)
+{
+    const int chunk = get_group_id(0), c = get_group_id(1), lid = get_local_id(0);
+    const long EP = (long)N * P;
+    const int s = (int)(EP * chunk / CHUNKS), e = (int)(EP * (chunk + 1) / CHUNKS);
+    const int SA = WG / P, SB = WG - SA * P;
+    const uint plane = (uint)C * (uint)P;
+    const uint DA = (uint)SA * plane + (uint)SB, DW = plane - (uint)P;
+    int v = s + lid;
+    const int n0 = v / P;
+    int j = v - n0 * P;
+    uint off = ((uint)n0 * (uint)C + (uint)c) * (uint)P + (uint)j;
+    fv_t s1 = (fv_t)0.0f, s2 = (fv_t)0.0f;
+    float cnt = 0.0f;
+    for (; v < e - (U - 1) * WG; v += U * WG) {
+        fv_t d[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            d[u] = cvt(x[off]);
+            j += SB; off += DA;
+            if (j >= P) { j -= P; off += DW; }
+        }
+#if MODE == 1
+        fv_t bs = d[0];
+#pragma unroll
+        for (int u = 1; u < U; ++u) bs += d[u];
+        const fv_t bm = bs * (1.0f / U);
+        fv_t bq = (fv_t)0.0f;
+#pragma unroll
+        for (int u = 0; u < U; ++u) { const fv_t e2 = d[u] - bm; bq += e2 * e2; }
+        const float nt = cnt + (float)U, fb = (float)U / nt;
+        const fv_t dl = bm - s1;
+        s1 += dl * fb;
+        s2 += bq + dl * dl * (cnt * fb);
+        cnt = nt;
+#else
+#pragma unroll
+        for (int u = 0; u < U; ++u) { s1 += d[u]; if (MODE == 2) s2 += d[u] * d[u]; }
+        cnt += (float)U;
+#endif
+    }
+#if MODE == 1
+    s1 *= cnt;
+#endif
+    for (; v < e; v += WG) {
+        s1 += cvt(x[off]);
+        j += SB; off += DA;
+        if (j >= P) { j -= P; off += DW; }
+        cnt += 1.0f;
+    }
+    __local float rn[WG], rm[WG], rq[WG];
+#if TAIL
+    /* the group's (count, mean, M2) of the lanes' sums, merged by a Chan tree as hal does */
+    float n = cnt * (float)(sizeof(fv_t) / sizeof(float)), m = n > 0.0f ? hsum(s1) / n : 0.0f;
+    float q = hsum(s2);
+    rn[lid] = n; rm[lid] = m; rq[lid] = q;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int st = WG / 2; st > 0; st >>= 1) {
+        if (lid < st) {
+            chan(&n, &m, &q, rn[lid + st], rm[lid + st], rq[lid + st]);
+            rn[lid] = n; rm[lid] = m; rq[lid] = q;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0) out[c * CHUNKS + chunk] = rn[0] * rm[0] + 0.0f * rq[0];
+#else
+    rm[lid] = hsum(s1) + 0.0f * hsum(s2);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int st = WG / 2; st > 0; st >>= 1) {
+        if (lid < st) rm[lid] += rm[lid + st];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0) out[c * CHUNKS + chunk] = rm[0];
+#endif
+}
 """
 
 
@@ -119,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rotate", type=int, default=256, metavar="MB")
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--wg", type=int, default=256)
+    ap.add_argument("--walk-chunks", type=int, default=0, help="chunks per channel in read_walk (0: hal's rule)")
     ap.add_argument("--json", default="")
     args = ap.parse_args(argv)
     dev = next(d for p in cl.get_platforms() for d in p.get_devices() if args.device_substring in d.name)
@@ -182,6 +278,43 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(row)
                 print(f"  {MODES[mode]:5s} U={u} groups/CU={gpc or 'flat'!s:>4s} rounds {rounds:7.2f}: "
                       f"{ms * 1e3:6.1f} us, "
+                      f"{gbps:5.0f} GB/s = {100 * gbps / copy_gbps:5.1f} % of the copy rate"
+                      f"{'' if ok else '  SUM WRONG'}", flush=True)
+        # the statistics pass's own walk over x as N x 64 x 32 x 32 (NCHW), hal's grid: one wave of
+        # 1024 work-items per compute unit split into chunks of each channel
+        lanes = 4 if dtype == np.float32 else 8
+        c_, p_ = 64, 1024 // lanes
+        n_ = n // (c_ * p_)
+        u = 16 // lanes
+        for wg in (128, 256):
+            chunks = args.walk_chunks or max(1, cus * (1024 // wg) // c_)
+            for mode, tail in ((0, 0), (1, 0), (0, 1), (1, 1)):
+                prg = cl.Program(ctx, SOURCE).build([f"-DWG={wg}", f"-DU={u}", f"-DHALF={int(dtype == np.float16)}",
+                                                     f"-DMODE={mode}", f"-DTAIL={tail}"])
+                kern = prg.read_walk
+                out = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 4 * chunks * c_)
+                scal = (np.int32(n_), np.int32(c_), np.int32(p_), np.int32(chunks))
+                kern.set_args(copies[0], out, *scal)
+                cl.enqueue_nd_range_kernel(queue, kern, (chunks * wg, c_), (wg, 1))
+                got = np.empty(chunks * c_, np.float32)
+                cl.enqueue_copy(queue, got, out)
+                err = abs(float(got.astype(np.float64).sum()) - want)
+                ok = err <= 1e-3 * float(np.abs(host).astype(np.float64).sum()) / (chunks * c_) ** 0.5 + 1.0
+
+                def walk(out: Any = out, kern: Any = kern, scal: tuple[Any, ...] = scal, wg: int = wg,
+                         chunks: int = chunks, turn: list[int] = turn, copies: list[Any] = copies) -> Any:
+                    k = turn[0] % len(copies)
+                    turn[0] += 1
+                    kern.set_args(copies[k], out, *scal)
+                    return cl.enqueue_nd_range_kernel(queue, kern, (chunks * wg, 64), (wg, 1))
+
+                ms = median_ms(cl, queue, walk, args.repeats)
+                gbps = nbytes / ms / 1e6
+                name = f"walk {MODES[mode]}{' + Chan tree' if tail else ''}"
+                rows.append({"dtype": np.dtype(dtype).name, "mode": name, "U": u, "wg": wg, "chunks": chunks,
+                             "shape": [n_, c_, 32, 32], "us": ms * 1e3, "gbps": gbps, "copy_gbps": copy_gbps,
+                             "share_of_copy_rate": gbps / copy_gbps, "sum_ok": bool(ok)})
+                print(f"  {name:22s} WG {wg} x {chunks} chunks x {c_} channels: {ms * 1e3:6.1f} us, "
                       f"{gbps:5.0f} GB/s = {100 * gbps / copy_gbps:5.1f} % of the copy rate"
                       f"{'' if ok else '  SUM WRONG'}", flush=True)
     if args.json:
