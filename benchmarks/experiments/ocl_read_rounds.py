@@ -46,6 +46,30 @@ inline fv_t cvt(vec_t v) { return v; }
 inline float hsum(fv_t v) { return v.x + v.y + v.z + v.w; }
 #endif
 
+/* One batch of U vectors into the lane state: MODE 1 keeps (cnt, s1 = mean, s2 = M2) as
+ * batch_norm.cl's BN_BATCH does, MODE 0 and 2 plain and squared sums (cnt counts either way). */
+inline void accumulate(const fv_t* d, fv_t* s1, fv_t* s2, float* cnt)
+{
+#if MODE == 1
+    fv_t bs = d[0];
+#pragma unroll
+    for (int u = 1; u < U; ++u) bs += d[u];
+    const fv_t bm = bs * (1.0f / U);
+    fv_t bq = (fv_t)0.0f;
+#pragma unroll
+    for (int u = 0; u < U; ++u) { const fv_t e = d[u] - bm; bq += e * e; }
+    const float nt = *cnt + (float)U, fb = (float)U / nt;
+    const fv_t dl = bm - *s1;
+    *s1 += dl * fb;
+    *s2 += bq + dl * dl * (*cnt * fb);
+    *cnt = nt;
+#else
+#pragma unroll
+    for (int u = 0; u < U; ++u) { *s1 += d[u]; if (MODE == 2) *s2 += d[u] * d[u]; }
+    *cnt += (float)U;
+#endif
+}
+
 /* MODE 0: a plain sum per lane. MODE 1: BatchNorm's statistics arithmetic (batch_norm.cl's
  * BN_BATCH: the batch's mean and M2 two-pass per lane, then Chan's update with one division).
  * MODE 2: shifted sums per lane (s1 += d, s2 += d * d). Every mode writes the group's sum
@@ -61,23 +85,7 @@ void read_sum(__global const vec_t* restrict x, __global float* restrict out, in
         fv_t d[U];
 #pragma unroll
         for (int u = 0; u < U; ++u) d[u] = cvt(x[i + u * G]);
-#if MODE == 1
-        fv_t bs = d[0];
-#pragma unroll
-        for (int u = 1; u < U; ++u) bs += d[u];
-        const fv_t bm = bs * (1.0f / U);
-        fv_t bq = (fv_t)0.0f;
-#pragma unroll
-        for (int u = 0; u < U; ++u) { const fv_t e = d[u] - bm; bq += e * e; }
-        const float nt = cnt + (float)U, fb = (float)U / nt;
-        const fv_t dl = bm - s1;
-        s1 += dl * fb;                          /* s1: the running mean */
-        s2 += bq + dl * dl * (cnt * fb);        /* s2: the running M2 */
-        cnt = nt;
-#else
-#pragma unroll
-        for (int u = 0; u < U; ++u) { s1 += d[u]; if (MODE == 2) s2 += d[u] * d[u]; }
-#endif
+        accumulate(d, &s1, &s2, &cnt);
     }
 #if MODE == 1
     s1 *= cnt;
@@ -132,24 +140,7 @@ void read_walk(__global const vec_t* restrict x, __global float* restrict out, i
             j += SB; off += DA;
             if (j >= P) { j -= P; off += DW; }
         }
-#if MODE == 1
-        fv_t bs = d[0];
-#pragma unroll
-        for (int u = 1; u < U; ++u) bs += d[u];
-        const fv_t bm = bs * (1.0f / U);
-        fv_t bq = (fv_t)0.0f;
-#pragma unroll
-        for (int u = 0; u < U; ++u) { const fv_t e2 = d[u] - bm; bq += e2 * e2; }
-        const float nt = cnt + (float)U, fb = (float)U / nt;
-        const fv_t dl = bm - s1;
-        s1 += dl * fb;
-        s2 += bq + dl * dl * (cnt * fb);
-        cnt = nt;
-#else
-#pragma unroll
-        for (int u = 0; u < U; ++u) { s1 += d[u]; if (MODE == 2) s2 += d[u] * d[u]; }
-        cnt += (float)U;
-#endif
+        accumulate(d, &s1, &s2, &cnt);
     }
 #if MODE == 1
     s1 *= cnt;
