@@ -88,7 +88,8 @@ for s in "$@"; do
     ocl-read) # plain read-and-sum kernels: the read rate one wave of in-step rounds gets against many waves
       step ocl-read ${T_READ:-90} python3 benchmarks/experiments/ocl_read_rounds.py --json "$R/ocl-read.json"
       grep -v Warning "$R/ocl-read.txt" ;;
-    ocl-ptx) step ocl-ptx 90 python3 benchmarks/opencl_ptx.py --out "$R/ptx"; grep -v Warning "$R/ocl-ptx.txt" | tail -16 ;;
+    ocl-ptx) # PTX_ARGS: e.g. --only train --ptxas sm_90 (registers and spills per kernel)
+      step ocl-ptx 90 python3 benchmarks/opencl_ptx.py --out "$R/ptx" ${PTX_ARGS:-}; grep -v Warning "$R/ocl-ptx.txt" | tail -30 ;;
     bn-breakdown) # BNB_ARGS: e.g. --vary {"BN_STATS_SUMS":32} (no spaces inside the JSON)
       step bn-breakdown ${T_BNB:-180} python3 benchmarks/experiments/bn_breakdown.py --out "$R" ${BNB_ARGS:-}
       grep -v Warning "$R/bn-breakdown.txt" | tail -24 ;;

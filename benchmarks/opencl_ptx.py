@@ -6,7 +6,11 @@ prints, per program, its -D set and the count of the instructions that tell wher
 time goes: ``ld.local`` / ``st.local`` (private arrays the compiler put in memory),
 vector global loads, 16-bit global loads and stores, and half <-> float conversions.
 
-    python3 benchmarks/opencl_ptx.py [--device opencl:nvidia] [--out DIR]
+    python3 benchmarks/opencl_ptx.py [--device opencl:nvidia] [--out DIR] [--only TEXT] [--ptxas sm_90]
+
+``--ptxas`` assembles each PTX with the CUDA toolkit's ptxas and prints each kernel's
+registers and spills: whether BatchNorm's statistics grid (1024 work-items per compute unit,
+one wave) really fits one wave needs at most 64 registers a work-item on sm_90.
 """
 
 from __future__ import annotations
@@ -35,6 +39,9 @@ CASES: tuple[tuple[str, str, str, dict[str, int]], ...] = (
     ("global avg nhwc raw", "adaptive_pool2d", "NHWC", {"WG": 32, "VEC": 8, "MODE": 2, "HALF_RAW": 1}),
     ("bn infer", "batch_norm", "NCHW", {}),
     ("bn train", "batch_norm", "NCHW", {}),
+    # float32 training with the served parameters (names ending "f32" build in float32)
+    ("bn train f32", "batch_norm", "NCHW", {}),
+    ("bn train nhwc f32", "batch_norm", "NHWC", {}),
     # int8 (qpool2d.cl; names starting "int8" build in int8)
     ("int8 maxpool strips", "pool2d", "NCHW", {"WG": 128, "VEC": 8, "LOCAL_TILE": 3, "STRIP_ROWS": 4}),
     ("int8 maxpool nhwc", "pool2d", "NHWC", {"WG": 128, "VEC": 8, "LOCAL_TILE": 0}),
@@ -79,6 +86,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="opencl:nvidia")
     ap.add_argument("--out", default=".")
+    ap.add_argument("--only", default="", help="only cases whose name contains this text")
+    ap.add_argument("--ptxas", default="", metavar="ARCH",
+                    help="also assemble each PTX with `ptxas -arch=ARCH -v` and print each kernel's registers, "
+                         "spills and shared memory (what occupancy it allows)")
     args = ap.parse_args(argv)
     dev = hal.device(args.device)
     backend: Any = dev.backend
@@ -86,9 +97,11 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     half = np.dtype(np.float16)
     for name, family, layout, params in CASES:
+        if args.only not in name:
+            continue
         before = set(backend._rt.programs)
         shape = (2, 64, 7, 7) if family == "adaptive_pool2d" else (2, 8, 32, 48)
-        dt = np.dtype(np.int8) if name.startswith("int8") else half
+        dt = np.dtype(np.int8) if name.startswith("int8") else np.dtype(np.float32) if name.endswith("f32") else half
         geo = S.TensorGeometry(*shape, layout, dt)  # type: ignore[arg-type]
         data = np.random.default_rng(0).standard_normal(shape) * (40 if dt == np.int8 else 1)
         x = hal.asarray(data.astype(dt), device=dev, layout=layout)
@@ -102,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             y = empty(aspec.out_shape, half, dev, layout)
             backend.adaptive_pool2d(aspec, x.buffer, y.buffer, None, {**dev.tuner.resolve_spec(aspec).params, **params})
         else:
-            training = name.endswith("train")
+            training = "train" in name
             hal.batch_norm(x, np.zeros(8, np.float32), np.ones(8, np.float32), training=training)
         backend.synchronize()
         for key in sorted(set(backend._rt.programs) - before, key=str):
@@ -113,7 +126,20 @@ def main(argv: list[str] | None = None) -> int:
             counts = {k: len(re.findall(p, ptx)) for k, p in PATTERNS.items()}
             print(f"== {name}: {file} {dict(defines)}")
             print("   " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+            if args.ptxas:
+                print(ptxas_usage(out / f"{tag}.ptx", args.ptxas))
     return 0
+
+
+def ptxas_usage(ptx: Path, arch: str) -> str:
+    """ptxas's resource lines for each kernel of one PTX file (registers, spills, shared memory)."""
+    import subprocess
+
+    run = subprocess.run(["ptxas", f"-arch={arch}", "-v", str(ptx), "-o", "/dev/null"], capture_output=True,
+                         text=True, check=False)
+    lines = [ln.strip() for ln in (run.stdout + run.stderr).splitlines()
+             if "Compiling entry" in ln or "Used" in ln or "spill" in ln]
+    return "\n".join("   " + ln for ln in lines) or f"   ptxas gave nothing (exit {run.returncode})"
 
 
 if __name__ == "__main__":
