@@ -29,6 +29,7 @@ import argparse
 import json
 import statistics
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -309,8 +310,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{gbps:5.0f} GB/s = {100 * gbps / copy_gbps:5.1f} % of the copy rate"
                       f"{'' if ok else '  SUM WRONG'}", flush=True)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+        Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0
 
 
