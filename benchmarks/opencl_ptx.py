@@ -120,8 +120,10 @@ def main(argv: list[str] | None = None) -> int:
             training = "train" in name
             tuner, served = dev.tuner, dev.tuner.resolve_spec
             if params:  # the case's parameters over the served ones, for this call only
-                tuner.resolve_spec = lambda spec: dataclasses.replace(  # type: ignore[method-assign]
-                    served(spec), params={**served(spec).params, **params})
+                def resolve(spec: Any, served: Any = served, params: dict[str, int] = params) -> Any:
+                    return dataclasses.replace(served(spec), params={**served(spec).params, **params})
+
+                tuner.resolve_spec = resolve  # type: ignore[method-assign]
             try:
                 hal.batch_norm(x, np.zeros(8, np.float32), np.ones(8, np.float32), training=training)
             finally:
