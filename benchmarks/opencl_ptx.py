@@ -131,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         backend.synchronize()
         for key in sorted(set(backend._rt.programs) - before, key=str):
             file, defines = key
-            ptx = backend._rt.programs[key].binaries[0].decode("latin1", "replace")
+            # the driver's binary is the PTX text with NUL padding, which ptxas reads as an unexpected EOF
+            ptx = backend._rt.programs[key].binaries[0].decode("latin1", "replace").rstrip("\0") + "\n"
             tag = re.sub(r"\W+", "_", name)
             (out / f"{tag}.ptx").write_text(ptx)
             counts = {k: len(re.findall(p, ptx)) for k, p in PATTERNS.items()}
@@ -150,7 +151,8 @@ def ptxas_usage(ptx: Path, arch: str) -> str:
                          text=True, check=False)
     lines = [ln.strip() for ln in (run.stdout + run.stderr).splitlines()
              if "Compiling entry" in ln or "Used" in ln or "spill" in ln]
-    return "\n".join("   " + ln for ln in lines) or f"   ptxas gave nothing (exit {run.returncode})"
+    return "\n".join("   " + ln for ln in lines) or (
+        f"   ptxas gave nothing (exit {run.returncode}): {(run.stderr or run.stdout).strip()[-300:]}")
 
 
 if __name__ == "__main__":

@@ -18,8 +18,11 @@ group, one float written per group) over the grid sizes and depths that separate
 Each configuration runs on ``--rotate`` MB of copies of x (cycled, past the L2), timed with
 profiling events (median of ``--repeats``), beside a device copy of x's bytes timed the same
 way. The sums are checked against numpy, so a kernel that skipped its loads would show.
+Last, a few of these kernels and the copy are timed again, each after an untimed copy of x's bytes
+(the statistics pass in hal's training call follows the previous call's apply, which wrote y).
 Session 35 (H200, benchmarks/results/h200-2026-12-06-session35/): a plain read took 20.7-22.4
-µs for the float32 tensor on every grid and depth, 5-8 µs less than the statistics pass.
+µs for the float32 tensor on every grid and depth, 5-8 µs less than the statistics pass; session
+36 (h200-2026-12-06-session36/): hal's own walk with the Chan merge reads as fast (22.2-23.6 µs).
 
     python3 benchmarks/experiments/ocl_read_rounds.py [--device-substring NVIDIA] [--json F]
 """
@@ -185,13 +188,16 @@ void read_walk(__global const vec_t* restrict x, __global float* restrict out, i
 MODES = {0: "sum", 1: "bn", 2: "sums2"}
 
 
-def median_ms(queue: Any, launch: Any, repeats: int) -> float:
-    """Median device time (ms) of ``launch()``, each call's event measured on its own."""
+def median_ms(queue: Any, launch: Any, repeats: int, before: Any = None) -> float:
+    """Median device time (ms) of ``launch()``, each call's event measured on its own; ``before()``, when
+    given, is queued (untimed) ahead of every launch."""
     for _ in range(3):
         launch()
     queue.finish()
     times = []
     for _ in range(repeats):
+        if before is not None:
+            before()
         ev = launch()
         ev.wait()
         times.append((ev.profile.end - ev.profile.start) * 1e-6)
@@ -242,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{np.dtype(dtype).name}: {nbytes / 1e6:.1f} MB, copy {copy_ms * 1e3:.1f} us ({copy_gbps:.0f} GB/s)")
         n = nbytes // 16
         want = float(host.astype(np.float64).sum())
+        probes: list[tuple[str, Any]] = [("device copy", copy)]
         # the plain sum over every depth and grid; BatchNorm's arithmetic (1) and shifted sums (2)
         # at the statistics pass's 16 values per batch (4 float4, 2 x 8 halves) and at twice that
         sums = [(0, u, (4, 8, 16, 0)) for u in (1, 2, 4, 8)]
@@ -274,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
                        "rounds": rounds, "us": ms * 1e3, "gbps": gbps, "copy_gbps": copy_gbps,
                        "share_of_copy_rate": gbps / copy_gbps, "sum_ok": bool(ok)}
                 rows.append(row)
+                if mode == 0 and u == 4 and gpc == 8:
+                    probes.append((f"sum U={u} groups/CU={gpc}", launch))
                 print(f"  {MODES[mode]:5s} U={u} groups/CU={gpc or 'flat'!s:>4s} rounds {rounds:7.2f}: "
                       f"{ms * 1e3:6.1f} us, "
                       f"{gbps:5.0f} GB/s = {100 * gbps / copy_gbps:5.1f} % of the copy rate"
@@ -314,6 +323,19 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {name:22s} WG {wg} x {chunks} chunks x {c_} channels: {ms * 1e3:6.1f} us, "
                       f"{gbps:5.0f} GB/s = {100 * gbps / copy_gbps:5.1f} % of the copy rate"
                       f"{'' if ok else '  SUM WRONG'}", flush=True)
+                if mode == 1 and tail:
+                    probes.append((f"{name} WG {wg}", walk))
+        # In hal's training call the statistics pass follows a launch that wrote a tensor of x's size
+        # (the previous call's apply), so L2 holds dirty lines it must write back while it reads. The
+        # same kernels, each after an untimed device copy of x's bytes (to buffers it does not read):
+        print(f"  after a write of {nbytes / 1e6:.1f} MB (an untimed device copy queued before each launch):")
+        for name, fn in probes:
+            clean = median_ms(queue, fn, args.repeats)
+            dirty = median_ms(queue, fn, args.repeats, before=copy)
+            rows.append({"dtype": np.dtype(dtype).name, "mode": name, "after_write": True,
+                         "clean_us": clean * 1e3, "after_write_us": dirty * 1e3})
+            print(f"    {name:34s} alone {clean * 1e3:6.1f} us, after a write {dirty * 1e3:6.1f} us "
+                  f"({(dirty - clean) * 1e3:+5.1f})", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0
