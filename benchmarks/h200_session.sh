@@ -11,11 +11,16 @@
 # ocl-ptx, timing, torch-diag, ncu, quant-bench, ncu-quant, bn-breakdown, bn-fused
 # (sanitize: SAN_ARGS, default "--only one"; sweep: ONLY, SWEEP_ARGS such as "--dtype float16"; the *_ARGS
 # split on spaces, so check's --match with a space goes in CHECK_MATCH, e.g. CHECK_MATCH="k1n sampled", and
-# cuda_ops.py's --skip in BENCH_SKIP / BENCH_SKIP2, e.g. BENCH_SKIP="g32 64x128x56x56 nhwc float32")
+# cuda_ops.py's --skip in BENCH_SKIP / BENCH_SKIP2, e.g. BENCH_SKIP="g32 64x128x56x56 nhwc float32"; REQUIRE_GPU, e.g.
+# H200, runs no step on another card)
 set -u -o pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT="${OUT:-/tmp/hal-out}"; R=/tmp/hal-results; mkdir -p "$OUT" "$R"
 export PYTHONUNBUFFERED=1 HAL_CACHE_DIR=/tmp/hal-cache
+# REQUIRE_GPU=H200: stop before installing when the card's name lacks it (a call for an H200 can get an H100, and
+# H200 tuning entries or H200 figures must come from an H200)
+if [ -n "${REQUIRE_GPU:-}" ] && ! nvidia-smi --query-gpu=name --format=csv,noheader | grep -q "$REQUIRE_GPU"; then
+  echo "not a $REQUIRE_GPU ($(nvidia-smi --query-gpu=name --format=csv,noheader)): no step run"; exit 3; fi
 source .device/setup.sh >"$R/setup.log" 2>&1 || { tail -20 "$R/setup.log"; exit 1; }
 python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >"$R/pip.log" 2>&1 || { tail "$R/pip.log"; exit 1; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$R/gpu.txt"
