@@ -22,7 +22,9 @@ Last, a few of these kernels and the copy are timed again, each after an untimed
 (the statistics pass in hal's training call follows the previous call's apply, which wrote y).
 Session 35 (H200, benchmarks/results/h200-2026-12-06-session35/): a plain read took 20.7-22.4
 µs for the float32 tensor on every grid and depth, 5-8 µs less than the statistics pass; session
-36 (h200-2026-12-06-session36/): hal's own walk with the Chan merge reads as fast (22.2-23.6 µs).
+36 (h200-2026-12-06-session36/): hal's own walk with the Chan merge reads as fast (22.2-23.0 µs);
+on an H100 (h100-2026-12-06-session36/) a read after the write took 5-8 µs longer than alone, as
+long as hal's statistics launch in its call: the gap is the previous write's, not the kernel's.
 
     python3 benchmarks/experiments/ocl_read_rounds.py [--device-substring NVIDIA] [--json F]
 """
