@@ -32,6 +32,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e ".[dev,pocl]"
+	$(BIN)/python tools/ensure_pocl.py
 	@touch $(STAMP)
 
 conformance: $(STAMP)

@@ -212,6 +212,29 @@ def _enumerate() -> list[tuple[Any, Any]]:
         return _enumerated
 
 
+#: the probe build: a PoCL whose LLVM predates the host CPU lists its device and then fails
+#: every build ("unknown target CPU 'generic'": PyPI's PoCL 3.0, LLVM 14, on AMD Zen 5)
+_PROBE_SOURCE = "__kernel void hal_probe(__global float* a) { a[get_global_id(0)] = 1.0f; }"
+
+
+def _pocl_cannot_build(device: Any) -> str:
+    """Why a PoCL device cannot build a one-line kernel ("" when it can): such a device is
+    left out of the device list, with the reason in the backend's status, instead of failing
+    every op later."""
+    import pyopencl as cl
+
+    try:
+        cl.Program(cl.Context([device]), _PROBE_SOURCE).build()
+    except cl.Error as exc:
+        log = " ".join(str(exc).split())
+        found = re.search(r"error: .*?(?= Device |$)", log)  # the build log's first error, else the whole message
+        why = found.group(0)[:160] if found else log[-200:] or type(exc).__name__
+        hint = ("; this PoCL's LLVM does not know the host CPU: install a newer PoCL "
+                "(Debian/Ubuntu: apt-get install pocl-opencl-icd)" if "unknown target CPU" in log else "")
+        return f"{str(device.name).strip()} cannot build a kernel: {why}{hint}"
+    return ""
+
+
 def _query(device: Any, attr: str, default: Any = None) -> Any:
     try:
         return getattr(device, attr)
@@ -775,9 +798,16 @@ class OpenCLBackend(Backend):
         problems = []
         for index, (platform, device) in enumerate(pairs):
             try:
-                infos.append(_describe(index, platform, device))
+                info = _describe(index, platform, device)
+                pocl = "portable computing language" in str(platform.name).lower()
+                broken = _pocl_cannot_build(device) if pocl else ""
             except Exception as exc:
                 problems.append(f"opencl:{index} skipped ({type(exc).__name__}: {exc})")
+                continue
+            if broken:
+                problems.append(f"opencl:{index} skipped ({broken})")
+            else:
+                infos.append(info)
         if not infos:
             return BackendProbe(False, f"opencl: no usable OpenCL device; {'; '.join(problems)}")
         _, note = _active_profile()
@@ -1151,6 +1181,8 @@ class OpenCLBackend(Backend):
                 **self._base_defines(spec), "WG": p["WG"], "VEC": 8, "POOL_FIXED": 1,
                 "POOL_KH": spec.kernel[0], "POOL_KW": spec.kernel[1], "POOL_SH": spec.stride[0],
                 "POOL_SW": spec.stride[1], "POOL_DH": 1, "POOL_DW": 1, "QP_PIX": _QVEC16_PIX[p["QVEC16"]],
+                "Q16_ALIGNED": int(spec.c % 16 == 0),
+                **({"QP_DIVISOR_RULE": int(spec.divisor is None)} if spec.kind == "avg" else {}),
                 **({"HAL_PTX_U16X2": 1} if self._ptx_u16x2 else {}),
             }, 0, 0
         if p["QVEC16"] == 2 and _qvec16_applies(spec):

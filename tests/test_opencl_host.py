@@ -304,3 +304,50 @@ def test_opencl_ops_rotate_cycles_through_copies_of_the_buffers() -> None:
         out = np.empty((2, 8, 5, 7), np.float32)
         dev.backend.download(runner.sets[turn][1], out)
         np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+
+
+def test_pocl_device_that_cannot_build_is_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A PoCL device whose probe build fails is not listed, and the backend's status names it
+    and why (PyPI's PoCL 3.0 on a CPU its LLVM 14 does not know fails every build)."""
+    pytest.importorskip("pyopencl")
+    from hal.backends import opencl as ocl
+
+    pocl = [i for i, (p, _) in enumerate(ocl._enumerate()) if "portable computing language" in p.name.lower()]
+    if not pocl:
+        pytest.skip("no PoCL platform here")
+    monkeypatch.setattr(ocl, "_pocl_cannot_build", lambda device: "fake: error: unknown target CPU 'generic'")
+    probe = ocl.OpenCLBackend.probe()
+    assert not {info.index for info in probe.devices} & set(pocl)
+    for index in pocl:
+        assert f"opencl:{index} skipped (fake: error: unknown target CPU 'generic')" in probe.reason
+
+
+def test_pocl_probe_build_names_the_error_and_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The probe's reason is the build log's first error, plus the install hint for the
+    unknown-CPU failure; a device that builds gives ""."""
+    cl = pytest.importorskip("pyopencl")
+    from hal.backends import opencl as ocl
+
+    class FailingProgram:
+        def __init__(self, *args: object) -> None:
+            pass
+
+        def build(self) -> None:
+            raise cl.RuntimeError("clBuildProgram failed: BUILD_PROGRAM_FAILURE - Build on <pyopencl.Device "
+                                  "'pthread-X' at 0x1>: error: unknown target CPU 'generic' Device pthread-X "
+                                  "failed to build the program")
+
+    class FakeDevice:
+        name = "pthread-X "
+
+    monkeypatch.setattr(cl, "Context", lambda devices: None)
+    monkeypatch.setattr(cl, "Program", FailingProgram)
+    why = ocl._pocl_cannot_build(FakeDevice())
+    assert why.startswith("pthread-X cannot build a kernel: error: unknown target CPU 'generic';"), why
+    assert "apt-get install pocl-opencl-icd" in why
+    monkeypatch.undo()
+    working = [d for p, d in ocl._enumerate() if "portable computing language" in p.name.lower()]
+    usable = {info.name for info in ocl.OpenCLBackend.probe().devices}
+    for device in working:
+        if device.name.strip() in usable:
+            assert ocl._pocl_cannot_build(device) == ""
