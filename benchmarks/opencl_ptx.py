@@ -57,6 +57,11 @@ CASES: tuple[tuple[str, str, str, dict[str, int]], ...] = (
     ("int8 avgpool rows16", "pool2d", "NCHW", {"WG": 128, "QROWS16": 1, "STRIP_ROWS": 4}),
     ("int8 maxpool nhwc16 packed", "pool2d", "NHWC", {"WG": 128, "QVEC16": 2}),
     ("int8 avgpool nhwc16 packed", "pool2d", "NHWC", {"WG": 128, "QVEC16": 2}),
+    # QVEC16=3 and 4: 2 and 4 output pixels a work-item (session 23: the average slower than QVEC16=2)
+    ("int8 maxpool nhwc16 pix2", "pool2d", "NHWC", {"WG": 128, "QVEC16": 3}),
+    ("int8 avgpool nhwc16 pix2", "pool2d", "NHWC", {"WG": 128, "QVEC16": 3}),
+    ("int8 maxpool nhwc16 pix4", "pool2d", "NHWC", {"WG": 128, "QVEC16": 4}),
+    ("int8 avgpool nhwc16 pix4", "pool2d", "NHWC", {"WG": 128, "QVEC16": 4}),
 )
 
 PATTERNS = {
