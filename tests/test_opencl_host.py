@@ -351,3 +351,39 @@ def test_pocl_probe_build_names_the_error_and_the_fix(monkeypatch: pytest.Monkey
     for device in working:
         if device.name.strip() in usable:
             assert ocl._pocl_cannot_build(device) == ""
+
+
+def test_ensure_pocl_advises_when_it_cannot_install(monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """tools/ensure_pocl.py (the Makefile's environment step): nothing to do where a PoCL device
+    builds; where none does and it is not root (or has no apt-get), it names the package and fails
+    rather than leaving the OpenCL tests without a device; as root it would install it."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "tools" / "ensure_pocl.py"
+    spec = importlib.util.spec_from_file_location("ensure_pocl", path)
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    monkeypatch.setattr(tool, "pocl_builds", lambda: (True, "opencl: 1 device(s)"))
+    assert tool.main() == 0
+    monkeypatch.setattr(tool, "pocl_builds", lambda: (False, "opencl: no usable OpenCL device"))
+    monkeypatch.setattr(tool.os, "geteuid", lambda: 1000)
+    ran: list[list[str]] = []
+    monkeypatch.setattr(tool.subprocess, "run", lambda cmd, **kw: ran.append(cmd))
+    assert tool.main() == 1
+    out = capsys.readouterr().out
+    assert "no PoCL device builds kernels here" in out and "apt-get install pocl-opencl-icd" in out
+    assert ran == []  # not root: nothing installed
+    # root with apt-get: installs Debian's PoCL, then checks again
+    import types
+
+    answers = iter([(False, "opencl: no usable OpenCL device"), (True, "opencl: 1 device(s)")])
+    monkeypatch.setattr(tool, "pocl_builds", lambda: next(answers))
+    monkeypatch.setattr(tool.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(tool.shutil, "which", lambda name: "/usr/bin/" + name)
+    done = types.SimpleNamespace(returncode=0)
+    monkeypatch.setattr(tool.subprocess, "run", lambda cmd, **kw: ran.append(cmd) or done)
+    assert tool.main() == 0
+    assert ran[-1] == ["apt-get", "install", "-y", "-qq", "pocl-opencl-icd"]
