@@ -114,6 +114,12 @@ def _mali_arch(name: str) -> str:
     return "valhall" if num >= 100 else "bifrost"
 
 
+def is_pocl_platform(platform: str) -> bool:
+    """Whether an OpenCL platform name is PoCL's."""
+    p = platform.lower()
+    return "portable computing language" in p or p.startswith("pocl")
+
+
 def classify(
     platform: str,
     name: str,
@@ -125,7 +131,7 @@ def classify(
 ) -> tuple[str, str, str]:
     """(vendor, arch_family, arch) of an OpenCL device from its names and extensions."""
     p, n, v, b = platform.lower(), name.lower(), vendor.lower(), board.lower()
-    if ("portable computing language" in p or p.startswith("pocl")) and is_cpu:
+    if is_pocl_platform(p) and is_cpu:
         return "pocl", "cpu", "pocl-cpu"
     if "nvidia" in v or "nvidia" in n or "cl_nv_device_attribute_query" in extensions:
         if nv_cc is not None:
@@ -157,7 +163,7 @@ def classify(
         if "xe" in n or re.search(r"uhd graphics 7\d\d", n):
             return "intel", "intel-gpu", "xe"
         return "intel", "intel-gpu", "gen9"
-    if "portable computing language" in p or p.startswith("pocl"):
+    if is_pocl_platform(p):
         return "pocl", "pocl", "pocl"
     word = re.sub(r"[^a-z0-9]+", "-", v).strip("-") or "unknown"
     return word, "unknown", "unknown"
@@ -799,8 +805,7 @@ class OpenCLBackend(Backend):
         for index, (platform, device) in enumerate(pairs):
             try:
                 info = _describe(index, platform, device)
-                pocl = "portable computing language" in str(platform.name).lower()
-                broken = _pocl_cannot_build(device) if pocl else ""
+                broken = _pocl_cannot_build(device) if is_pocl_platform(str(platform.name)) else ""
             except Exception as exc:
                 problems.append(f"opencl:{index} skipped ({type(exc).__name__}: {exc})")
                 continue

@@ -312,7 +312,7 @@ def test_pocl_device_that_cannot_build_is_left_out(monkeypatch: pytest.MonkeyPat
     pytest.importorskip("pyopencl")
     from hal.backends import opencl as ocl
 
-    pocl = [i for i, (p, _) in enumerate(ocl._enumerate()) if "portable computing language" in p.name.lower()]
+    pocl = [i for i, (p, _) in enumerate(ocl._enumerate()) if ocl.is_pocl_platform(p.name)]
     if not pocl:
         pytest.skip("no PoCL platform here")
     monkeypatch.setattr(ocl, "_pocl_cannot_build", lambda device: "fake: error: unknown target CPU 'generic'")
@@ -346,7 +346,7 @@ def test_pocl_probe_build_names_the_error_and_the_fix(monkeypatch: pytest.Monkey
     assert why.startswith("pthread-X cannot build a kernel: error: unknown target CPU 'generic';"), why
     assert "apt-get install pocl-opencl-icd" in why
     monkeypatch.undo()
-    working = [d for p, d in ocl._enumerate() if "portable computing language" in p.name.lower()]
+    working = [d for p, d in ocl._enumerate() if ocl.is_pocl_platform(p.name)]
     usable = {info.name for info in ocl.OpenCLBackend.probe().devices}
     for device in working:
         if device.name.strip() in usable:

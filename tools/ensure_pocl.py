@@ -17,8 +17,9 @@ import sys
 
 CHECK = (
     "import hal\n"
+    "from hal.backends.opencl import is_pocl_platform\n"
     "s = {b.name: b for b in hal.backend_status()}['opencl']\n"
-    "ok = s.available and any(i.platform.lower().startswith('portable computing language') for i in s.devices)\n"
+    "ok = s.available and any(is_pocl_platform(i.platform) for i in s.devices)\n"
     "print(s.reason)\n"
     "raise SystemExit(0 if ok else 1)\n"
 )
