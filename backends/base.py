@@ -112,6 +112,9 @@ class BackendProbe:
     available: bool
     reason: str
     devices: tuple[DeviceInfo, ...] = ()
+    #: devices found but left out, each with why (an OpenCL driver that cannot build), e.g.
+    #: ``{"opencl:1": "error: unknown target CPU 'generic'"}``
+    skipped: Mapping[str, str] = field(default_factory=dict)
 
 
 class Backend(ABC):

@@ -801,20 +801,21 @@ class OpenCLBackend(Backend):
         if not pairs:
             return BackendProbe(False, NO_PLATFORM)
         infos = []
-        problems = []
+        skipped: dict[str, str] = {}
         for index, (platform, device) in enumerate(pairs):
             try:
                 info = _describe(index, platform, device)
                 broken = _pocl_cannot_build(device) if is_pocl_platform(str(platform.name)) else ""
             except Exception as exc:
-                problems.append(f"opencl:{index} skipped ({type(exc).__name__}: {exc})")
+                skipped[f"opencl:{index}"] = f"{type(exc).__name__}: {exc}"
                 continue
             if broken:
-                problems.append(f"opencl:{index} skipped ({broken})")
+                skipped[f"opencl:{index}"] = broken
             else:
                 infos.append(info)
+        problems = [f"{where} skipped ({why})" for where, why in skipped.items()]
         if not infos:
-            return BackendProbe(False, f"opencl: no usable OpenCL device; {'; '.join(problems)}")
+            return BackendProbe(False, f"opencl: no usable OpenCL device; {'; '.join(problems)}", (), skipped)
         _, note = _active_profile()
         profile = os.environ.get("HAL_OPENCL_PROFILE", "").strip().lower()
         parts = [f"opencl: {len(infos)} device(s)"]
@@ -824,7 +825,7 @@ class OpenCLBackend(Backend):
             warnings.warn(f"hal opencl: {note}", stacklevel=2)
             parts.append(note)
         parts.extend(problems)
-        return BackendProbe(True, "; ".join(parts), tuple(infos))
+        return BackendProbe(True, "; ".join(parts), tuple(infos), skipped)
 
     @classmethod
     def schemas(cls) -> Mapping[str, KernelSchema]:

@@ -47,7 +47,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
             "devices": [{"id": d.id, **d.info.signature(), "global_mem_bytes": d.info.global_mem_bytes,
                          "platform": d.info.platform} for d in devices()],
             "unavailable": {s.name: s.reason for s in statuses if not s.available},
-            "skipped": {s.name: s.reason for s in statuses if s.available and " skipped (" in s.reason},
+            "skipped": {s.name: s.reason for s in statuses if s.available and s.skipped},
         }
         print(json.dumps(doc, indent=2))
         return 0
@@ -63,7 +63,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
     for s in statuses:
         if not s.available:
             console.print(f"[yellow]{s.name} unavailable[/yellow]: {escape(s.reason)}")
-        elif " skipped (" in s.reason:  # a device found but left out (an OpenCL driver that cannot build)
+        elif s.skipped:  # a device found but left out (an OpenCL driver that cannot build)
             console.print(f"[yellow]{s.name}[/yellow]: {escape(s.reason)}")
     return 0
 

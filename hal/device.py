@@ -16,9 +16,9 @@ from __future__ import annotations
 import contextvars
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from hal.backends import BACKEND_MODULES, backend_class
@@ -38,6 +38,8 @@ class BackendStatus:
     available: bool
     reason: str
     devices: tuple[DeviceInfo, ...]
+    #: devices found but left out, each with why (see ``BackendProbe.skipped``)
+    skipped: Mapping[str, str] = field(default_factory=dict)
 
 
 class Device:
@@ -111,7 +113,7 @@ def _registry() -> tuple[tuple[BackendStatus, ...], tuple[Device, ...]]:
     found = []
     for name in BACKEND_MODULES:
         probe = _probe(name)
-        statuses.append(BackendStatus(name, probe.available, probe.reason, tuple(probe.devices)))
+        statuses.append(BackendStatus(name, probe.available, probe.reason, tuple(probe.devices), dict(probe.skipped)))
         if probe.available:
             cls = backend_class(name)
             found.extend(Device(info, cls) for info in probe.devices)

@@ -320,6 +320,17 @@ def test_pocl_device_that_cannot_build_is_left_out(monkeypatch: pytest.MonkeyPat
     assert not {info.index for info in probe.devices} & set(pocl)
     for index in pocl:
         assert f"opencl:{index} skipped (fake: error: unknown target CPU 'generic')" in probe.reason
+        assert probe.skipped[f"opencl:{index}"] == "fake: error: unknown target CPU 'generic'"
+    # what `hal devices --json` reads: the status carries the skipped devices as data
+    from hal.device import backend_status, refresh
+
+    refresh()
+    try:
+        status = next(s for s in backend_status() if s.name == "opencl")
+        assert set(status.skipped) == {f"opencl:{index}" for index in pocl}
+    finally:
+        monkeypatch.undo()
+        refresh()
 
 
 def test_pocl_probe_build_names_the_error_and_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
