@@ -250,9 +250,9 @@ def _find_compiler(env: str, path: str) -> tuple[str, ...] | None:
         argv = shlex.split(env)
         return tuple(argv) if argv and shutil.which(argv[0]) else None
     for name in ("cc", "gcc", "clang"):
-        path = shutil.which(name)
-        if path:
-            return (path,)
+        found = shutil.which(name)
+        if found:
+            return (found,)
     return None
 
 
@@ -344,22 +344,23 @@ def _build_and_load(cc: tuple[str, ...], file: str, defines: Mapping[str, int], 
     folder = kernel_dir("kernels_c")
     src = folder / file
     define_flags = [f"-D{k}={v}" for k, v in sorted(defines.items())]
-    if ISA_MACRO[isa]:
-        define_flags.append(f"-D{ISA_MACRO[isa]}=1")
+    macro = ISA_MACRO[isa]
+    if macro:
+        define_flags.append(f"-D{macro}=1")
     options = build_flags(isa, cc) + define_flags
     digest = hashlib.sha256()
     for part in (src.read_bytes(), *(h.read_bytes() for h in sorted(folder.glob("*.h")))):
         digest.update(part)
         digest.update(b"\0")
-    for part in (" ".join(options), compiler_version(cc), _hal_version(), " ".join(cc)):
-        digest.update(part.encode())
+    for text in (" ".join(options), compiler_version(cc), _hal_version(), " ".join(cc)):
+        digest.update(text.encode())
         digest.update(b"\0")
     name = f"{src.stem}-{isa}-{digest.hexdigest()[:32]}.so"
-    all_defines = {**defines, **({ISA_MACRO[isa]: 1} if ISA_MACRO[isa] else {})}
+    all_defines = {**defines, **({macro: 1} if macro else {})}
 
     if cache_disabled():
-        with tempfile.TemporaryDirectory(prefix="hal-c-") as tmp:
-            out = Path(tmp) / name
+        with tempfile.TemporaryDirectory(prefix="hal-c-") as tmp_dir:
+            out = Path(tmp_dir) / name
             _compile(cc, src, out, options, file, all_defines)
             return ctypes.CDLL(str(out))  # the mapping outlives the deleted file
 

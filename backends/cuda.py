@@ -2175,7 +2175,7 @@ class CudaBackend(Backend):
                 tiles_h, tiles_w, co_tiles = _cdiv(oh, 8), _cdiv(ow, 32), _cdiv(co, 64)
                 ntiles = n * tiles_h * tiles_w
                 grid = (max(1, min(ntiles, _cdiv(self._sms, co_tiles))), co_tiles, 1)
-                args = ("x", "w", "b", "y", n, ci, ih, iw, co, oh, ow, pt, pl, tiles_h, tiles_w)
+                args: tuple[object, ...] = ("x", "w", "b", "y", n, ci, ih, iw, co, oh, ow, pt, pl, tiles_h, tiles_w)
                 return (
                     Launch("conv2d.cu", defines, "conv2d_k3_tc_pipe", "PPPP" + "i" * 11, grid, (256, 1, 1),
                            _TC_PIPE_SMEM[spec.layout], args),
@@ -2198,11 +2198,11 @@ class CudaBackend(Backend):
             if spec.groups == 1 and unit and (kh, kw) == (3, 3) and simt_smem <= self._max_smem() \
                     and n * ci * ih * iw < 2**31 and co * ci * 9 < 2**31:
                 tiles_h, tiles_w, co_tiles = _cdiv(oh, 8), _cdiv(ow, 32), _cdiv(co, 64)
-                grid = n * tiles_h * tiles_w * co_tiles
-                if grid < 2**31:
+                blocks = n * tiles_h * tiles_w * co_tiles
+                if blocks < 2**31:
                     args = ("x", "w", "b", "y", n, ci, ih, iw, co, oh, ow, pt, pl, tiles_h, tiles_w, co_tiles)
                     return (
-                        Launch("conv2d.cu", defines, "conv2d_k3_simt", "PPPP" + "i" * 12, (grid, 1, 1), (256, 1, 1),
+                        Launch("conv2d.cu", defines, "conv2d_k3_simt", "PPPP" + "i" * 12, (blocks, 1, 1), (256, 1, 1),
                                simt_smem, args),
                     )
             if spec.groups == ci == co and ci > 1:
@@ -2226,12 +2226,12 @@ class CudaBackend(Backend):
                     guard=16 if (half and spec.layout == "NCHW" and variant == "k3s1" and p["DW_H2"]) else 0,
                 )
                 if tile is not None:
-                    fields, grid, shared = tile
+                    fields, blocks, shared = tile
                     fields.update(N=n, C=ci, IH=ih, IW=iw, OH=oh, OW=ow, KH=kh, KW=kw, SH=sh, SW=sw, PT=pt, PL=pl,
                                   DH=dh, DW=dw)
                     blob = pack_win(fields)
                     return (
-                        Launch("conv2d.cu", defines, f"conv2d_dw_tile_{variant}", f"PPPP{len(blob)}s", (grid, 1, 1),
+                        Launch("conv2d.cu", defines, f"conv2d_dw_tile_{variant}", f"PPPP{len(blob)}s", (blocks, 1, 1),
                                (threads, 1, 1), shared, ("x", "w", "b", "y", blob)),
                     )
             if p["GRP_TC"]:

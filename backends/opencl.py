@@ -203,7 +203,7 @@ def _enumerate() -> list[tuple[Any, Any]]:
             _apply_cache_env()
             import pyopencl as cl
 
-            pairs = []
+            pairs: list[tuple[Any, Any]] = []
             try:
                 platforms = cl.get_platforms()
             except cl.Error:
@@ -1076,10 +1076,10 @@ class OpenCLBackend(Backend):
             # -cl-opt-disable to PoCL, whose optimising builds are most of CI's time)
             options = [f"-D{k}={v}" for k, v in key[1]] + os.environ.get("HAL_OPENCL_BUILD_OPTIONS", "").split()
             try:
+                # False: no binary cache; build() types cache_dir str | None but passes False on to its cache
                 program = cl.Program(rt.context, source).build(
-                    options=options,
-                    devices=[rt.device],
-                    cache_dir=False if cache_disabled() else str(cache_dir("opencl")),
+                    options=options, devices=[rt.device],
+                    cache_dir=False if cache_disabled() else str(cache_dir("opencl")),  # type: ignore[arg-type]
                 )
             except cl.Error as exc:
                 log = str(exc)  # PyOpenCL's message carries the compiler's build log

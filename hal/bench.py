@@ -32,6 +32,7 @@ from hal.cache import cache_dir
 from hal.device import Device
 from hal.device import is_gpu as device_is_gpu
 from hal.ops import record_launches, replay_launches
+from hal.spec import layout_arg
 
 
 @dataclass(frozen=True)
@@ -234,7 +235,7 @@ def run(
                         progress(f"{dev.id} {case.name} {dtype} {layout}")
                     shape = shapes[case.name] if shapes and case.name in shapes else scaled_shape(case, dev, size)
                     x_host = rng.standard_normal(shape).astype(dtype)
-                    x = hal.asarray(x_host, device=dev, layout=layout)
+                    x = hal.asarray(x_host, device=dev, layout=layout_arg(layout))
                     call = _make_call(case, x, dev, rng)
                     with record_launches() as launches:
                         y = call()

@@ -30,7 +30,7 @@ def _console(stderr: bool = False) -> Console:
     return Console(stderr=stderr, width=None if stream.isatty() else 160)
 
 
-def _fmt_bytes(n: int) -> str:
+def _fmt_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if n < 1024 or unit == "TiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

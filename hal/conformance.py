@@ -19,12 +19,13 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from hal import ops, reference
 from hal.device import Device
+from hal.spec import layout_arg
 from hal.tensor import Tensor, asarray, poison_outputs
 
 
@@ -310,7 +311,7 @@ def run_case(case: Case, dev: Device, dtype: str, layout: str, rng: np.random.Ge
     x = arrays["x"]
     try:
         with poison_outputs():
-            xt = asarray(x, device=dev, layout=layout)
+            xt = asarray(x, device=dev, layout=layout_arg(layout))
             result = _run_op(case, xt, arrays, dev)
         checks = _check(case, dt, x, arrays, result)
     except Exception as exc:  # a crash is a failure of this case, not of the run
@@ -353,8 +354,8 @@ def _check(case: Case, dt: np.dtype, x: np.ndarray, arrays: dict[str, np.ndarray
         ref = ref_fn(x64, rm, rv, arrays["weight"], arrays["bias"], **case.kwargs)
         checks = [compare(case.op, dt, result["y"], ref, scale)]
         # running statistics are float32 in every dtype
-        checks.append(compare(case.op, np.float32, result["running_mean"], rm))
-        checks.append(compare(case.op, np.float32, result["running_var"], rv))
+        checks.append(compare(case.op, np.dtype(np.float32), result["running_mean"], rm))
+        checks.append(compare(case.op, np.dtype(np.float32), result["running_var"], rv))
         return checks
     ref = ref_fn(x64, **case.kwargs)
     if case.op == "avg_pool2d":
@@ -428,9 +429,9 @@ def run_quant_case(case: Case, dev: Device, dtype: str, layout: str, rng: np.ran
             w_zp = rng.integers(info.min // 4, info.max // 4 + 1, c_out)
             bias = rng.integers(-5000, 5000, c_out).astype(np.int32) if case.bias else None
             with poison_outputs():
-                xt = asarray(q, device=dev, layout=layout, scale=0.03, zero_point=zp)
+                xt = asarray(q, device=dev, layout=layout_arg(layout), scale=0.03, zero_point=zp)
                 wt = asarray(w, device=dev, scale=w_scale, zero_point=w_zp)
-                extra = {"output_scale": 0.5, "output_zero_point": 3} if case.linear else {}
+                extra: dict[str, Any] = {"output_scale": 0.5, "output_zero_point": 3} if case.linear else {}
                 got = ops.conv2d(xt, wt, bias, **kw, **extra).numpy()
             conv = S.conv2d_spec(geom, case.weight_shape, case.bias, (c_out,), kw.get("stride", 1),
                                  kw.get("padding", 0), kw.get("dilation", 1), kw.get("groups", 1))
@@ -440,9 +441,9 @@ def run_quant_case(case: Case, dev: Device, dtype: str, layout: str, rng: np.ran
             want = reference.qconv2d_from_spec(qspec, q, w, bias, w_zp, multiplier)
             steps = _QLINEAR_STEPS if case.linear else 0
         else:
-            kind = "max" if case.op == "max_pool2d" else "avg"
+            kind: Literal["max", "avg"] = "max" if case.op == "max_pool2d" else "avg"
             with poison_outputs():
-                xt = asarray(q, device=dev, layout=layout, scale=0.1, zero_point=zp)
+                xt = asarray(q, device=dev, layout=layout_arg(layout), scale=0.1, zero_point=zp)
                 out = getattr(ops, case.op)(xt, **kw)
                 got = out.numpy()
             spec = S.pool2d_spec(kind, geom, kw["kernel_size"], kw.get("stride"), kw.get("padding", 0),

@@ -18,6 +18,7 @@ import numpy as np
 from hal.device import Device
 from hal.graph import capture
 from hal.nn import Sequential, cnn16
+from hal.spec import layout_arg
 from hal.tensor import Tensor, asarray
 
 #: logits tolerance, relative to max |oracle logit| (float32: 16 layers of float32 accumulation)
@@ -61,7 +62,7 @@ def _layer_name(i: int, layer: object) -> str:
 def run_device(net: Sequential, fused: Sequential, x: np.ndarray, ref: np.ndarray, dev: Device, dtype: str,
                layout: str, repeats: int) -> DeviceResult:
     """Run, compare and time the fused network on one device."""
-    xt = asarray(x.astype(dtype), device=dev, layout=layout)
+    xt = asarray(x.astype(dtype), device=dev, layout=layout_arg(layout))
     logits = fused(xt).numpy().reshape(x.shape[0], -1).astype(np.float64)
     err = float(np.abs(logits - ref).max() / max(np.abs(ref).max(), 1e-30))
     same = bool((logits.argmax(1) == ref.argmax(1)).all())

@@ -110,7 +110,7 @@ def _probe(name: str) -> BackendProbe:
 @lru_cache(maxsize=1)
 def _registry() -> tuple[tuple[BackendStatus, ...], tuple[Device, ...]]:
     statuses = []
-    found = []
+    found: list[Device] = []
     for name in BACKEND_MODULES:
         probe = _probe(name)
         statuses.append(BackendStatus(name, probe.available, probe.reason, tuple(probe.devices), dict(probe.skipped)))

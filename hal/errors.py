@@ -7,6 +7,8 @@ Every hal error derives from :class:`HalError`; argument errors are also
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 
 class HalError(Exception):
     """Base class of every error hal raises on purpose."""
@@ -27,7 +29,7 @@ class KernelCompileError(HalError):
         self,
         backend: str,
         file: str,
-        defines: dict[str, object],
+        defines: Mapping[str, object],
         options: list[str],
         log: str,
     ) -> None:

@@ -20,7 +20,7 @@ from hal.device import Device
 from hal.device import device as resolve_device
 from hal.errors import HalTypeError, HalValueError
 from hal.quant import fold_batch_norm
-from hal.spec import pair
+from hal.spec import layout_arg, pair
 from hal.tensor import Tensor, asarray
 
 
@@ -297,7 +297,8 @@ class Sequential(Module):
 
     def save_npz(self, path: str | Path) -> None:
         """Save parameters in the ``load_npz`` format."""
-        np.savez(path, **self.parameters())
+        # numpy's stub types **kwds beside the bool allow_pickle keyword, so mypy checks the arrays against it too
+        np.savez(path, **self.parameters())  # type: ignore[arg-type]
 
     def fused(self) -> Sequential:
         """An equivalent network: BatchNorm folded into the conv before it, ReLU into the layer before it."""
@@ -349,5 +350,5 @@ def cnn16(num_classes: int = 10, in_channels: int = 1, seed: int = 0) -> Sequent
 def run_on(net: Sequential, x: np.ndarray, device: str | Device, layout: str = "NCHW") -> np.ndarray:
     """Run ``net`` on host batch ``x`` on ``device``; logits as a (N, classes) float64 array."""
     dev = resolve_device(device)
-    out = net(asarray(x, device=dev, layout=layout))
+    out = net(asarray(x, device=dev, layout=layout_arg(layout)))
     return out.numpy().reshape(x.shape[0], -1).astype(np.float64)

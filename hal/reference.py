@@ -260,10 +260,10 @@ def conv2d_from_spec(spec: Conv2dSpec, x: np.ndarray, weight: np.ndarray, bias: 
             patch = xp[:, :, r0 : r0 + (oh - 1) * sh + 1 : sh, c0 : c0 + (ow - 1) * sw + 1 : sw]
             patch = patch.reshape(spec.n, g, cig, oh, ow)
             out += np.einsum("ngchw,goc->ngohw", patch, wg[:, :, :, ki, kj], optimize=True)
-    out = out.reshape(spec.n, spec.c_out, oh, ow)
+    y = out.reshape(spec.n, spec.c_out, oh, ow)
     if bias is not None:
-        out += np.asarray(bias, dtype=np.float64)[None, :, None, None]
-    return relu(out) if spec.relu else out
+        y += np.asarray(bias, dtype=np.float64)[None, :, None, None]
+    return relu(y) if spec.relu else y
 
 
 def conv2d(

@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache, wraps
-from typing import Any, Literal, TypeVar, Union
+from typing import Any, Literal, TypeGuard, TypeVar, Union
 
 import numpy as np
 
@@ -31,7 +31,7 @@ Pads = tuple[int, int, int, int]  # (top, bottom, left, right)
 # ----------------------------------------------------------------------------
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int | np.integer]:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
@@ -42,7 +42,7 @@ MAX_WINDOW_ARG = 2**31 - 1
 def pair(value: object, name: str, minimum: int = 1) -> tuple[int, int]:
     """``int`` or 1-/2-sequence of ints in [``minimum``, 2**31 - 1] -> ``(h, w)``."""
     if _is_int(value):
-        items = (int(value), int(value))  # type: ignore[call-overload]
+        items = (int(value), int(value))
     elif isinstance(value, (tuple, list)) and len(value) in (1, 2) and all(_is_int(v) for v in value):
         items = (int(value[0]), int(value[-1]))
     else:
@@ -85,7 +85,7 @@ def resolve_padding(
             return (top, bottom, left, right)
         raise bad_arg("padding", "an int, (ph, pw), (top, bottom, left, right), 'valid' or 'same'", padding)
     if _is_int(padding):
-        p = int(padding)  # type: ignore[call-overload]
+        p = int(padding)
         pads: tuple[int, ...] = (p, p, p, p)
     elif isinstance(padding, (tuple, list)) and all(_is_int(v) for v in padding):
         values = [int(v) for v in padding]
@@ -174,7 +174,8 @@ def _hash_once(cls: type[_T]) -> type[_T]:
         return state
 
     cls.__hash__ = __hash__  # type: ignore[assignment,method-assign]
-    cls.__getstate__ = __getstate__  # type: ignore[attr-defined]
+    # typeshed's object has __getstate__ from Python 3.11 (method-assign), not before (attr-defined)
+    cls.__getstate__ = __getstate__  # type: ignore[attr-defined,method-assign]
     return cls
 
 
@@ -400,8 +401,8 @@ def adaptive_pool2d_spec(
     for value, size in zip(sizes, (x.h, x.w), strict=True):
         if value is None:
             resolved.append(size)
-        elif _is_int(value) and int(value) >= 1:  # type: ignore[call-overload]
-            resolved.append(int(value))  # type: ignore[call-overload]
+        elif _is_int(value) and int(value) >= 1:
+            resolved.append(int(value))
         else:
             raise bad_arg("output_size", "positive ints (or None to keep the input size)", output_size)
     return AdaptivePool2dSpec(
@@ -482,9 +483,9 @@ def conv2d_spec(
     """Validate conv2d arguments and compute the output shape."""
     if len(weight_shape) != 4:
         raise bad_arg("weight", "a 4-D tensor (C_out, C_in/groups, KH, KW)", tuple(weight_shape))
-    if not _is_int(groups) or int(groups) < 1:  # type: ignore[call-overload]
+    if not _is_int(groups) or int(groups) < 1:
         raise bad_arg("groups", "a positive int", groups)
-    g = int(groups)  # type: ignore[call-overload]
+    g = int(groups)
     c_out, c_per_group, kh, kw = (int(v) for v in weight_shape)
     if min(c_out, c_per_group, kh, kw) < 1:
         raise bad_arg("weight", "a non-empty 4-D shape", tuple(weight_shape))

@@ -18,7 +18,8 @@ import numpy as np
 from hal import reference
 from hal.backends.base import Backend, Buffer
 from hal.conformance import Comparison, compare, compare_indices, conv_scale
-from hal.spec import AdaptivePool2dSpec, BatchNormSpec, Conv2dSpec, Pool2dSpec, Spec
+from hal.spec import AdaptivePool2dSpec, BatchNormSpec, Conv2dSpec, Pool2dSpec
+from hal.tuning.workloads import TunedSpec
 
 #: bytes of guard after every output
 GUARD_BYTES = 4096
@@ -68,19 +69,19 @@ def _cached_poison(shape: tuple[int, ...], dtype: np.dtype, high: bool = False) 
 class Problem:
     """Inputs and output buffers of one spec on one backend."""
 
-    spec: Spec
+    spec: TunedSpec
     host: dict[str, np.ndarray]
     buffers: dict[str, Buffer]
     outputs: dict[str, tuple[tuple[int, ...], np.dtype]] = field(default_factory=dict)
 
 
-def _out_shape(spec: Spec) -> tuple[int, int, int, int]:
+def _out_shape(spec: TunedSpec) -> tuple[int, int, int, int]:
     if isinstance(spec, BatchNormSpec):
         return spec.shape
     return spec.out_shape
 
 
-def make_inputs(spec: Spec, rng: np.random.Generator) -> dict[str, np.ndarray]:
+def make_inputs(spec: TunedSpec, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """Fresh random host inputs (never zeros) for ``spec``, in logical NCHW order.
 
     They depend on the spec's geometry and dtype, not on its layout: one set (and one
@@ -106,7 +107,7 @@ def make_inputs(spec: Spec, rng: np.random.Generator) -> dict[str, np.ndarray]:
     return host
 
 
-def upload_problem(backend: Backend, spec: Spec, host: dict[str, np.ndarray]) -> Problem:
+def upload_problem(backend: Backend, spec: TunedSpec, host: dict[str, np.ndarray]) -> Problem:
     """``host`` (from :func:`make_inputs`) uploaded in ``spec``'s layout."""
     buffers = {"x": backend.upload(_physical(host["x"], spec.layout))}
     for name in ("weight", "bias", "running_mean", "running_var"):
@@ -127,7 +128,7 @@ def problem_bytes(problem: Problem) -> int:
     return inputs + outputs
 
 
-def make_problem(backend: Backend, spec: Spec, rng: np.random.Generator) -> Problem:
+def make_problem(backend: Backend, spec: TunedSpec, rng: np.random.Generator) -> Problem:
     """Fresh random inputs (never zeros) for ``spec``, uploaded in its layout."""
     return upload_problem(backend, spec, make_inputs(spec, rng))
 
@@ -208,6 +209,7 @@ def oracle(problem: Problem) -> dict[str, Any]:
     """
     spec, host = problem.spec, problem.host
     if np.dtype(spec.dtype).kind in "iu":  # the quantized oracle: exact integers
+        assert isinstance(spec, (Pool2dSpec, AdaptivePool2dSpec))  # integer workloads are pooling (QUANT_FAMILIES)
         parts = _by_batch_chunks(lambda xs: reference.quantized_pool2d_from_spec(spec, xs), host["x"])
         y = np.concatenate([p[0] for p in parts]) if len(parts) > 1 else parts[0][0]
         idx = np.concatenate([p[1] for p in parts]) if len(parts) > 1 else parts[0][1]

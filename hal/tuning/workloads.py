@@ -9,14 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 
 from hal.quant import QUANT_DTYPES
 from hal.spec import (
     LAYOUTS,
-    Spec,
+    AdaptivePool2dSpec,
+    BatchNormSpec,
+    Conv2dSpec,
+    Pool2dSpec,
     TensorGeometry,
     adaptive_pool2d_spec,
     batch_norm_spec,
@@ -26,6 +29,10 @@ from hal.spec import (
 )
 
 SIZES = ("full", "small", "tiny")
+
+#: the specs a workload builds and the tuner evaluates: hal.spec.Spec less the elementwise and
+#: quantized-conv ones; integer dtypes (QUANT_FAMILIES) only in the pooling specs
+TunedSpec: TypeAlias = Pool2dSpec | AdaptivePool2dSpec | Conv2dSpec | BatchNormSpec
 
 #: the families ``hal tune --dtype int8,uint8`` plans: those whose kernels have int8/uint8
 #: twins built with the same parameters
@@ -49,7 +56,7 @@ class Workload:
         """Input shape at one of the sizes."""
         return self.shapes[size]
 
-    def spec_for(self, shape: tuple[int, int, int, int], dtype: str, layout: str) -> Spec:
+    def spec_for(self, shape: tuple[int, int, int, int], dtype: str, layout: str) -> TunedSpec:
         """The spec of this workload at ``shape``."""
         n, c, h, w = shape
         geom = TensorGeometry(n, c, h, w, layout, np.dtype(dtype))  # type: ignore[arg-type]
