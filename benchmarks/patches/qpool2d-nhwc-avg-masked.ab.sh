@@ -14,7 +14,13 @@ cp kernels_cl/qpool2d_pack.cl /tmp/qpool2d_pack.main.cl
 git apply benchmarks/patches/qpool2d-nhwc-avg-masked.patch || { echo "patch failed (already applied?)"; exit 1; }
 C='[{"WG":64,"QVEC16":2},{"WG":128,"QVEC16":2},{"WG":256,"QVEC16":2},{"WG":64,"QVEC16":3},{"WG":128,"QVEC16":3},'
 C+='{"WG":256,"QVEC16":3},{"WG":64,"QVEC16":4},{"WG":128,"QVEC16":4},{"WG":256,"QVEC16":4}]'
-export PTX_ARGS="--only int8 --ptxas sm_90" T_OCL=150
+# AB_LEAN=1 (a short device budget): WG 128 and 256 only, no PTX step, 110 s a run
+if [ -n "${AB_LEAN:-}" ]; then
+  C='[{"WG":128,"QVEC16":2},{"WG":256,"QVEC16":2},{"WG":128,"QVEC16":3},{"WG":256,"QVEC16":3},'
+  C+='{"WG":128,"QVEC16":4},{"WG":256,"QVEC16":4}]'; STEPS="ocl-ab"; export T_OCL=110
+else STEPS="ocl-ptx ocl-ab"; export T_OCL=150; fi
+export PTX_ARGS="--only int8 --ptxas sm_90"
 export OCL_ARGS="--dtypes int8,uint8 --only avgpool3x3s2p1 --sweep --candidates $C"
 export AB_FILE=kernels_cl/qpool2d_pack.cl AB_OLD=/tmp/qpool2d_pack.main.cl
-bash benchmarks/h200_session.sh ocl-ptx ocl-ab
+# shellcheck disable=SC2086
+bash benchmarks/h200_session.sh $STEPS
