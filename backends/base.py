@@ -212,7 +212,7 @@ class Backend(ABC):
         """Wait for every queued launch on this device."""
 
     def time_launches(
-        self, launch: Callable[[], None], repeats: int, warmup: int = 2, *, queued: bool = False
+        self, launch: Callable[[], object], repeats: int, warmup: int = 2, *, queued: bool = False
     ) -> list[float]:
         """Seconds each of ``repeats`` calls of ``launch`` took, after ``warmup`` calls.
 

@@ -32,7 +32,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Seq
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 
@@ -1015,7 +1015,7 @@ class CudaBackend(Backend):
                 self._return_freed()
 
     def time_launches(
-        self, launch: Callable[[], None], repeats: int, warmup: int = 2, *, queued: bool = False
+        self, launch: Callable[[], object], repeats: int, warmup: int = 2, *, queued: bool = False
     ) -> list[float]:
         """Seconds of device time each of ``repeats`` calls of ``launch`` took (CUDA events on the stream).
 
@@ -2475,7 +2475,7 @@ class CudaBackend(Backend):
         }
         with self._lock:  # the workspace is shared: keep the launches of one call together
             if plan[0].kernel == "batch_norm_train_fused":
-                blocks = struct.unpack_from("<i", plan[0].args[-1])[0]  # BnFused.blocks
+                blocks = struct.unpack_from("<i", cast(bytes, plan[0].args[-1]))[0]  # BnFused.blocks
                 buffers["part"] = self._workspace_buffer("bn_part", 12 * c * blocks)
                 buffers["aff"] = self._workspace_buffer("bn_stats", 16 * c)
                 buffers["bar"] = self._barrier_buffer()
@@ -2488,7 +2488,7 @@ class CudaBackend(Backend):
                     self.cooperative = False
                     plan = self._planned((*key[:-1], False), lambda: self._plan_batch_norm(spec, params, aligned))
             if spec.training:
-                slabs = struct.unpack_from("<i", plan[0].args[-1])[0]  # BnParams.slabs
+                slabs = struct.unpack_from("<i", cast(bytes, plan[0].args[-1]))[0]  # BnParams.slabs
                 buffers["part"] = self._workspace_buffer("bn_part", 12 * c * slabs)
                 stats = self._workspace_buffer("bn_stats", 16 * c)
                 buffers["mean"] = stats

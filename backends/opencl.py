@@ -940,7 +940,7 @@ class OpenCLBackend(Backend):
     gate_hold_s: ClassVar[float] = 0.5
 
     def time_launches(
-        self, launch: Callable[[], None], repeats: int, warmup: int = 2, *, queued: bool = False
+        self, launch: Callable[[], object], repeats: int, warmup: int = 2, *, queued: bool = False
     ) -> list[float]:
         """Device seconds of each of ``repeats`` calls of ``launch``, from OpenCL profiling events.
 
@@ -974,7 +974,7 @@ class OpenCLBackend(Backend):
         return times
 
     def launch_profile(
-        self, launch: Callable[[], None], repeats: int, warmup: int = 2, *, queued: bool = False
+        self, launch: Callable[[], object], repeats: int, warmup: int = 2, *, queued: bool = False
     ) -> list[list[tuple[str, float, float]]]:
         """Per call of ``launch``: each command it enqueued as (kernel name or "copy", start, end)
         in device seconds from the call's first start, from OpenCL profiling events: where
@@ -986,7 +986,7 @@ class OpenCLBackend(Backend):
             calls.append([(name, start - t0, end - t0) for name, start, end in commands])
         return calls
 
-    def _profiled(self, launch: Callable[[], None], repeats: int, warmup: int,
+    def _profiled(self, launch: Callable[[], object], repeats: int, warmup: int,
                   gated: bool = False) -> list[tuple[list[tuple[str, float, float]], float]]:
         """(commands as (name, start s, end s), host seconds) of each of ``repeats`` calls,
         on a profiling-enabled queue; the host time only where no command was recorded.

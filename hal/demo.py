@@ -10,6 +10,7 @@ stores); the oracle runs the unfused network in float64. Logits must agree withi
 
 from __future__ import annotations
 
+import functools
 import statistics
 from dataclasses import dataclass
 
@@ -78,7 +79,7 @@ def run_device(net: Sequential, fused: Sequential, x: np.ndarray, ref: np.ndarra
     act: Tensor = xt
     for i, layer in enumerate(fused):
         inp = act
-        times = backend.time_launches(lambda layer=layer, inp=inp: layer(inp), repeats, warmup=1)
+        times = backend.time_launches(functools.partial(layer, inp), repeats, warmup=1)
         layer_ms.append((_layer_name(i, layer), statistics.median(times) * 1e3))
         act = layer(inp)
     return DeviceResult(dev.id, err, err <= RTOL[dtype] and bool(np.isfinite(logits).all()) and same_replay, same,
