@@ -83,7 +83,7 @@ for s in "$@"; do
     ocl-ab) # AB_FILE (a kernel file) as is, then with AB_OLD in its place, then as is again: opencl_ops.py
       # with OCL_ARGS in each, into ab-new1/, ab-old/, ab-new2/ (the two "new" runs give the noise)
       cp "$AB_FILE" /tmp/ab-keep.cl
-      for v in new1 old new2; do mkdir -p "$R/ab-$v"
+      for v in ${AB_RUNS:-new1 old new2}; do mkdir -p "$R/ab-$v"
         [ "$v" = old ] && cp "$AB_OLD" "$AB_FILE"
         step "ocl-ab-$v" ${T_OCL:-120} python3 benchmarks/opencl_ops.py --device opencl:nvidia --out "$R/ab-$v" ${OCL_ARGS:-}
         cp /tmp/ab-keep.cl "$AB_FILE"; grep -v Warning "$R/ocl-ab-$v.txt" | tail -12; done ;;

@@ -15,8 +15,12 @@ git apply benchmarks/patches/qpool2d-nhwc-avg-masked.patch || { echo "patch fail
 C='[{"WG":64,"QVEC16":2},{"WG":128,"QVEC16":2},{"WG":256,"QVEC16":2},{"WG":64,"QVEC16":3},{"WG":128,"QVEC16":3},'
 C+='{"WG":256,"QVEC16":3},{"WG":64,"QVEC16":4},{"WG":128,"QVEC16":4},{"WG":256,"QVEC16":4}]'
 # AB_LEAN=1 (a short device budget): WG 128 and 256 only, no PTX step, 110 s a run;
-# AB_LEAN=2 (shorter still): QVEC16 2 and 4 only, 90 s a run
-if [ "${AB_LEAN:-}" = 2 ]; then
+# AB_LEAN=2 (shorter still): QVEC16 2 and 4 only, 90 s a run; AB_LEAN=3: as 2, without the second
+# patched run (no noise estimate), 80 s a run
+if [ "${AB_LEAN:-}" = 3 ]; then
+  C='[{"WG":128,"QVEC16":2},{"WG":256,"QVEC16":2},{"WG":128,"QVEC16":4},{"WG":256,"QVEC16":4}]'
+  STEPS="ocl-ab"; export T_OCL=80 AB_RUNS="new1 old"
+elif [ "${AB_LEAN:-}" = 2 ]; then
   C='[{"WG":128,"QVEC16":2},{"WG":256,"QVEC16":2},{"WG":128,"QVEC16":4},{"WG":256,"QVEC16":4}]'
   STEPS="ocl-ab"; export T_OCL=90
 elif [ -n "${AB_LEAN:-}" ]; then
