@@ -47,7 +47,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
             "devices": [{"id": d.id, **d.info.signature(), "global_mem_bytes": d.info.global_mem_bytes,
                          "platform": d.info.platform} for d in devices()],
             "unavailable": {s.name: s.reason for s in statuses if not s.available},
-            "skipped": {s.name: s.reason for s in statuses if s.available and s.skipped},
+            "skipped": {where: why for s in statuses for where, why in s.skipped.items()},
         }
         print(json.dumps(doc, indent=2))
         return 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -306,7 +308,8 @@ def test_opencl_ops_rotate_cycles_through_copies_of_the_buffers() -> None:
         np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
 
 
-def test_pocl_device_that_cannot_build_is_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pocl_device_that_cannot_build_is_left_out(monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
     """A PoCL device whose probe build fails is not listed, and the backend's status names it
     and why (PyPI's PoCL 3.0 on a CPU its LLVM 14 does not know fails every build)."""
     pytest.importorskip("pyopencl")
@@ -328,6 +331,13 @@ def test_pocl_device_that_cannot_build_is_left_out(monkeypatch: pytest.MonkeyPat
     try:
         status = next(s for s in backend_status() if s.name == "opencl")
         assert set(status.skipped) == {f"opencl:{index}" for index in pocl}
+        from hal.cli import main
+
+        capsys.readouterr()
+        assert main(["devices", "--json"]) == 0
+        listed = json.loads(capsys.readouterr().out)["skipped"]
+        assert {k: v for k, v in listed.items() if k.startswith("opencl:")} == {
+            f"opencl:{index}": "fake: error: unknown target CPU 'generic'" for index in pocl}
     finally:
         monkeypatch.undo()
         refresh()
