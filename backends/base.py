@@ -133,6 +133,9 @@ class Backend(ABC):
     #: True when pool2d, adaptive_pool2d, conv2d and batch_norm honour ``spec.relu``
     #: (kernels built with -DFUSE_RELU=1 apply ``v < 0 ? 0 : v`` before the store)
     fused_relu: ClassVar[bool] = False
+    #: True when every float op (pool2d, adaptive_pool2d, conv2d, batch_norm, eltwise) takes
+    #: bfloat16 activations (kernels built with -DDTYPE_BF16=1: 16-bit storage, float32 arithmetic)
+    bfloat16: ClassVar[bool] = False
 
     def __init__(self, info: DeviceInfo) -> None:
         self._plans: dict[Hashable, Any] = {}

@@ -38,6 +38,7 @@ import numpy as np
 
 from hal import cache, resources
 from hal.backends.base import Backend, BackendProbe, Buffer, DeviceInfo, fixed_plane_ok
+from hal.dtypes import transferable
 from hal.errors import HalError, KernelCompileError, OutOfMemory, UnsupportedOperation
 from hal.quant import QUANT_DTYPES
 from hal.spec import AdaptivePool2dSpec, BatchNormSpec, Conv2dSpec, EltwiseSpec, Pool2dSpec, QConv2dSpec
@@ -982,7 +983,7 @@ class CudaBackend(Backend):
 
     def upload(self, array: np.ndarray) -> Buffer:
         """A new device buffer holding a copy of ``array``."""
-        host = np.ascontiguousarray(array)
+        host = transferable(np.ascontiguousarray(array))
         with self._active():
             buf = self._alloc_raw(max(1, host.nbytes))
             if host.nbytes:
@@ -997,7 +998,7 @@ class CudaBackend(Backend):
         if out.nbytes == 0:
             return
         with self._active():
-            self._drv.memcpy_dtoh_async(out, int(buffer), self._stream)
+            self._drv.memcpy_dtoh_async(transferable(out), int(buffer), self._stream)
             self._stream.synchronize()
 
     def copy(self, src: Buffer, dst: Buffer, nbytes: int) -> None:

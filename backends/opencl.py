@@ -34,6 +34,7 @@ import numpy as np
 
 from hal.backends.base import Backend, BackendProbe, Buffer, DeviceInfo, fixed_plane_ok
 from hal.cache import cache_dir, cache_disabled
+from hal.dtypes import transferable
 from hal.errors import BackendUnavailable, HalError, KernelCompileError, LaunchLimitExceeded, OutOfMemory
 from hal.resources import kernel_source
 from hal.spec import AdaptivePool2dSpec, BatchNormSpec, Conv2dSpec, EltwiseSpec, Pool2dSpec, QConv2dSpec
@@ -866,7 +867,7 @@ class OpenCLBackend(Backend):
         """A new buffer holding ``array`` (the copy has finished when this returns)."""
         import pyopencl as cl
 
-        host = np.ascontiguousarray(array)
+        host = transferable(np.ascontiguousarray(array))
         buffer = self.allocate(host.nbytes)
         if host.nbytes:
             cl.enqueue_copy(self._queue, buffer, host, is_blocking=True)
@@ -879,7 +880,7 @@ class OpenCLBackend(Backend):
         if out.nbytes:
             if not out.flags.c_contiguous:
                 raise ValueError("out: expected a C-contiguous array")
-            cl.enqueue_copy(self._queue, out, buffer, is_blocking=True)
+            cl.enqueue_copy(self._queue, transferable(out), buffer, is_blocking=True)
 
     def copy(self, src: Buffer, dst: Buffer, nbytes: int) -> None:
         """Device-to-device copy, queued in order."""

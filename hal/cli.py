@@ -19,8 +19,9 @@ from rich.table import Table
 
 import hal
 from hal.cache import cache_root
-from hal.conformance import iter_matrix
+from hal.conformance import DEFAULT_DTYPES, iter_matrix
 from hal.device import Device, backend_status, devices, is_gpu
+from hal.dtypes import DTYPE_NAMES, FLOAT_DTYPES
 from hal.errors import HalError
 
 
@@ -82,9 +83,10 @@ def _select(spec: str | None) -> list[Device]:
 
 def _known_dtypes(dtypes: list[str], console: Console) -> bool:
     """Whether every ``--dtype`` value is one hal's ops take; says which are not."""
-    unknown = [d for d in dtypes if d not in ("float32", "float16", "int8", "uint8")]
+    known = [DTYPE_NAMES[d] for d in FLOAT_DTYPES] + ["int8", "uint8"]
+    unknown = [d for d in dtypes if d not in known]
     if unknown:
-        console.print(f"[red]--dtype: expected float32, float16, int8 or uint8, got {', '.join(unknown)}[/red]")
+        console.print(f"[red]--dtype: expected {', '.join(known[:-1])} or {known[-1]}, got {', '.join(unknown)}[/red]")
     return not unknown
 
 
@@ -96,7 +98,7 @@ def cmd_conformance(args: argparse.Namespace) -> int:
         console.print("[red]no device available[/red]")
         return 1
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
-    dtypes = args.dtype.split(",") if args.dtype else ["float32", "float16", "int8"]
+    dtypes = args.dtype.split(",") if args.dtype else list(DEFAULT_DTYPES)
     if not _known_dtypes(dtypes, console):
         return 2
     layouts = args.layout.split(",") if args.layout else ["NCHW", "NHWC"]
@@ -410,8 +412,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="a smaller case set")
     p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     p.add_argument("--seed", type=_int_at_least(0), help="random seed (default: fresh; printed for reproduction)")
-    p.add_argument("--dtype", help="float32,float16,int8,uint8 (default float32,float16,int8; int8/uint8 run "
-                                   "the quantized cases against the quantized oracle)")
+    p.add_argument("--dtype", help="float32,float16,bfloat16,int8,uint8 (default float32,float16,bfloat16,int8; "
+                                   "int8/uint8 run the quantized cases against the quantized oracle)")
     p.add_argument("--layout", type=_layouts_arg, help="NCHW,NHWC (default both)")
     p.set_defaults(func=cmd_conformance)
     p = sub.add_parser("tune", help="measure a tuning table for a device (also: tune show, tune merge A B --out C)")
@@ -425,7 +427,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="table file to write (default: the user table of this device)")
     p.add_argument("--size", choices=["auto", "full", "small", "tiny"], default="auto",
                    help="workload sizes (auto: full on GPUs, small on CPUs)")
-    p.add_argument("--dtype", help="float32,float16,int8,uint8 (default float32,float16; int8/uint8 tune the "
+    p.add_argument("--dtype", help="float32,float16,bfloat16,int8,uint8 (default float32,float16; int8/uint8 tune the "
                                    "pooling workloads, checked against the quantized oracle)")
     p.add_argument("--layout", type=_layouts_arg, help="NCHW,NHWC (default both)")
     p.add_argument("--repeats", type=_int_at_least(1), default=10, help="timed runs per candidate (median)")
@@ -439,7 +441,7 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--device", help="device to measure (default: the selected device)")
     group.add_argument("--all", action="store_true", help="every device found")
     p.add_argument("--ops", help="ops or case names, comma-separated (default all)")
-    p.add_argument("--dtype", help="float32,float16 (default both)")
+    p.add_argument("--dtype", help="float32,float16,bfloat16 (default float32,float16)")
     p.add_argument("--layout", type=_layouts_arg, help="NCHW,NHWC (default both)")
     p.add_argument("--size", choices=["auto", "full", "small"], default="auto",
                    help="auto: the baseline shapes on GPUs with 8 GB or more, about 16 MB inputs elsewhere")

@@ -25,6 +25,7 @@ import numpy as np
 
 from hal import ops, reference
 from hal.device import Device
+from hal.dtypes import BFLOAT16, as_dtype, is_float
 from hal.spec import layout_arg
 from hal.tensor import Tensor, asarray, poison_outputs
 
@@ -47,6 +48,11 @@ TOLERANCES: dict[tuple[str, str], Tolerance] = {
     ("conv2d", "float16"): Tolerance(1e-3, 1e-4),
     ("batch_norm", "float32"): Tolerance(1e-4, 1e-4),
     ("batch_norm", "float16"): Tolerance(1e-3, 2e-3),
+    # bfloat16 keeps 8 significant bits: one rounding is 2^-8 (3.9e-3) relative at most
+    ("max_pool", "bfloat16"): Tolerance(0.0, 0.0),
+    ("avg_pool", "bfloat16"): Tolerance(8e-3, 8e-4),
+    ("conv2d", "bfloat16"): Tolerance(8e-3, 8e-4),
+    ("batch_norm", "bfloat16"): Tolerance(8e-3, 1.6e-2),
 }
 
 OP_FAMILY = {
@@ -142,7 +148,7 @@ def compare(
     bound = tol.atol * np.asarray(scale, dtype=np.float64) + tol.rtol * np.where(fin, np.abs(ref64), 0.0)
     # never ask for more than correct rounding: half an ulp of the result's dtype (matters for subnormals)
     out_dtype = np.dtype(dtype)
-    if out_dtype.kind == "f":
+    if is_float(out_dtype):
         with np.errstate(over="ignore", invalid="ignore"):
             half_ulp = 0.5 * np.abs(np.spacing(np.abs(ref64).astype(out_dtype))).astype(np.float64)
         bound = np.maximum(bound, np.where(np.isfinite(half_ulp), half_ulp, 0.0))
@@ -306,7 +312,10 @@ def _inputs(case: Case, rng: np.random.Generator, dtype: np.dtype) -> dict[str, 
 def run_case(case: Case, dev: Device, dtype: str, layout: str, rng: np.random.Generator) -> CaseResult:
     """Run one case on one device and compare with the oracle."""
     start = time.perf_counter()
-    dt = np.dtype(dtype)
+    if dtype == "bfloat16" and not type(dev.backend).bfloat16:
+        why = f"{dev.kind} backend: bfloat16 not implemented"
+        return CaseResult(dev.id, case.op, case.name, dtype, layout, True, 0.0, "", 0.0, skipped=why)
+    dt = as_dtype(dtype)
     arrays = _inputs(case, rng, dt)
     x = arrays["x"]
     try:
@@ -466,11 +475,15 @@ def run_quant_case(case: Case, dev: Device, dtype: str, layout: str, rng: np.ran
                       time.perf_counter() - start)
 
 
+#: what ``hal conformance`` runs without ``--dtype`` (bfloat16 where ml_dtypes is installed)
+DEFAULT_DTYPES: tuple[str, ...] = ("float32", "float16", *(("bfloat16",) if BFLOAT16 is not None else ()), "int8")
+
+
 def iter_matrix(
     devices: Iterable[Device],
     quick: bool = False,
     seed: int | None = None,
-    dtypes: Iterable[str] = ("float32", "float16", "int8"),
+    dtypes: Iterable[str] = DEFAULT_DTYPES,
     layouts: Iterable[str] = ("NCHW", "NHWC"),
 ) -> Iterator[tuple[int, CaseResult]]:
     """Yield (total, result) for every device x case x dtype x layout (int8/uint8: the quantized cases)."""

@@ -20,7 +20,7 @@ import numpy as np
 
 from hal.device import Device
 from hal.device import device as resolve_device
-from hal.dtypes import require_float
+from hal.dtypes import FLOAT_NAMES, is_bfloat16, is_float, require_float
 from hal.errors import HalError, HalTypeError, HalValueError, UnsupportedOperation, bad_arg
 from hal.quant import QUANT_DTYPES, qparams
 from hal.spec import (
@@ -61,13 +61,15 @@ def _activation(x: Any, dev: Device, name: str = "input", allow_int: bool = Fals
         array = np.asarray(x)
         if array.ndim != 4:
             raise bad_arg(name, "a 4-D (N, C, H, W) array", array.shape)
-        if array.dtype not in (np.float32, np.float16, np.float64) and not (allow_int and array.dtype in QUANT_DTYPES):
-            raise HalTypeError(f"{name}: expected dtype float32 or float16, got {array.dtype.name}")
+        if not (is_float(array.dtype) or array.dtype == np.float64) and not (allow_int and array.dtype in QUANT_DTYPES):
+            raise HalTypeError(f"{name}: expected dtype {FLOAT_NAMES}, got {array.dtype.name}")
         x = asarray(array, device=dev)
     if x.ndim != 4:
         raise bad_arg(name, "a 4-D (N, C, H, W) tensor", x.shape)
     if not (allow_int and x.dtype in QUANT_DTYPES):
         require_float(x.dtype, name)
+        if is_bfloat16(x.dtype) and not type(dev.backend).bfloat16:
+            raise UnsupportedOperation(f"{dev.id}: bfloat16 is not implemented on the {dev.kind} backend")
     if x.size == 0:
         raise bad_arg(name, "a non-empty tensor", x.shape)
     return x
@@ -95,7 +97,7 @@ def _vector(value: Any, dev: Device, length: int, name: str) -> Tensor:
     array = np.asarray(value)
     if array.shape != (length,):
         raise bad_arg(name, f"shape ({length},)", array.shape)
-    if array.dtype.kind != "f":
+    if array.dtype.kind != "f" and not is_float(array.dtype):
         raise HalTypeError(f"{name}: expected a float array, got dtype {array.dtype.name}")
     return asarray(array.astype(F32), device=dev)
 
@@ -390,7 +392,7 @@ def conv2d(
         w = weight if weight.layout == "NCHW" else weight.to(layout="NCHW")
     else:
         w_array = np.asarray(weight)
-        if w_array.dtype.kind != "f":
+        if w_array.dtype.kind != "f" and not is_float(w_array.dtype):
             raise HalTypeError(f"weight: expected a float array, got dtype {w_array.dtype.name}")
         w = asarray(w_array.astype(x.dtype), device=dev)
     b = None if bias is None else _vector(bias, dev, spec.c_out, "bias")

@@ -18,7 +18,7 @@ import numpy as np
 from hal.backends.base import Buffer
 from hal.device import Device
 from hal.device import device as resolve_device
-from hal.dtypes import as_dtype
+from hal.dtypes import BFLOAT16, as_dtype, is_bfloat16, is_float
 from hal.errors import HalTypeError, HalValueError, bad_arg
 from hal.spec import Layout, TensorGeometry, layout_arg
 
@@ -162,6 +162,9 @@ class Tensor:
         backend = self.device.backend
         if self.device.kind != "cuda" or not hasattr(backend, "pointer"):
             raise AttributeError("__cuda_array_interface__ is only defined on CUDA tensors")
+        if is_bfloat16(self.dtype):  # the interface has no type string for it (numpy has no bfloat16)
+            raise AttributeError("__cuda_array_interface__: bfloat16 has no type string there; read the tensor "
+                                 "with .numpy() (an ml_dtypes.bfloat16 array)")
         item = self.dtype.itemsize
         strides = None
         if self.layout == "NHWC":
@@ -216,7 +219,7 @@ def empty(shape: tuple[int, ...], dtype: Any, device: Device, layout: Layout = "
     shape = tuple(map(int, shape))
     count = math.prod(shape)
     if _poison.get() and count:
-        fill = np.nan if dt.kind == "f" else np.iinfo(dt).min
+        fill = np.nan if is_float(dt) else np.iinfo(dt).min
         host = np.full(physical_shape(shape, layout), fill, dtype=dt)
         return _output(device.backend.upload(host), shape, dt, layout, device)
     return _output(device.backend.allocate(max(count * dt.itemsize, 1)), shape, dt, layout, device)
@@ -251,6 +254,13 @@ def _from_cuda_interface(data: Any, dev: Device, dtype: Any, layout: Layout) -> 
     return Tensor(buffer, shape, as_dtype(src_dtype), found_layout, dev, owner=data)
 
 
+def _torch_int16(tensor: Any) -> Any:
+    """torch.int16, from the module that made ``tensor`` (hal does not import PyTorch itself)."""
+    import sys
+
+    return sys.modules[type(tensor).__module__.split(".")[0]].int16
+
+
 def asarray(
     data: Any,
     device: str | Device | None = None,
@@ -273,6 +283,10 @@ def asarray(
         return data.to(device, layout=layout if data.ndim == 4 else None, dtype=dtype)
     layout = layout_arg(layout if layout is not None else "NCHW")
     dev = resolve_device(device)
+    if str(getattr(data, "dtype", "")) == "torch.bfloat16":
+        # PyTorch exports bfloat16 neither to numpy nor through __cuda_array_interface__: its 16-bit
+        # words travel as int16 through the host and are bfloat16 again here
+        data = data.detach().cpu().view(_torch_int16(data)).numpy().view(BFLOAT16)
     if dev.kind == "cuda" and hasattr(data, "__cuda_array_interface__"):
         imported = _from_cuda_interface(data, dev, dtype, layout)
         if imported is not None:

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_conformance_doc_repeats_the_tolerances():
     text = (ROOT / "docs" / "conformance.md").read_text()
-    rows = re.findall(r"^\|\s*(\w+)\s*\|\s*(float\d+)\s*\|\s*([\d.e-]+)\s*\|\s*([\d.e-]+)\s*\|", text, re.M)
+    rows = re.findall(r"^\|\s*(\w+)\s*\|\s*(b?float\d+)\s*\|\s*([\d.e-]+)\s*\|\s*([\d.e-]+)\s*\|", text, re.M)
     documented = {(op, dt): (float(r), float(a)) for op, dt, r, a in rows}
     assert documented == {k: (v.rtol, v.atol) for k, v in TOLERANCES.items()}
 

@@ -18,6 +18,7 @@ import numpy as np
 from hal import reference
 from hal.backends.base import Backend, Buffer
 from hal.conformance import Comparison, compare, compare_indices, conv_scale
+from hal.dtypes import is_float
 from hal.spec import AdaptivePool2dSpec, BatchNormSpec, Conv2dSpec, Pool2dSpec
 from hal.tuning.workloads import TunedSpec
 
@@ -37,7 +38,7 @@ def _poison(shape: tuple[int, ...], dtype: np.dtype, high: bool = False) -> np.n
     """Output poison plus guard, as one flat byte-compatible array: NaN, or for integers the
     dtype's minimum (``high``: its maximum)."""
     count = int(np.prod(shape)) + GUARD_BYTES // dtype.itemsize
-    fill = np.nan if dtype.kind == "f" else (np.iinfo(dtype).max if high else np.iinfo(dtype).min)
+    fill = np.nan if is_float(dtype) else (np.iinfo(dtype).max if high else np.iinfo(dtype).min)
     return np.full(count, fill, dtype=dtype)
 
 
@@ -45,7 +46,7 @@ def poison_passes(dtype: np.dtype) -> tuple[bool, ...]:
     """The ``high`` flags a validation runs with: floats once (NaN equals no result); integers
     twice, poisoned with the minimum and then the maximum, since any integer may be a result
     and an unwritten element must differ from the oracle in one of the two."""
-    return (False,) if np.dtype(dtype).kind == "f" else (False, True)
+    return (False,) if is_float(np.dtype(dtype)) else (False, True)
 
 
 #: poison arrays by (shape, dtype, high), read-only: every candidate uploads the same tens of
