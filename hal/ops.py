@@ -55,6 +55,12 @@ def _pick_device(args: Sequence[Any]) -> Device:
     return found if found is not None else resolve_device(None)
 
 
+def _require_backend_dtype(dev: Device, dtype: np.dtype) -> None:
+    """bfloat16 only where the backend has kernels for it (else they would read its words as float)."""
+    if is_bfloat16(dtype) and not type(dev.backend).bfloat16:
+        raise UnsupportedOperation(f"{dev.id}: bfloat16 is not implemented on the {dev.kind} backend")
+
+
 def _activation(x: Any, dev: Device, name: str = "input", allow_int: bool = False) -> Tensor:
     """``x`` as a 4-D float (or, with ``allow_int``, int8/uint8) Tensor on ``dev``."""
     if not isinstance(x, Tensor):
@@ -68,8 +74,7 @@ def _activation(x: Any, dev: Device, name: str = "input", allow_int: bool = Fals
         raise bad_arg(name, "a 4-D (N, C, H, W) tensor", x.shape)
     if not (allow_int and x.dtype in QUANT_DTYPES):
         require_float(x.dtype, name)
-        if is_bfloat16(x.dtype) and not type(dev.backend).bfloat16:
-            raise UnsupportedOperation(f"{dev.id}: bfloat16 is not implemented on the {dev.kind} backend")
+        _require_backend_dtype(dev, x.dtype)
     if x.size == 0:
         raise bad_arg(name, "a non-empty tensor", x.shape)
     return x
@@ -202,6 +207,7 @@ def relu(input: Any) -> Tensor:
     dev = _pick_device([("input", input)])
     x = input if isinstance(input, Tensor) else asarray(np.asarray(input), device=dev)
     require_float(x.dtype, "input")
+    _require_backend_dtype(dev, x.dtype)
     y = empty(x.shape, x.dtype, dev, x.layout)
     if x.size:
         _launch(dev, "eltwise", EltwiseSpec("relu", x.size, x.dtype), x.buffer, y.buffer)
