@@ -31,6 +31,7 @@ import hal
 from hal.cache import cache_dir
 from hal.device import Device
 from hal.device import is_gpu as device_is_gpu
+from hal.dtypes import is_bfloat16
 from hal.ops import record_launches, replay_launches
 from hal.spec import layout_arg
 
@@ -166,7 +167,10 @@ def _torch_time(case: BenchCase, dev: Device, x_host: np.ndarray, layout: str, r
     if on_gpu and not torch.cuda.is_available():
         return None
     tdev = "cuda" if on_gpu else "cpu"
-    x = torch.from_numpy(x_host).to(tdev)
+    if is_bfloat16(x_host.dtype):  # torch reads no ml_dtypes array: the same 16-bit words, retyped
+        x = torch.from_numpy(x_host.view(np.int16)).view(torch.bfloat16).to(tdev)
+    else:
+        x = torch.from_numpy(x_host).to(tdev)
     if layout == "NHWC":
         x = x.contiguous(memory_format=torch.channels_last)
     kw = dict(case.kwargs)
