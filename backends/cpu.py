@@ -41,6 +41,7 @@ import numpy as np
 
 from hal.backends.base import Backend, BackendProbe, Buffer, DeviceInfo
 from hal.cache import cache_dir, cache_disabled
+from hal.dtypes import is_bfloat16
 from hal.errors import HalValueError, KernelCompileError, OutOfMemory
 from hal.resources import kernel_dir
 from hal.spec import AdaptivePool2dSpec, BatchNormSpec, Conv2dSpec, EltwiseSpec, Pool2dSpec, QConv2dSpec
@@ -562,6 +563,9 @@ class CpuBackend(Backend):
     #: int8/uint8 pooling and QLinearConv / ConvInteger in portable C (qpool2d.c, qconv2d.c)
     quantized_pooling = True
     quantized_conv = True
+    #: bfloat16 activations in every float kernel: 16-bit storage, float32 arithmetic
+    #: (-DDTYPE_BF16=1; conversions in kernels_c/hal_prelude.h)
+    bfloat16 = True
 
     def __init__(self, info: DeviceInfo) -> None:
         super().__init__(info)
@@ -668,6 +672,8 @@ class CpuBackend(Backend):
             "DTYPE_HALF": int(np.dtype(dtype) == np.float16),
             "LAYOUT_NHWC": int(layout == "NHWC"),
         }
+        if is_bfloat16(dtype):  # absent means 0: float32/float16 builds keep their cache keys
+            defines["DTYPE_BF16"] = 1
         if relu:  # absent means 0: unfused builds keep their cache keys
             defines["FUSE_RELU"] = 1
         for name in names:

@@ -49,9 +49,9 @@
 #endif
 #endif
 
-/* n values to a float row (a copy, or a vector conversion from float16). */
+/* n values to a float row (a copy, or a vector conversion from float16 or bfloat16). */
 static inline void copy_row(float *restrict dst, const hal_t *restrict src, hal_int n) {
-#if DTYPE_HALF
+#if HAL_STORE16
     hal_int i = 0;
     for (; i + VW <= n; i += VW) vf_storef(dst + i, vf_load(src + i));
     for (; i < n; i++) dst[i] = ld(src + i);

@@ -6,6 +6,9 @@
  *   (neither)        portable C, one float per "vector"
  *   DTYPE_HALF=0|1   storage type float32 or IEEE float16 (storage only: every
  *                    load converts to float, every store rounds once)
+ *   DTYPE_BF16=0|1   storage type bfloat16 (with DTYPE_HALF=0; storage only as
+ *                    float16: loads widen the 16 bits to a float, stores round to
+ *                    nearest even, as ml_dtypes' float32 -> bfloat16 cast does)
  *   LAYOUT_NHWC=0|1  activation layout
  *   FUSE_RELU=0|1    every output store applies ReLU first (v < 0 ? 0 : v; NaN
  *                    stays NaN); st/vf_store/vf_store_part are output stores only
@@ -33,6 +36,14 @@
 #ifndef DTYPE_HALF
 #define DTYPE_HALF 0
 #endif
+#ifndef DTYPE_BF16
+#define DTYPE_BF16 0
+#endif
+#if DTYPE_HALF && DTYPE_BF16
+#error "DTYPE_HALF and DTYPE_BF16 are exclusive"
+#endif
+/* 16-bit storage (float16 or bfloat16): hal_t is the raw word, ld/st and vf_load/vf_store convert */
+#define HAL_STORE16 (DTYPE_HALF || DTYPE_BF16)
 #ifndef LAYOUT_NHWC
 #define LAYOUT_NHWC 0
 #endif
@@ -50,7 +61,7 @@
 
 typedef long hal_int;
 
-#if DTYPE_HALF
+#if HAL_STORE16
 typedef uint16_t hal_t;
 #else
 typedef float hal_t;
@@ -124,12 +135,38 @@ static inline uint16_t hal_f2h(float f) { /* round to nearest even, as F16C does
 }
 #endif
 
+/* ------------------------------------------------------------------------ */
+/* scalar bfloat16 <-> float32 (the same on every path)                     */
+/* ------------------------------------------------------------------------ */
+/* bfloat16 is the top half of a float32: widening is exact. */
+HAL_INLINE float hal_bf2f(uint16_t h) {
+    const uint32_t bits = (uint32_t)h << 16;
+    float out;
+    memcpy(&out, &bits, 4);
+    return out;
+}
+
+/* Round to nearest even: add 0x7fff plus the kept part's lowest bit, drop the low 16
+ * bits. Overflow carries into the exponent and gives inf, as it should; inf stays
+ * inf; subnormals round like any other value (no flush). A NaN would carry into the
+ * sign or lose its mantissa, so it becomes the quiet NaN 0x7fc0 with its sign
+ * (ml_dtypes does the same). The vector stores below compute exactly this. */
+HAL_INLINE uint16_t hal_f2bf(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)(((x >> 16) & 0x8000u) | 0x7fc0u);
+    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
 /* the fused activation of every output store */
 HAL_INLINE float hal_act(float v) { return (FUSE_RELU && v < 0.0f) ? 0.0f : v; }
 
 #if DTYPE_HALF
 HAL_INLINE float ld(const hal_t *p) { return hal_h2f(*p); }
 HAL_INLINE void st(hal_t *p, float v) { *p = hal_f2h(hal_act(v)); }
+#elif DTYPE_BF16
+HAL_INLINE float ld(const hal_t *p) { return hal_bf2f(*p); }
+HAL_INLINE void st(hal_t *p, float v) { *p = hal_f2bf(hal_act(v)); }
 #else
 HAL_INLINE float ld(const hal_t *p) { return *p; }
 HAL_INLINE void st(hal_t *p, float v) { *p = hal_act(v); }
@@ -159,6 +196,21 @@ HAL_INLINE vf vf_load(const hal_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si25
 HAL_INLINE void vf_store(hal_t *p, vf v) {
     _mm256_storeu_si256((__m256i *)p, _mm512_cvtps_ph(vf_act(v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
+#elif DTYPE_BF16
+/* 16 bfloat16 words -> floats: zero-extend to 32 bits, shift into the top half */
+HAL_INLINE vf hal_bf2f_v(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
+/* hal_f2bf lane by lane (not AVX512_BF16's VCVTNEPS2BF16: it flushes subnormals) */
+HAL_INLINE __m256i hal_f2bf_v(vf v) {
+    const __m512i x = _mm512_castps_si512(v);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(x, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+    const __m512i qnan = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x8000)),
+                                         _mm512_set1_epi32(0x7fc0));
+    r = _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), r, qnan);
+    return _mm512_cvtepi32_epi16(r); /* every lane is below 2^16: the truncation is exact */
+}
+HAL_INLINE vf vf_load(const hal_t *p) { return hal_bf2f_v(_mm256_loadu_si256((const __m256i *)p)); }
+HAL_INLINE void vf_store(hal_t *p, vf v) { _mm256_storeu_si256((__m256i *)p, hal_f2bf_v(vf_act(v))); }
 #else
 HAL_INLINE vf vf_load(const hal_t *p) { return _mm512_loadu_ps(p); }
 HAL_INLINE void vf_store(hal_t *p, vf v) { _mm512_storeu_ps(p, vf_act(v)); }
@@ -218,6 +270,8 @@ HAL_INLINE vf vf_load_fill(const hal_t *p, hal_int count, float fill) {
     const __mmask16 m = (__mmask16)((1u << count) - 1u);
 #if DTYPE_HALF
     return _mm512_mask_mov_ps(_mm512_set1_ps(fill), m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)));
+#elif DTYPE_BF16
+    return _mm512_mask_mov_ps(_mm512_set1_ps(fill), m, hal_bf2f_v(_mm256_maskz_loadu_epi16(m, p)));
 #else
     return _mm512_mask_loadu_ps(_mm512_set1_ps(fill), m, p);
 #endif
@@ -246,6 +300,23 @@ HAL_INLINE vf vf_load(const hal_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((
 HAL_INLINE void vf_store(hal_t *p, vf v) {
     _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(vf_act(v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
+#elif DTYPE_BF16
+/* 8 bfloat16 words -> floats: zero-extend to 32 bits, shift into the top half */
+HAL_INLINE vf hal_bf2f_v(__m128i h) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)); }
+/* hal_f2bf lane by lane */
+HAL_INLINE __m128i hal_f2bf_v(vf v) {
+    const __m256i x = _mm256_castps_si256(v);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(x, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
+    const __m256i qnan = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(0x8000)),
+                                         _mm256_set1_epi32(0x7fc0));
+    r = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(r), _mm256_castsi256_ps(qnan),
+                                             _mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+    /* every lane is in [0, 2^16): the unsigned saturating pack is exact */
+    return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+}
+HAL_INLINE vf vf_load(const hal_t *p) { return hal_bf2f_v(_mm_loadu_si128((const __m128i *)p)); }
+HAL_INLINE void vf_store(hal_t *p, vf v) { _mm_storeu_si128((__m128i *)p, hal_f2bf_v(vf_act(v))); }
 #else
 HAL_INLINE vf vf_load(const hal_t *p) { return _mm256_loadu_ps(p); }
 HAL_INLINE void vf_store(hal_t *p, vf v) { _mm256_storeu_ps(p, vf_act(v)); }
@@ -437,6 +508,8 @@ HAL_INLINE int hal_aligned(const void *p) { return ((uintptr_t)p % (uintptr_t)HA
 HAL_INLINE void vf_stream(hal_t *p, vf v) { /* p aligned to HAL_VBYTES */
 #if DTYPE_HALF
     _mm256_stream_si256((__m256i *)p, _mm512_cvtps_ph(vf_act(v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#elif DTYPE_BF16
+    _mm256_stream_si256((__m256i *)p, hal_f2bf_v(vf_act(v)));
 #else
     _mm512_stream_ps(p, vf_act(v));
 #endif
@@ -446,6 +519,8 @@ HAL_INLINE void hal_stream_fence(void) { _mm_sfence(); }
 HAL_INLINE void vf_stream(hal_t *p, vf v) {
 #if DTYPE_HALF
     _mm_stream_si128((__m128i *)p, _mm256_cvtps_ph(vf_act(v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#elif DTYPE_BF16
+    _mm_stream_si128((__m128i *)p, hal_f2bf_v(vf_act(v)));
 #else
     _mm256_stream_ps(p, vf_act(v));
 #endif
