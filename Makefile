@@ -64,7 +64,7 @@ wheel-test: $(STAMP)
 	$(BIN)/python -m pip wheel -q --no-deps -w dist .
 	$(PYTHON) -m venv $(VENV)-wheel
 	$(VENV)-wheel/bin/python -m pip install -q dist/hal_kernels-*.whl
-	cd "$$(mktemp -d)" && $(CURDIR)/$(VENV)-wheel/bin/hal conformance --device cpu --quick --dtype float32,float16,int8
+	cd "$$(mktemp -d)" && $(CURDIR)/$(VENV)-wheel/bin/hal conformance --device cpu --quick --dtype float32,float16,bfloat16,int8
 
 # One line a profile (its pytest summary), $(JOBS) profiles at a time; any failure prints its log's
 # tail and fails the target. A profile differs from PoCL's own only in the table entries it matches,
@@ -104,9 +104,9 @@ $(INTEL_STAMP): $(STAMP)
 ifeq ($(INTEL_OK),yes)
 opencl-intel: $(INTEL_STAMP)
 	$(INTEL_ENV) $(BIN)/hal devices
-	set -o pipefail; $(INTEL_ENV) $(BIN)/hal conformance --device opencl:intel --dtype float32,float16,int8,uint8 | tail -1
+	set -o pipefail; $(INTEL_ENV) $(BIN)/hal conformance --device opencl:intel --dtype float32,float16,bfloat16,int8,uint8 | tail -1
 	set -o pipefail; $(INTEL_ENV) HAL_TEST_EXAMPLES=8 $(BIN)/python -m pytest -q -p no:cacheprovider -n $(JOBS) \
-		--devices opencl:intel -m opencl $(OPENCL_TESTS) tests/test_opencl_half_arith.py | tail -1
+		--devices opencl:intel -m opencl $(OPENCL_TESTS) tests/test_opencl_half_arith.py tests/test_bf16_opencl.py | tail -1
 	@set -o pipefail; $(BIN)/python tools/opencl_profiles.py $(PROFILES) 2>/dev/null | xargs -P $(JOBS) -I{} bash -c \
 		'out=$$(HAL_OPENCL_PROFILE={} $(INTEL_ENV) $(BIN)/hal conformance --device opencl:intel --dtype float16 2>&1); \
 		rc=$$?; echo "  intel {}: $$(echo "$$out" | tail -1)"; if [ $$rc -ne 0 ]; then echo "$$out" | tail -40; fi; exit $$rc'
@@ -123,7 +123,7 @@ endif
 # Oclgrind 21.10 miscomputes operations that the pooling row strips and packed int8 kernels use
 # (the script probes and names them; docs/backend-opencl.md); the conv tests (100 s) too.
 opencl-oclgrind: $(STAMP)
-	$(BIN)/python tools/opencl_oclgrind.py --tests tests/test_batch_norm.py tests/test_pooling.py tests/test_quant.py \
+	$(BIN)/python tools/opencl_oclgrind.py --tests tests/test_batch_norm.py tests/test_pooling.py tests/test_quant.py tests/test_bf16_opencl.py \
 		--examples 4 --jobs $(JOBS)
 
 clean:

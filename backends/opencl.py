@@ -6,7 +6,9 @@ Devices are numbered across all platforms in platform order (``opencl:0``,
 ``hal_prelude.h`` plus one kernel file, with dtype, layout and tuning parameters
 as ``-D`` macros and shapes as runtime arguments, so one build serves every shape.
 int8/uint8 programs (``qpool2d.cl``, ``qpool2d_pack.cl``, ``qconv2d.cl``) get ``hal_quant.h`` after the prelude
-and ``-DDTYPE_INT8=1`` or ``-DDTYPE_UINT8=1``; float builds see neither.
+and ``-DDTYPE_INT8=1`` or ``-DDTYPE_UINT8=1``; float builds see neither. bfloat16 programs get
+``-DDTYPE_BF16=1`` (16-bit words, float arithmetic; the prelude's integer conversions), float32
+and float16 builds no DTYPE_BF16 at all.
 Built programs are cached in memory per (file, sorted defines); on disk PyOpenCL's
 binary cache (or the driver's own, for PoCL and NVIDIA) keeps them across runs,
 under ``HAL_CACHE_DIR``; ``HAL_DISABLE_CACHE`` turns both off.
@@ -34,7 +36,7 @@ import numpy as np
 
 from hal.backends.base import Backend, BackendProbe, Buffer, DeviceInfo, fixed_plane_ok
 from hal.cache import cache_dir, cache_disabled
-from hal.dtypes import transferable
+from hal.dtypes import is_bfloat16, transferable
 from hal.errors import BackendUnavailable, HalError, KernelCompileError, LaunchLimitExceeded, OutOfMemory
 from hal.resources import kernel_source
 from hal.spec import AdaptivePool2dSpec, BatchNormSpec, Conv2dSpec, EltwiseSpec, Pool2dSpec, QConv2dSpec
@@ -764,6 +766,8 @@ class OpenCLBackend(Backend):
     name: ClassVar[str] = "opencl"
     kernel_folder: ClassVar[str] = FOLDER
     fused_relu: ClassVar[bool] = True
+    #: every float op builds for bfloat16 (-DDTYPE_BF16=1: ushort storage, float arithmetic)
+    bfloat16: ClassVar[bool] = True
     quantized_pooling: ClassVar[bool] = True
     quantized_conv: ClassVar[bool] = True
 
@@ -1160,6 +1164,8 @@ class OpenCLBackend(Backend):
         if dtype in QUANT_DTYPES:  # only then: float builds keep their option strings (driver caches)
             defines["DTYPE_INT8"] = int(dtype == np.int8)
             defines["DTYPE_UINT8"] = int(dtype == np.uint8)
+        if is_bfloat16(dtype):  # likewise: float32 and float16 builds keep their -D sets
+            defines["DTYPE_BF16"] = 1
         return defines
 
     # -- launchers -------------------------------------------------------------------
@@ -1302,9 +1308,9 @@ class OpenCLBackend(Backend):
     def launch_signature(self, spec: object, params: Mapping[str, int]) -> Hashable | None:
         """What a pooling, adaptive pooling or BatchNorm call would build and launch (file,
         kernel, -D set, work-items): the tuner measures parameter sets with one signature once
-        (NHWC pooling ignores LOCAL_TILE, float32 ignores HALF_RAW, adaptive pooling outside
-        the pipe kernels ignores PIPE_GROUPS, ...). Before any build, so a work-group
-        the built kernel turns out not to allow is the tuner's "over limit", as usual."""
+        (NHWC pooling ignores LOCAL_TILE, float32 and bfloat16 ignore HALF_RAW, adaptive
+        pooling outside the pipe kernels ignores PIPE_GROUPS, ...). Before any build, so a
+        work-group the built kernel turns out not to allow is the tuner's "over limit", as usual."""
         try:
             if isinstance(spec, Pool2dSpec):
                 p = self._params("pool2d", params)

@@ -72,7 +72,7 @@ inline void max_merge_slots(__local float* sv, __local int* si, int a, int b)
 
 /* raw element bits (the flat and pipe kernels copy them unconverted: NaN payloads and -0 kept) */
 #if ADAPTIVE_GROUP >= 2
-#if DTYPE_HALF
+#if DTYPE_HALF || DTYPE_BF16
 typedef ushort raw_t;
 #if VEC == 1
 typedef ushort rawV;
@@ -320,26 +320,34 @@ void adaptive_pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* r
  * work-item holds its vectors of the next chunk in registers (vector lid + j * WG, a
  * constant count), writes them to local memory, issues the loads of the chunk after, and
  * while those are in flight reduces plane lid of this one with unrolled local loads; the
- * flat kernel instead waits for each chunk's loads before it reduces. float16 planes are
- * read as 32-bit words (two halves per local load; a plane of odd size starts at an odd
- * half on odd work-items, and the half of its first or last word that is not its own is
- * replaced by the identity). The launcher builds it where the lane strides leave at most
- * 2-way bank conflicts. Sums run in element order; max takes v > best || isnan(v) in
- * order (the first maximum, the last NaN: the sequential scan). The planes of a last
- * partial chunk (and every plane, should x not be VEC-aligned) are read directly.
+ * flat kernel instead waits for each chunk's loads before it reduces. float16 and bfloat16
+ * planes are read as 32-bit words (two elements per local load; a plane of odd size starts
+ * at an odd element on odd work-items, and the element of its first or last word that is
+ * not its own is replaced by the identity). The launcher builds it where the lane strides
+ * leave at most 2-way bank conflicts. Sums run in element order; max takes v > best ||
+ * isnan(v) in order (the first maximum, the last NaN: the sequential scan). The planes of a
+ * last partial chunk (and every plane, should x not be VEC-aligned) are read directly.
  */
 #define PIPE_VECS (WG * PIPE_HW / VEC) /* aligned vectors of one chunk */
 #define PIPE_J CEIL_DIV(PIPE_HW, VEC)  /* of which work-item lid takes lid + j * WG */
 #define PIPE_FULL(j) (PIPE_HW % VEC == 0 || (j) * WG + lid < PIPE_VECS)
 
-/* element k of plane lid of the staged chunk, as float (words of two halves for float16) */
-#if DTYPE_HALF
+/* element k of plane lid of the staged chunk, as float (words of two 16-bit elements for
+ * float16 and bfloat16, in memory order) */
+#if DTYPE_HALF || DTYPE_BF16
+#define PIPE_WORDS 1
 #define PIPE_NW ((PIPE_HW + 1) / 2)
 inline float2 pipe_word(__local const uint* w, int j)
 {
     const uint v = w[j];
+#if DTYPE_HALF
     return vload_half2(0, (const __private half*)&v);
+#else
+    return hal_bf2f2(as_ushort2(v));
+#endif
 }
+#else
+#define PIPE_WORDS 0
 #endif
 
 /* plane lid of the staged chunk: max (and the index of the taken element) or sum */
@@ -348,7 +356,7 @@ inline float pipe_reduce(__local const raw_t* stage, int lid, const int is_max, 
     const float id = is_max ? -INFINITY : 0.0f;
     float acc = id;
     int bi = 0;
-#if DTYPE_HALF
+#if PIPE_WORDS
     const int e0 = lid * PIPE_HW;
     const int odd = (PIPE_HW & 1) ? (e0 & 1) : 0;
     __local const uint* w = (__local const uint*)stage + (e0 >> 1);
@@ -399,10 +407,10 @@ inline float pipe_reduce_direct(__global const dtype_t* xp, const int is_max, in
     return is_max ? acc : acc / (float)PIPE_HW;
 }
 
-/* stage: PIPE_STAGE16 16-byte words of local memory: PIPE_VECS + 1 vectors (+ 1: a float16
+/* stage: PIPE_STAGE16 16-byte words of local memory: PIPE_VECS + 1 vectors (+ 1: a 16-bit
  * plane's last word may pass the chunk's end), declared as uint4 so that the 32-bit word
- * loads of float16 are aligned at VEC 1 too (a ushort array is 2-byte aligned; NVIDIA's
- * OpenCL faulted on it) */
+ * loads of float16 and bfloat16 are aligned at VEC 1 too (a ushort array is 2-byte aligned;
+ * NVIDIA's OpenCL faulted on it) */
 #define PIPE_STAGE16 CEIL_DIV((PIPE_VECS + 1) * VEC * (int)sizeof(raw_t), 16)
 inline void pipe_body(__global const dtype_t* restrict x, __global dtype_t* restrict y,
                       __global long* restrict indices, int NC, __local rawV* stage, const int is_max)

@@ -27,7 +27,8 @@
  * buffers are whole allocations (no sub-buffers), so an element offset that is a multiple
  * of VEC is VEC-element aligned; every kernel checks the shape once (NCHW: HW % VEC == 0,
  * NHWC: C % VEC == 0, a uniform branch) and then loads and stores through aligned vector
- * types (one 16-byte access for float4 and half8), else runs the element-aligned code.
+ * types (one 16-byte access for float4, half8 and bfloat16's ushort8), else runs the
+ * element-aligned code.
  */
 
 #ifndef BN_INFER_LOOP
@@ -56,6 +57,13 @@
 #endif
 #ifndef STV_A
 #define STV_A(v, p, i) HAL_CAT(vstorea_half, VEC)(ACTV(v), 0, (p) + (i))
+#endif
+#elif DTYPE_BF16
+#ifndef LDV_A
+#define LDV_A(p, i) BF_ALDV(p, i)
+#endif
+#ifndef STV_A
+#define STV_A(v, p, i) BF_ASTV(v, p, i)
 #endif
 #else
 #ifndef LDV_A

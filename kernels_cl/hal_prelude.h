@@ -5,6 +5,9 @@
  *   DTYPE_HALF  0 | 1   storage type float or half (half is storage only: every load
  *                       converts to float through vload_half*, every store rounds once
  *                       through vstore_half*, which need no cl_khr_fp16)
+ *   DTYPE_BF16  0 | 1   storage type bfloat16 (with DTYPE_HALF=0): ushort words, storage
+ *                       only like half; loads and stores convert with integer operations
+ *                       (hal_bf2f*, hal_f2bf* below), so any OpenCL 1.2 device runs it
  *   LAYOUT_NHWC 0 | 1   physical layout of activations
  *   WG                  work-group size the kernels are compiled for
  *   VEC 1 | 4 | 8       vector width: along W in NCHW, along C in NHWC
@@ -20,6 +23,12 @@
 
 #ifndef DTYPE_HALF
 #define DTYPE_HALF 0
+#endif
+#ifndef DTYPE_BF16
+#define DTYPE_BF16 0
+#endif
+#if DTYPE_HALF && DTYPE_BF16
+#error "DTYPE_HALF and DTYPE_BF16 are exclusive"
 #endif
 #ifndef LAYOUT_NHWC
 #define LAYOUT_NHWC 0
@@ -65,11 +74,45 @@ HAL_RAW_IO(4)
 HAL_RAW_IO(8)
 #endif
 
+/* ---- bfloat16 conversions (DTYPE_BF16=1): integer operations only -------------------
+ * Load: the word is the high half of the float32 (exact). Store: round to nearest even on the
+ * float32's bits (add 0x7fff plus the lowest kept bit, keep the high half), which also rounds
+ * values past the largest bfloat16 to inf and keeps inf; a NaN becomes the quiet NaN 0x7fc0
+ * with its sign. These are the bits of ml_dtypes' float32 -> bfloat16 conversion. */
+#if DTYPE_BF16
+inline float hal_bf2f(ushort u) { return as_float((uint)u << 16); }
+inline ushort hal_f2bf(float f)
+{
+    const uint b = as_uint(f);
+    if ((b & 0x7fffffffu) > 0x7f800000u) return (ushort)(((b >> 16) & 0x8000u) | 0x7fc0u);
+    return (ushort)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+}
+#define HAL_BF16_IO(N)                                                                       \
+    inline HAL_CAT(float, N) HAL_CAT(hal_bf2f, N)(HAL_CAT(ushort, N) u)                      \
+    {                                                                                        \
+        return HAL_CAT(as_float, N)(HAL_CAT(convert_uint, N)(u) << 16);                      \
+    }                                                                                        \
+    inline HAL_CAT(ushort, N) HAL_CAT(hal_f2bf, N)(HAL_CAT(float, N) f)                      \
+    {                                                                                        \
+        const HAL_CAT(uint, N) b = HAL_CAT(as_uint, N)(f);                                   \
+        const HAL_CAT(uint, N) r = (b + 0x7fffu + ((b >> 16) & 1u)) >> 16;                   \
+        const HAL_CAT(uint, N) nan = ((b >> 16) & 0x8000u) | 0x7fc0u;                         \
+        return HAL_CAT(convert_ushort, N)(select(r, nan, (b & 0x7fffffffu) > 0x7f800000u));  \
+    }
+HAL_BF16_IO(2)
+HAL_BF16_IO(4)
+HAL_BF16_IO(8)
+#endif
+
 /* ---- scalar storage access: LD returns float, ST rounds once ------------------------- */
 #if DTYPE_HALF
 typedef half dtype_t;
 #define LD(p, i) vload_half((i), (p))
 #define ST(v, p, i) vstore_half(ACT1(v), (i), (p))
+#elif DTYPE_BF16
+typedef ushort dtype_t;
+#define LD(p, i) hal_bf2f((p)[(i)])
+#define ST(v, p, i) ((p)[(i)] = hal_f2bf(ACT1(v)))
 #else
 typedef float dtype_t;
 #define LD(p, i) ((p)[(i)])
@@ -112,6 +155,17 @@ typedef HAL_CAT(int, VEC) intV;
 /* two 8-wide loads, not one 16-wide: 512-bit vectors miscompile on some CPU targets (PoCL) */
 #define LD2V_EVEN(p, i) ((float8)(vload_half8(0, (p) + (i)).even, vload_half8(0, (p) + (i) + 8).even))
 #endif
+#elif DTYPE_BF16
+#define LDV(p, i) HAL_CAT(hal_bf2f, VEC)(HAL_CAT(vload, VEC)(0, (p) + (i)))
+#define STV(v, p, i) HAL_CAT(vstore, VEC)(HAL_CAT(hal_f2bf, VEC)(ACTV(v)), 0, (p) + (i))
+#if VEC == 4
+#define LD2V_EVEN(p, i) hal_bf2f4(vload8(0, (p) + (i)).even)
+#else
+#define LD2V_EVEN(p, i) hal_bf2f8((ushort8)(vload8(0, (p) + (i)).even, vload8(0, (p) + (i) + 8).even))
+#endif
+/* VEC-aligned element offset i of a global buffer: one ushortN access (the kernels' aligned paths) */
+#define BF_ALDV(p, i) HAL_CAT(hal_bf2f, VEC)(*(__global const HAL_CAT(ushort, VEC)*)((p) + (i)))
+#define BF_ASTV(v, p, i) (*(__global HAL_CAT(ushort, VEC)*)((p) + (i)) = HAL_CAT(hal_f2bf, VEC)(ACTV(v)))
 #else
 #define LDV(p, i) HAL_CAT(vload, VEC)(0, (p) + (i))
 #define STV(v, p, i) HAL_CAT(vstore, VEC)(ACTV(v), 0, (p) + (i))

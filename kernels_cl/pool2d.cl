@@ -118,6 +118,9 @@ inline hpackV hal_hmaxv(hpackV a, hpackV b)
 #elif DTYPE_HALF
 #define ALDV(p, i) HAL_CAT(vloada_half, VEC)(0, (p) + (i))
 #define ASTV(v, p, i) HAL_CAT(vstorea_half, VEC)(ACTV(v), 0, (p) + (i))
+#elif DTYPE_BF16
+#define ALDV(p, i) BF_ALDV(p, i)
+#define ASTV(v, p, i) BF_ASTV(v, p, i)
 #else
 #define ALDV(p, i) (*(__global const floatV*)((p) + (i)))
 #define ASTV(v, p, i) (*(__global floatV*)((p) + (i)) = ACTV(v))
@@ -473,7 +476,7 @@ void pool2d_avg(__global const dtype_t* restrict x, __global dtype_t* restrict y
 
 /* Stage elements [g0, g0 + len) of x into band[0, len) as floats. The buffer base is
  * aligned (OpenCL buffers are), so after a head of at most 3 elements the loads are
- * aligned 4-wide vectors (16 bytes of float, 8 of half). */
+ * aligned 4-wide vectors (16 bytes of float, 8 of half or bfloat16). */
 inline void stage_range(__global const dtype_t* restrict x, int g0, int len, __local float* band)
 {
     const int lid = get_local_id(0);
@@ -490,6 +493,8 @@ inline void stage_range(__global const dtype_t* restrict x, int g0, int len, __l
     for (int v = lid; v < nvec; v += WG) {
 #if DTYPE_HALF
         vstore4(vloada_half4(v, xa), 0, band + head + v * 4);
+#elif DTYPE_BF16
+        vstore4(hal_bf2f4(((__global const ushort4*)xa)[v]), 0, band + head + v * 4);
 #else
         vstore4(((__global const float4*)xa)[v], 0, band + head + v * 4);
 #endif
@@ -694,6 +699,8 @@ inline void strip_store(__global dtype_t* y, int o, int nv, int vstore_ok, float
         HAL_CAT(hal_straw, HV)(ACTH(v), y + o);
 #elif DTYPE_HALF
         HAL_CAT(vstorea_half, HV)(ACTH(v), 0, y + o);
+#elif DTYPE_BF16
+        *(__global HAL_CAT(ushort, HV)*)(y + o) = HAL_CAT(hal_f2bf, HV)(ACTH(v));
 #else
         *(__global floatH*)(y + o) = ACTH(v);
 #endif

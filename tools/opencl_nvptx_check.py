@@ -43,11 +43,14 @@ def stub() -> str:
 def variants() -> list[tuple[dict[str, int], tuple[str, ...]]]:
     """(defines, instructions the PTX must hold) for pool2d.cl's index-free max paths as the
     launcher builds them on NVIDIA sm_80+: NHWC, NCHW direct (interior) and the row strips (2x2 and 3x3,
-    left pad 0 and 1), float32 and float16 as raw words, VEC 4 and 8, one fused-ReLU each."""
+    left pad 0 and 1), float32, float16 as raw words and bfloat16 (16-bit words, float max), VEC 4
+    and 8, one fused-ReLU each."""
     base = {"HAL_PTX_MAXNAN": 1, "WG": 128, "POOL_FIXED": 1, "POOL_SH": 2, "POOL_SW": 2, "POOL_DH": 1, "POOL_DW": 1}
+    dtypes = {"float32": {}, "float16": {"DTYPE_HALF": 1, "HALF_RAW": 1}, "bfloat16": {"DTYPE_BF16": 1}}
     out = []
-    for half, vec in itertools.product((0, 1), (4, 8)):
-        dtype = {"DTYPE_HALF": half, "HALF_RAW": half, "VEC": vec}
+    for name, vec in itertools.product(dtypes, (4, 8)):
+        half = int(name == "float16")
+        dtype = {"DTYPE_HALF": 0, **dtypes[name], "VEC": vec}
         want = ("max.NaN.f16x2",) if half else ("max.NaN.f32",)
         for relu in (0, 1):
             out.append(({**base, **dtype, "LAYOUT_NHWC": 1, "POOL_NO_IDX": 1, "POOL_KH": 3, "POOL_KW": 3,

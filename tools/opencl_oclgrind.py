@@ -169,7 +169,7 @@ def main() -> int:
     parser.add_argument("--tests", nargs="*", default=[], help="test files to run on opencl:oclgrind")
     parser.add_argument("--examples", default="4", help="HAL_TEST_EXAMPLES for the op tests")
     parser.add_argument("--jobs", default="2", help="pytest-xdist workers")
-    parser.add_argument("--dtype", default="float32,float16,int8,uint8", help="conformance dtypes")
+    parser.add_argument("--dtype", default="float32,float16,bfloat16,int8,uint8", help="conformance dtypes")
     args = parser.parse_args()
 
     library = find_library()
