@@ -38,7 +38,7 @@ import numpy as np
 
 from hal import cache, resources
 from hal.backends.base import Backend, BackendProbe, Buffer, DeviceInfo, fixed_plane_ok
-from hal.dtypes import transferable
+from hal.dtypes import FLOAT_DTYPES, is_bfloat16, transferable
 from hal.errors import HalError, KernelCompileError, OutOfMemory, UnsupportedOperation
 from hal.quant import QUANT_DTYPES
 from hal.spec import AdaptivePool2dSpec, BatchNormSpec, Conv2dSpec, EltwiseSpec, Pool2dSpec, QConv2dSpec
@@ -401,7 +401,8 @@ _SCHEMAS: dict[str, KernelSchema] = {
             Param("DW_TILE_W", (4, 8, 16, 32), 8, "depthwise NHWC: output columns per tile"),
             Param("DW_SMEM_KB", (8, 16, 24, 32, 48), 32, "depthwise: shared-memory budget per block, KiB"),
             Param("DW_HALF4", (0, 1), 1,
-                  "float16 NHWC depthwise 3x3: 4 channels per thread, weights in registers (0: 8, read per use) (-D)"),
+                  "float16 and bfloat16 NHWC depthwise 3x3: 4 channels per thread, weights in registers (0: 8, "
+                  "read per use) (-D)"),
             Param("DW_H2", (0, 1), 1,
                   "float16 NCHW depthwise 3x3 stride 1 (even width): output pairs from 32-bit words (-D)"),
             Param("DW_ROWS", (0, 2, 4), 0,
@@ -522,7 +523,8 @@ _COMPILE_PARAMS = {
     "qconv2d": (),
 }
 
-_FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
+#: float32, float16 and bfloat16 (where ml_dtypes is installed): the float kernels' storage types
+_FLOAT_DTYPES = FLOAT_DTYPES
 #: quant_pool2d.cu's threads per block (its QPOOL_THREADS default)
 _QPOOL_THREADS = 256
 #: quant_conv2d.cu's threads per block (its QCONV_THREADS default)
@@ -835,6 +837,9 @@ class CudaBackend(Backend):
     quantized_pooling: ClassVar[bool] = True
     #: int8/uint8 QLinearConv and ConvInteger (quant_conv2d.cu: one thread per output, not tuned)
     quantized_conv: ClassVar[bool] = True
+    #: bfloat16 activations in every float op (-DDTYPE_BF16=1: 16-bit storage, float32 arithmetic,
+    #: the CUDA-core kernels; float16's tensor-core and half2 paths stay float16's)
+    bfloat16: ClassVar[bool] = True
     #: cooperative launches (batch_norm_train_fused): set per device in __init__ (the driver's
     #: cuLaunchKernelEx and the device's attribute), cleared when the driver refuses one
     cooperative: bool = False
@@ -1375,6 +1380,8 @@ class CudaBackend(Backend):
         """The -D set a launch of ``family`` builds with (dtype, layout, fused ReLU, code-changing parameters)."""
         full = {**_SCHEMAS[family].defaults(), **params}
         defines = {"DTYPE_HALF": int(np.dtype(dtype) == np.float16), "LAYOUT_NHWC": int(layout == "NHWC")}
+        if is_bfloat16(np.dtype(dtype)):  # absent means 0: float32 and float16 builds keep their cache keys
+            defines["DTYPE_BF16"] = 1
         if relu:  # absent means 0: unfused builds keep their cache keys
             defines["FUSE_RELU"] = 1
         defines.update({name: int(full[name]) for name in _COMPILE_PARAMS[family]})
@@ -1576,7 +1583,8 @@ class CudaBackend(Backend):
         defines = self.compile_defines("pool2d", spec.dtype, spec.layout, p, spec.relu)
         nhwc = spec.layout == "NHWC"
         es = spec.dtype.itemsize
-        half = es == 2
+        half = es == 2  # 16-bit storage (float16, bfloat16): no even/odd split
+        fp16 = spec.dtype == np.float16  # float16's own pair paths (POOL_H2, POOL_H2AVG)
         pt, pb, pl, pr = spec.pads
         kh, kw = spec.kernel
         sh, sw = spec.stride
@@ -1603,7 +1611,7 @@ class CudaBackend(Backend):
                 tile_h=int(p["POOL_TILE_H"]), tile_w=int(p["POOL_TILE_W"]), budget=int(p["POOL_SMEM_KB"]) * 1024,
                 strip_rows=_STRIP_ROWS.get(variant, 0),
                 # the half2 NCHW paths (pool2d.cu, POOL_H2 / POOL_H2AVG) read up to 8 bytes left of the tile
-                guard=16 if (half and not nhwc and variant != "g"
+                guard=16 if (fp16 and not nhwc and variant != "g"
                              and ((spec.kind == "max" and not with_indices and p["POOL_H2"])
                                   or (spec.kind == "avg" and p["POOL_H2AVG"]))) else 0,
             )
@@ -1698,7 +1706,7 @@ class CudaBackend(Backend):
         pt, _, pl, _ = spec.pads
         n, c, ih, iw, oh, ow = spec.n, spec.c_in, spec.in_h, spec.in_w, spec.out_h, spec.out_w
         if (not p["DW_TC"] or self.force_generic or not aligned or spec.layout != "NCHW"
-                or spec.dtype.itemsize != 2 or self._cc < (7, 5)
+                or spec.dtype != np.float16 or self._cc < (7, 5)
                 or (spec.kernel, spec.stride, spec.dilation) != ((3, 3), (1, 1), (1, 1)) or iw % 8 or pl > 1):
             return None
         tiles_h, tiles_w = _cdiv(oh, 16), _cdiv(ow, 32)
@@ -2019,7 +2027,7 @@ class CudaBackend(Backend):
         groups = spec.groups
         cig, cog = spec.c_in // groups, spec.c_out // groups
         kh, kw = spec.kernel
-        if spec.dtype.itemsize != 2 or groups == 1 or (cig == 1 and cog == 1) or cig > 16 or cog > 16 \
+        if spec.dtype != np.float16 or groups == 1 or (cig == 1 and cog == 1) or cig > 16 or cog > 16 \
                 or (spec.stride, spec.dilation) != ((1, 1), (1, 1)) or kh > 3 or kw > 3 or self._cc < (7, 5):
             return None
         cigp = cig + cig % 2
@@ -2097,7 +2105,9 @@ class CudaBackend(Backend):
         simt_ci = int(p["CONV_SIMT_CI"])
         defines = self.compile_defines("conv2d", spec.dtype, spec.layout, p, spec.relu)
         es = spec.dtype.itemsize
-        half = es == 2
+        # float16 alone takes the tensor-core kernels (mma f16); bfloat16 the CUDA-core ones, as float32
+        half = spec.dtype == np.float16
+        f32 = spec.dtype == np.float32
         kh, kw = spec.kernel
         sh, sw = spec.stride
         dh, dw = spec.dilation
@@ -2118,7 +2128,7 @@ class CudaBackend(Backend):
                     return gemm
             # CONV_K1_SIMT: float32 1x1 convs, any stride and padding, as one SGEMM on CUDA cores (else
             # the tiled direct kernel below takes them)
-            if p["CONV_K1_SIMT"] and (kh, kw) == (1, 1) and not half:
+            if p["CONV_K1_SIMT"] and (kh, kw) == (1, 1) and f32:
                 sgemm = self._plan_conv_k1_simt(spec, p)
                 if sgemm is not None:
                     return sgemm
@@ -2191,7 +2201,7 @@ class CudaBackend(Backend):
                     Launch("conv2d.cu", defines, "conv2d_k3_tc", "PPPP" + "i" * 13, grid, (256, 1, 1), _TC_SMEM,
                            args),
                 )
-            if p["CONV_IM2COL"] and spec.groups == 1:
+            if p["CONV_IM2COL"] and spec.groups == 1 and (half or f32):
                 im2col = self._plan_conv_im2col(spec, defines) if half else self._plan_conv_im2col_simt(spec, p)
                 if im2col is not None:
                     return im2col

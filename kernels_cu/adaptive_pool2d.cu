@@ -1,6 +1,6 @@
 // Adaptive (and global) max / average pooling: bin i spans [i*In/Out, ceil((i+1)*In/Out)).
 //
-// Macros: DTYPE_HALF, LAYOUT_NHWC, ADAPT_THREADS [256] (threads per block of every kernel),
+// Macros: DTYPE_HALF, DTYPE_BF16, LAYOUT_NHWC, ADAPT_THREADS [256] (threads per block of every kernel),
 // ADAPT_VSPLIT_U [8], ADAPT_GVEC_U [8] (loads in flight per thread of the vsplit and gvec kernels),
 // ADAPT_GVEC_S [1] (lanes per (image, channel vector) pair of the gvec kernel).
 //
@@ -491,7 +491,7 @@ ADAPT_VSPLIT_KERNEL(adaptive_pool2d_avg_vsplit, WIN_AVG, false)
 #define ADAPT_GSTAGES 0
 #endif
 #if ADAPT_GSTAGES == 0
-#define ADAPT_GST (DTYPE_HALF ? 3 : 2)
+#define ADAPT_GST (HAL_ACT16 ? 3 : 2)
 #else
 #define ADAPT_GST ADAPT_GSTAGES
 #endif
@@ -512,7 +512,7 @@ __device__ __forceinline__ float fixed_plane_reduce(const act_t* group, int lane
     constexpr int HW = ADAPT_GHW;
     const float ID = OP == WIN_MAX ? HAL_NEG_INF : 0.0f;
     float acc = ID;
-#if DTYPE_HALF
+#if HAL_ACT16
     // plane `lane` is halves [lane * HW, lane * HW + HW) of the group: NW words from its first
     constexpr int NW = (HW + 1) / 2;
     const int e0 = lane * HW;
@@ -521,8 +521,8 @@ __device__ __forceinline__ float fixed_plane_reduce(const act_t* group, int lane
 #pragma unroll
     for (int j = 0; j < NW; ++j) {
         const unsigned word = w[j];
-        float lo = __half2float(__ushort_as_half((unsigned short)(word & 0xffffu)));
-        float hi = __half2float(__ushort_as_half((unsigned short)(word >> 16)));
+        float lo = act16_f((unsigned short)(word & 0xffffu));
+        float hi = act16_f((unsigned short)(word >> 16));
         if ((HW & 1) && j == 0) lo = odd ? ID : lo;           // odd lanes start at the high half
         if ((HW & 1) && j == NW - 1) hi = odd ? hi : ID;      // even lanes end at the low half
         acc = OP == WIN_MAX ? max_nan(max_nan(acc, lo), hi) : (acc + lo) + hi;

@@ -4,7 +4,7 @@
 // bn_sums_flush) or, with BN_STATS_SUMS 0, two-pass over each batch; never the unshifted
 // E[x^2] - E[x]^2.
 //
-// Macros: DTYPE_HALF, LAYOUT_NHWC, BN_THREADS [256] (threads per block, <= 512),
+// Macros: DTYPE_HALF, DTYPE_BF16, LAYOUT_NHWC, BN_THREADS [256] (threads per block, <= 512),
 // BN_UNROLL [4] (16-byte loads in flight per thread), BN_STATS_SUMS [64] (see below),
 // BN_L2_HINT [1] (sm_80+: the statistics pass asks L2 to keep x, the apply pass lets x
 // and y go first, and the apply pass runs each block's range backwards, so that training
@@ -65,8 +65,8 @@
 #define BN_STATS_SUMS 64
 #endif
 // resident threads per multiprocessor the register budget must allow (enough loads in
-// flight); float16 NHWC keeps 3 x 8 per-channel constants per thread, so a little less
-#if DTYPE_HALF && LAYOUT_NHWC
+// flight); 16-bit NHWC keeps 3 x 8 per-channel constants per thread, so a little less
+#if HAL_ACT16 && LAYOUT_NHWC
 #define BN_MIN_BLOCKS (BN_THREADS >= 768 ? 1 : 768 / BN_THREADS)
 #else
 #define BN_MIN_BLOCKS (BN_THREADS >= 1024 ? 1 : 1024 / BN_THREADS)
@@ -93,10 +93,10 @@ __device__ __forceinline__ uint4 ld_raw(const act_t* p, uint64_t pol) {
 }
 // element j of a 16-byte vector of activations (j a compile-time constant after unrolling)
 __device__ __forceinline__ float raw_get(const uint4& u, int j) {
-#if DTYPE_HALF
+#if HAL_ACT16
     const unsigned w = j < 2 ? u.x : (j < 4 ? u.y : (j < 6 ? u.z : u.w));
     const unsigned short h = (j & 1) ? (unsigned short)(w >> 16) : (unsigned short)(w & 0xffffu);
-    return __half2float(__ushort_as_half(h));
+    return act16_f(h);
 #else
     return __uint_as_float(j == 0 ? u.x : (j == 1 ? u.y : (j == 2 ? u.z : u.w)));
 #endif
@@ -845,7 +845,7 @@ extern "C" __global__ void __launch_bounds__(BN_THREADS, BN_INFER_MINB)
 // 3 x 4), so the resident threads are capped where ptxas would otherwise spill: float16
 // 1024 (768 at BN_UNROLL 8), float32 1280 at BN_UNROLL 4. The launcher sizes the grid by
 // the same rule (_bn_infer_occ in backends/cuda.py).
-#if DTYPE_HALF
+#if HAL_ACT16
 #define BN_REG_CAP (BN_UNROLL >= 8 ? 768 : 1024)
 #else
 #define BN_REG_CAP (BN_UNROLL >= 8 ? 1024 : (BN_UNROLL >= 4 ? 1280 : 2048))

@@ -1,6 +1,6 @@
 // 2-D convolution (cross-correlation, groups, dilation, asymmetric padding; fp32 accumulate).
 //
-// Macros: DTYPE_HALF, LAYOUT_NHWC, CONV_THREADS [256] (threads per block of conv2d and
+// Macros: DTYPE_HALF, DTYPE_BF16, LAYOUT_NHWC, CONV_THREADS [256] (threads per block of conv2d and
 // the depthwise tiles), CONV_OCC [0] (their occupancy target), CONV_SIMT_CI [8] (input channels per pipeline stage of the
 // float 3x3 kernel), DW_PREFETCH [1] (NHWC depthwise register blocks: next row's loads first).
 //
@@ -177,7 +177,7 @@ __device__ __forceinline__ void simt_fill(float* buf, const act_t* __restrict__ 
         const int off = (ci * IH + ih) * IW + iw;
 #endif
         float* dst = sin + (cil * IR + r) * ICP + c;
-#if DTYPE_HALF
+#if HAL_ACT16
         *dst = valid ? to_f(xn[off]) : 0.0f;
 #else
         cp_async4_zfill(dst, valid ? (const void*)(xn + off) : (const void*)xn, valid);
@@ -190,7 +190,7 @@ __device__ __forceinline__ void simt_fill(float* buf, const act_t* __restrict__ 
         const bool valid = co < CO && ci < CI;
         const int off = (co * CI + ci) * 9 + tap;
         float* dst = sw + (cil * 9 + tap) * WST + col;
-#if DTYPE_HALF
+#if HAL_ACT16
         *dst = valid ? to_f(w[off]) : 0.0f;
 #else
         cp_async4_zfill(dst, valid ? (const void*)(w + off) : (const void*)w, valid);
@@ -293,12 +293,10 @@ extern "C" __global__ void __launch_bounds__(256, 2)
                 const int cb = co0 + h * 32 + cg * 4;
                 act_t* yp = yrow + i * CO + cb;
                 if (vec_ok && cb + 3 < CO) {
-#if DTYPE_HALF
-                    const __half2 lo = __floats2half2_rn(acc[i][h * 4], acc[i][h * 4 + 1]);
-                    const __half2 hi = __floats2half2_rn(acc[i][h * 4 + 2], acc[i][h * 4 + 3]);
+#if HAL_ACT16
                     uint2 u;
-                    u.x = *reinterpret_cast<const unsigned*>(&lo);
-                    u.y = *reinterpret_cast<const unsigned*>(&hi);
+                    u.x = act2_word(acc[i][h * 4], acc[i][h * 4 + 1]);
+                    u.y = act2_word(acc[i][h * 4 + 2], acc[i][h * 4 + 3]);
                     *reinterpret_cast<uint2*>(yp) = u;
 #else
                     *reinterpret_cast<float4*>(yp) =
@@ -323,7 +321,7 @@ extern "C" __global__ void __launch_bounds__(256, 2)
             float o[8];
 #pragma unroll
             for (int i = 0; i < 8; ++i) o[i] = acc[i][j];
-#if DTYPE_HALF
+#if HAL_ACT16
             st_vec(yp, o);
 #else
             *reinterpret_cast<float4*>(yp) = make_float4(o[0], o[1], o[2], o[3]);
@@ -1960,8 +1958,8 @@ DW_ROWS_KERNEL(conv2d_dw_rows4_k3s1, 4)
 // so the outputs are bit for bit those of dw_rows. Every lane of a warp runs the shuffles:
 // lanes past the last item load nothing and store nothing.
 __device__ __forceinline__ float dw_elem(unsigned word, bool high) {
-#if DTYPE_HALF
-    return __half2float(__ushort_as_half((unsigned short)(high ? word >> 16 : word & 0xffffu)));
+#if HAL_ACT16
+    return act16_f((unsigned short)(high ? word >> 16 : word & 0xffffu));
 #else
     (void)high;
     return __uint_as_float(word);
@@ -2080,20 +2078,20 @@ DW_ROWS_SHFL_KERNEL(conv2d_dw_rows4s_k3s1, 4)
 DW_ROWS_PERSIST_KERNEL(conv2d_dw_rows2p_k3s1, 2)
 DW_ROWS_PERSIST_KERNEL(conv2d_dw_rows4p_k3s1, 4)
 
-// NHWC: a thread owns 4 channels (C % 4 == 0: 16 bytes in float32, 8 in float16) of M
+// NHWC: a thread owns 4 channels (C % 4 == 0: 16 bytes in float32, 8 in float16 and bfloat16) of M
 // consecutive output pixels of one output row; it walks the row left to right keeping the
 // 3 x 3 window of 4-channel input vectors in registers (each input column is loaded once
 // per thread, 3 x (M + 2) loads for M outputs), with the 36 weights in registers as floats.
 // Threads are numbered channel group fastest, then column strip, then row. M is 2, 4 or 8.
-#if DTYPE_HALF
-typedef uint2 dw_raw_t;  // 4 halves
+#if HAL_ACT16
+typedef uint2 dw_raw_t;  // 4 halves (or 4 bfloat16)
 #else
 typedef float4 dw_raw_t;
 #endif
 __device__ __forceinline__ void dw_unpack(const dw_raw_t& v, float (&f)[4]) {
-#if DTYPE_HALF
-    const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&v.x));
-    const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&v.y));
+#if HAL_ACT16
+    const float2 a = act2_f(v.x);
+    const float2 b = act2_f(v.y);
     f[0] = a.x;
     f[1] = a.y;
     f[2] = b.x;
@@ -2109,10 +2107,10 @@ __device__ __forceinline__ void dw_ld4(const act_t* p, float (&f)[4]) {
     dw_unpack(__ldg(reinterpret_cast<const dw_raw_t*>(p)), f);
 }
 __device__ __forceinline__ void dw_st4(act_t* p, const float (&f)[4]) {
-#if DTYPE_HALF
+#if HAL_ACT16
     uint2 u;
-    *reinterpret_cast<__half2*>(&u.x) = __floats2half2_rn(out_act(f[0]), out_act(f[1]));
-    *reinterpret_cast<__half2*>(&u.y) = __floats2half2_rn(out_act(f[2]), out_act(f[3]));
+    u.x = act2_word(out_act(f[0]), out_act(f[1]));
+    u.y = act2_word(out_act(f[2]), out_act(f[3]));
     *reinterpret_cast<uint2*>(p) = u;
 #else
     *reinterpret_cast<float4*>(p) = make_float4(out_act(f[0]), out_act(f[1]), out_act(f[2]), out_act(f[3]));
@@ -2182,8 +2180,8 @@ __device__ __forceinline__ void dw_cols(const act_t* __restrict__ x, const act_t
     bool rin[3];
 #pragma unroll
     for (int kh = 0; kh < 3; ++kh) rin[kh] = (unsigned)(ih0 + kh) < (unsigned)IH;
-#if DTYPE_HALF
-    // float16: every 8-byte load of the walk issued first (3 x (M + 2) in flight, 2 registers
+#if HAL_ACT16
+    // float16 (and bfloat16): every 8-byte load of the walk issued first (3 x (M + 2) in flight, 2 registers
     // each), converted as the walk reaches them: the float window alone left too few loads
     // in flight per thread at this kernel's occupancy
     uint2 pre[3][M + 2];
@@ -2207,7 +2205,7 @@ __device__ __forceinline__ void dw_cols(const act_t* __restrict__ x, const act_t
 #pragma unroll
         for (int kh = 0; kh < 3; ++kh) {
             float* f = win[kh][col % 3];
-#if DTYPE_HALF
+#if HAL_ACT16
             if (true) {
                 dw_unpack(pre[kh][col], win[kh][col % 3]);
                 (void)cin;
@@ -2256,7 +2254,7 @@ __device__ __forceinline__ void dw_load_row(const act_t* __restrict__ xn, int ih
                                             const bool (&cin)[M + 2], dw_raw_t (&out)[M + 2]) {
 #pragma unroll
     for (int col = 0; col < M + 2; ++col) {
-#if DTYPE_HALF
+#if HAL_ACT16
         out[col] = make_uint2(0u, 0u);
 #else
         out[col] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -2779,7 +2777,7 @@ GRP_KERNEL(conv2d_grp_g, 0, 0, 0, 0)
 // guarded scalar stores elsewhere. Needs every element offset of x, y and w and M + 128 below 2^31
 // (the launcher checks: _plan_conv_k1_simt).
 // ---------------------------------------------------------------------------------
-#if !DTYPE_HALF
+#if !HAL_ACT16  // float32 only (the launcher plans these for float32 alone)
 // K1S_BN [128]: output channels a block tile (64 or 128; the launcher builds 64 wherever C_out <= 64);
 // K1S_BK [8]: input channels a shared-memory stage (8 or 16)
 #ifndef K1S_BN
@@ -3196,7 +3194,7 @@ extern "C" __global__ void __launch_bounds__(k1s::THREADS, k1s::MINB)
     else
         k1s_body<false, false, true>(smem, x, w, bias, y, N, CI, IH, IW, CO, OH, OW, SH, SW, PT, PL, K, tab);
 }
-#endif  // !DTYPE_HALF (conv2d_k1_simt, conv2d_im2col_simt)
+#endif  // !HAL_ACT16 (conv2d_k1_simt, conv2d_im2col_simt)
 
 // ---------------------------------------------------------------------------------
 // grouped convs in float16 on tensor cores (GRP_TC; session 19, first run on the H200 in

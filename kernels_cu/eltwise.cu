@@ -1,6 +1,6 @@
 // Elementwise ops over COUNT contiguous elements (the layout does not matter).
 //
-// Macros: DTYPE_HALF, ELT_THREADS [256] (threads per block).
+// Macros: DTYPE_HALF, DTYPE_BF16, ELT_THREADS [256] (threads per block).
 //
 // eltwise_relu(x, y, COUNT): y = x < 0 ? 0 : x (NaN stays NaN, as torch.relu); x and y
 // may be the same buffer. 16-byte vectors when both are 16-byte aligned, grid-stride.

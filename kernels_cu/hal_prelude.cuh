@@ -3,6 +3,11 @@
 //
 // Macros (all optional, defaults in brackets):
 //   DTYPE_HALF [0]   1: activations are float16 (storage only: compute in float)
+//   DTYPE_BF16 [0]   1: activations are bfloat16 (storage only, as float16; not with DTYPE_HALF).
+//                    HAL_ACT16 is 1 for either: the 16-bit storage paths (two activations a
+//                    32-bit word, eight a 16-byte vector) serve both, through act16_f, act2_f
+//                    and act2_word below; float16's own arithmetic (half2 max, mma) stays
+//                    behind DTYPE_HALF
 //   LAYOUT_NHWC [0]  1: activations are channels-last
 //   FUSE_RELU [0]    1: every output store (st_act, st_vec, pack_vec) applies ReLU first
 //                    (v < 0 ? 0 : v, so NaN stays NaN as in torch.relu)
@@ -19,6 +24,16 @@
 #ifndef DTYPE_HALF
 #define DTYPE_HALF 0
 #endif
+#ifndef DTYPE_BF16
+#define DTYPE_BF16 0
+#endif
+#if DTYPE_HALF && DTYPE_BF16
+#error "DTYPE_HALF and DTYPE_BF16 exclude each other"
+#endif
+#define HAL_ACT16 (DTYPE_HALF || DTYPE_BF16)
+#if DTYPE_BF16
+#include <cuda_bf16.h>  // (sm_75 too: conversions in software there)
+#endif
 #ifndef LAYOUT_NHWC
 #define LAYOUT_NHWC 0
 #endif
@@ -28,6 +43,8 @@
 
 #if DTYPE_HALF
 typedef __half act_t;
+#elif DTYPE_BF16
+typedef __nv_bfloat16 act_t;
 #else
 typedef float act_t;
 #endif
@@ -63,6 +80,40 @@ template <>
 __device__ __forceinline__ float from_f<float>(float v) { return v; }
 template <>
 __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
+#if DTYPE_BF16
+// bfloat16 -> float is exact; float -> bfloat16 rounds to nearest even (NaN stays NaN,
+// overflow goes to infinity), as float16's __float2half_rn
+__device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+#endif
+
+#if HAL_ACT16
+// 16-bit activations by their bits: one from its 16 bits, the two of a 32-bit word (the low
+// half is the lower address), and two floats rounded to nearest even into one word
+__device__ __forceinline__ float act16_f(unsigned short h) {
+#if DTYPE_HALF
+    return __half2float(__ushort_as_half(h));
+#else
+    return __bfloat162float(__ushort_as_bfloat16(h));
+#endif
+}
+__device__ __forceinline__ float2 act2_f(uint32_t w) {
+#if DTYPE_HALF
+    return __half22float2(*reinterpret_cast<const __half2*>(&w));
+#else
+    return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w));
+#endif
+}
+__device__ __forceinline__ uint32_t act2_word(float a, float b) {
+#if DTYPE_HALF
+    const __half2 h = __floats2half2_rn(a, b);
+#else
+    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+#endif
+    return *reinterpret_cast<const uint32_t*>(&h);
+}
+#endif
 
 // the output epilogue: every store of an activation goes through it
 __device__ __forceinline__ float out_act(float v) {
@@ -88,6 +139,14 @@ __device__ __forceinline__ void unpack_vec(const uint4& u, float (&f)[HAL_VEC]) 
         f[2 * i] = t.x;
         f[2 * i + 1] = t.y;
     }
+#elif DTYPE_BF16
+    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        float2 t = __bfloat1622float2(h[i]);
+        f[2 * i] = t.x;
+        f[2 * i + 1] = t.y;
+    }
 #else
     f[0] = __uint_as_float(u.x);
     f[1] = __uint_as_float(u.y);
@@ -102,6 +161,10 @@ __device__ __forceinline__ uint4 pack_vec(const float (&f)[HAL_VEC]) {
     __half2* h = reinterpret_cast<__half2*>(&u);
 #pragma unroll
     for (int i = 0; i < 4; ++i) h[i] = __floats2half2_rn(out_act(f[2 * i]), out_act(f[2 * i + 1]));
+#elif DTYPE_BF16
+    __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&u);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(out_act(f[2 * i]), out_act(f[2 * i + 1]));
 #else
     u.x = __float_as_uint(out_act(f[0]));
     u.y = __float_as_uint(out_act(f[1]));

@@ -99,9 +99,9 @@ __device__ __forceinline__ void win_st_h2(act_t* p, uint32_t h, bool two) {
 
 // store two adjacent outputs given as floats (the second only when `two`) through the epilogue
 __device__ __forceinline__ void win_st_f2(act_t* p, float a, float b, bool two) {
-#if DTYPE_HALF
+#if HAL_ACT16
     if (two && (reinterpret_cast<uintptr_t>(p) & 3u) == 0) {  // one 4-byte store, rounded as st_act rounds
-        *reinterpret_cast<__half2*>(p) = __floats2half2_rn(out_act(a), out_act(b));
+        *reinterpret_cast<uint32_t*>(p) = act2_word(out_act(a), out_act(b));
         return;
     }
 #endif
@@ -613,7 +613,7 @@ __device__ __forceinline__ void win_nchw(const act_t* __restrict__ x, act_t* __r
                                          long long* __restrict__ ind, const act_t* __restrict__ w,
                                          const float* __restrict__ bias, const WinParams& p) {
     extern __shared__ __align__(16) unsigned char hal_smem[];
-    constexpr bool SPLIT = WIN_SPLIT && (FSW == 2) && !DTYPE_HALF && !ADAPT;
+    constexpr bool SPLIT = WIN_SPLIT && (FSW == 2) && !HAL_ACT16 && !ADAPT;  // 4-byte elements only
     const int KH = FKH ? FKH : p.KH, KW = FKW ? FKW : p.KW;
     const int SH = FSH ? FSH : p.SH, SW = FSW ? FSW : p.SW;
     const int DH = FKH ? 1 : p.DH, DW = FKW ? 1 : p.DW;
@@ -819,33 +819,36 @@ __device__ __forceinline__ void win_nchw(const act_t* __restrict__ x, act_t* __r
 // NHWC fixed windows without indices: a thread walks a vertical strip of SR output pixels
 // for one channel vector. Input rows are visited once each (row-major) and folded into every
 // output of the strip that uses them; depthwise weights stay in registers for the strip.
-// CW (4 or HAL_VEC) activations at p in shared memory as floats; CW == 4 with float16 is 8 bytes
+// CW (4 or HAL_VEC) activations at p in shared memory as floats; CW == 4 with 16-bit activations
+// (float16, bfloat16) is 8 bytes
 template <int CW>
 __device__ __forceinline__ void win_ld_cw(const act_t* p, float (&v)[CW]) {
     if constexpr (CW == HAL_VEC) {
         unpack_vec(*reinterpret_cast<const uint4*>(p), v);
     } else {
+#if HAL_ACT16
         const uint2 u = *reinterpret_cast<const uint2*>(p);
-        const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&u.x));
-        const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&u.y));
+        const float2 a = act2_f(u.x);
+        const float2 b = act2_f(u.y);
         v[0] = a.x;
         v[1] = a.y;
         v[2] = b.x;
         v[3] = b.y;
+#endif
     }
 }
-// store CW outputs through the epilogue (st_vec, or out_act and one 8-byte store for 4 float16)
+// store CW outputs through the epilogue (st_vec, or out_act and one 8-byte store for 4 16-bit ones)
 template <int CW>
 __device__ __forceinline__ void win_st_cw(act_t* p, const float (&f)[CW]) {
     if constexpr (CW == HAL_VEC) {
         st_vec(p, f);
     } else {
-        const __half2 a = __floats2half2_rn(out_act(f[0]), out_act(f[1]));
-        const __half2 b = __floats2half2_rn(out_act(f[2]), out_act(f[3]));
+#if HAL_ACT16
         uint2 u;
-        u.x = *reinterpret_cast<const uint32_t*>(&a);
-        u.y = *reinterpret_cast<const uint32_t*>(&b);
+        u.x = act2_word(out_act(f[0]), out_act(f[1]));
+        u.y = act2_word(out_act(f[2]), out_act(f[3]));
         *reinterpret_cast<uint2*>(p) = u;
+#endif
     }
 }
 
@@ -856,8 +859,8 @@ __device__ __forceinline__ void win_nhwc_strips(const act_t* __restrict__ s_in, 
                                                 int tce, int ih_lo, int iw_lo, int nc, int L, bool whole) {
     const int IH = p.IH, IW = p.IW, OH = p.OH, OW = p.OW, C = p.C;
     const int NT = blockDim.x, tid = threadIdx.x;
-    // channels per thread: float16 depthwise takes 4 (WIN_DW4) so that its weights fit in registers
-    constexpr int CW = (OP == WIN_DW && DTYPE_HALF && WIN_DW4) ? 4 : HAL_VEC;
+    // channels per thread: 16-bit depthwise takes 4 (WIN_DW4) so that its weights fit in registers
+    constexpr int CW = (OP == WIN_DW && HAL_ACT16 && WIN_DW4) ? 4 : HAL_VEC;
     const int ncv = tce / CW;
     const int twe = ow1 - ow0;
     const int spt = (oh1 - oh0 + SR - 1) / SR;
@@ -929,9 +932,9 @@ __device__ __forceinline__ void win_nhwc_strips(const act_t* __restrict__ s_in, 
             }
 #endif
             float acc[SR][CW];
-            // the strip's weights in registers (float32, and float16 with 4 channels per thread);
-            // float16 with 8 channels (WIN_DW4 = 0) reads them per use
-            constexpr bool WREG = OP == WIN_DW && (!DTYPE_HALF || CW == 4);
+            // the strip's weights in registers (float32, and 16-bit with 4 channels per thread);
+            // 16-bit with 8 channels (WIN_DW4 = 0) reads them per use
+            constexpr bool WREG = OP == WIN_DW && (!HAL_ACT16 || CW == 4);
             float wr[WREG ? FKH * FKW : 1][CW];
             if (WREG) {
 #pragma unroll

@@ -1,6 +1,6 @@
 // 2-D max and average pooling (hal semantics: see docs/ARCHITECTURE.md).
 //
-// Macros: DTYPE_HALF, LAYOUT_NHWC (hal_prelude.cuh), POOL_THREADS [256]: threads per
+// Macros: DTYPE_HALF, DTYPE_BF16, LAYOUT_NHWC (hal_prelude.cuh), POOL_THREADS [256]: threads per
 // block (the launcher launches every kernel here with exactly that many), POOL_OCC [0],
 // POOL_SPLIT [0], POOL_H2 [1], POOL_H2AVG [1] (below).
 //
@@ -271,10 +271,10 @@ __device__ __forceinline__ void pool_rows(const act_t* __restrict__ x, act_t* __
         act_t* op = yp + (size_t)s * OW;
         // the strip's H outputs as one 8-byte store where they are all inside the row and aligned
         if (ow0 + H <= OW && (reinterpret_cast<uintptr_t>(op) & 7u) == 0) {
-#if DTYPE_HALF
+#if HAL_ACT16
             uint2 u;
-            *reinterpret_cast<__half2*>(&u.x) = __floats2half2_rn(out_act(o[0]), out_act(o[1]));
-            *reinterpret_cast<__half2*>(&u.y) = __floats2half2_rn(out_act(o[2]), out_act(o[3]));
+            u.x = act2_word(out_act(o[0]), out_act(o[1]));
+            u.y = act2_word(out_act(o[2]), out_act(o[3]));
             *reinterpret_cast<uint2*>(op) = u;
 #else
             *reinterpret_cast<float2*>(op) = make_float2(out_act(o[0]), out_act(o[1]));

@@ -10,7 +10,10 @@ against the float64 oracle:
   (DW_COLS), with and without bias, every padding up to 1 per side and asymmetric ones,
   channel counts that are and are not multiples of 4, fused ReLU; and the NHWC pipelined
   shared-memory kernel (DW_PIPE), which takes the same specs where C is a multiple of 16 bytes;
-  and the float16 NCHW tensor-core kernel (DW_TC), which takes widths that are multiples of 8."""
+  and the float16 NCHW tensor-core kernel (DW_TC), which takes widths that are multiples of 8.
+
+Every dtype the CUDA backend takes: float32, float16 and bfloat16 (16-bit storage like float16; the
+tensor-core kernel falls back to the CUDA-core ones for it, as for float32)."""
 
 from __future__ import annotations
 
@@ -25,7 +28,10 @@ from hal import reference
 from hal.conformance import avg_pool_scale, compare, conv_scale
 from hal.errors import HalValueError
 from hal.tensor import poison_outputs
-from strategies import SETTINGS, dtypes, pool_oracle, random_input, seeds
+from strategies import SETTINGS, pool_oracle, random_input, seeds
+
+#: the CUDA backend's float dtypes (strategies.dtypes is every backend's: float32 and float16)
+dtypes = st.sampled_from(["float32", "float16", "bfloat16"])
 
 
 def _cuda(device: hal.Device) -> None:
@@ -82,7 +88,7 @@ def test_cuda_pool_ncols(device, cols, dtype, seed, data):
     _check_forced_pool(device, data, (n, c, h, w), dtype, seed, "NHWC", {"POOL_NCOLS": cols})
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("kind", ["max", "avg"])
 def test_cuda_pool_rows_baseline_shape(device, dtype, kind):
     """The benchmark's shape family (3x3/2 pad 1, even width), small batch: exact for max."""
@@ -113,7 +119,7 @@ def test_cuda_pool_rows_indices_fall_back(device):
                                   ("NHWC", {"DW_COLS": 2, "DW_CROWS": 4}), ("NHWC", {"DW_COLS": 4, "DW_CROWS": 8}),
                                   ("NHWC", {"DW_PIPE": 4}), ("NHWC", {"DW_PIPE": 8}), ("NHWC", {"DW_PIPE": 16}),
                                   ("NHWC", {"DW_PIPE": 8, "DW_PIPE_COLS": 2}),
-                                  # float16 NCHW on tensor cores (float32 falls back to the other kernels)
+                                  # float16 NCHW on tensor cores (float32 and bfloat16 fall back to the others)
                                   ("NCHW", {"DW_TC": 1}), ("NCHW", {"DW_TC": 2})],
                          ids=lambda p: "-".join(f"{k}{v}" for k, v in p[1].items()))
 @SETTINGS

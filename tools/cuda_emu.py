@@ -99,13 +99,27 @@ def _replace_body(text: str, name: str, body: str) -> str:
     return text[:start] + "{ " + body + " }" + text[end:]
 
 
+def _with_window(text: str) -> str:
+    """A kernel file's text with hal_window.cuh in place of its include (the emulator's prelude instead of
+    the real one); the tiles' dynamic shared memory is the emulator's one smem_raw array."""
+    window = (KERNELS / "hal_window.cuh").read_text()
+    window = window.replace("#pragma once", "").replace('#include "hal_prelude.cuh"', "")
+    window = window.replace("extern __shared__ __align__(16) unsigned char hal_smem[];",
+                            "unsigned char* hal_smem = smem_raw;")
+    if '#include "hal_window.cuh"' not in text:
+        raise ValueError("the kernel file no longer includes hal_window.cuh")
+    return text.replace('#include "hal_window.cuh"', window)
+
+
 def kernel_source(file: str) -> str:
     """The kernel file's text as the emulator compiles it (after the host prelude): conv2d.cu's
     dense 3x3 CUDA-core kernel and tensor-core section onwards (its other kernels need intrinsics the
     emulator does not model), the inline PTX of ldmatrix and mma routed to the emulator's collectives."""
     text = (KERNELS / file).read_text()
     if file == "conv2d.cu":
-        # conv2d_k3_simt (its dynamic shared memory: the emulator's one smem_raw array)
+        # the contract kernel and the depthwise tiles (hal_window.cuh), then conv2d_k3_simt (its dynamic
+        # shared memory: the emulator's one smem_raw array)
+        head = _with_window(text[:text.index("// dense 3x3 on CUDA cores")])
         simt = text[text.index("namespace simt {"):text.index("// dense KH,KW <= 3 on tensor cores")]
         simt = simt.replace("extern __shared__ __align__(16) float smem_f[];",
                             "float* smem_f = reinterpret_cast<float*>(smem_raw);")
@@ -113,7 +127,11 @@ def kernel_source(file: str) -> str:
         end = text.index("// end of the tensor-core section")
         # and the depthwise register and pipelined kernels, after the section's #endif
         rest = text.index("\n", text.index("#endif", end)) + 1
-        text = "#ifndef DW_PREFETCH\n#define DW_PREFETCH 1\n#endif\n" + simt + text[start:end] + text[rest:]
+        tc = text[start:end]
+        if text.rfind("#if DTYPE_HALF", 0, start) < 0:
+            raise ValueError("conv2d.cu: the tensor-core section is no longer float16's alone")
+        # the section is float16's (mma f16): a bfloat16 or float32 build leaves it out, as nvcc does
+        text = head + simt + "#if DTYPE_HALF\n" + tc + "#endif\n" + text[rest:]
         text = _replace_body(text, "ldsm_x4", "emu_ldsm_x4(addr, r0, r1, r2, r3);")
         text = _replace_body(text, "ldsm_x4_trans", "emu_ldsm_x4_trans(addr, r0, r1, r2, r3);")
         text = _replace_body(text, "mma16816", "emu_mma_f16(c, a, b0, b1);")
@@ -139,12 +157,15 @@ def kernel_source(file: str) -> str:
         text = _replace_body(text, "qtc_ldsm_x4", "emu_ldsm_x4(addr, r0, r1, r2, r3);")
         text = _replace_body(text, "qtc_mma", "emu_mma_i8<!DTYPE_UINT8, !W_UINT8>(c, a, b0, b1);")
     elif file == "adaptive_pool2d.cu":
-        # the NHWC global pooling kernels (gvec) alone, with the names they take from
-        # hal_window.cuh and the real prelude (max_nan in its pre-sm_80 form: NaN kept)
-        start = text.index("// ---- NHWC global pooling (1x1 output) without indices")
-        text = ("#define WIN_MAX 0\n#define WIN_AVG 1\n#define HAL_NEG_INF (-INFINITY)\n"
-                "inline float max_nan(float best, float v) { return (v > best || std::isnan(v)) ? v : best; }\n"
-                + text[start:text.index("// ---- NCHW tiles")])
+        # every kernel, after hal_window.cuh (the NCHW tiles); the per-block statics are the block's
+        # shared memory (one block at a time)
+        text = _with_window(text).replace("__shared__ float ", "static float ")
+        text = text.replace("__shared__ long long ", "static long long ")
+        text = text.replace("extern __shared__ __align__(16) unsigned char s_raw[];",
+                            "unsigned char* s_raw = smem_raw;")
+    elif file == "pool2d.cu":
+        # every kernel, after hal_window.cuh (the tiles)
+        text = _with_window(text)
     elif file == "eltwise.cu":
         # the layout transpose and the plane sampling alone; the static tile is the block's shared memory
         # (one block at a time)
@@ -799,6 +820,253 @@ def check_gvec(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, 
     return got.kernel, not detail, detail
 
 
+def check_pool(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], dtype: Any,
+               layout: str, kind: str, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1,
+               ceil_mode: bool = False, count_include_pad: bool = True, divisor: int | None = None,
+               indices: bool = False, params: dict[str, int] | None = None, relu: bool = False,
+               kernel: str | None = None, sms: int | None = None) -> tuple[str, bool, str]:
+    """Max or average pooling (pool2d.cu, any dtype, both layouts) through the launcher's plan with `params`,
+    against the float64 oracle under the conformance tolerance: a twentieth of max pooling's inputs NaN, the
+    output poisoned with NaN and the indices with -1; `kernel`: the plan's last launch must be that one."""
+    from hal import conformance
+    from hal import reference as ref
+    from hal import spec as S
+
+    sp = S.pool2d_spec(kind, S.TensorGeometry(*shape, layout, np.dtype(dtype)), kernel_size, stride, padding,
+                       dilation, ceil_mode, count_include_pad, divisor, indices)
+    sp = replace(sp, relu=relu)
+    x64 = rng.standard_normal(shape)
+    if kind == "max":
+        x64[rng.random(shape) < 0.05] = np.nan
+    x = x64.astype(dtype)
+    want, want_i = ref.pool2d_from_spec(sp, x.astype(np.float64))
+    scale = 1.0
+    if kind == "avg":
+        scale = np.maximum(ref.pool2d_from_spec(replace(sp, relu=False), np.abs(x.astype(np.float64)))[0], 1.0)
+    n, c, oh, ow = sp.out_shape
+    out_shape = (n, oh, ow, c) if layout == "NHWC" else (n, c, oh, ow)
+    y = np.full(out_shape, np.nan, dtype)
+    ind = np.full(out_shape, -1, np.int64) if indices else None
+    dummy = _aligned_buffer()
+    be = _planner(be, sms)
+    got = run_plan(be, lambda: be.pool2d(sp, dummy, dummy, dummy if indices else None, params or {}),
+                   {"x": _phys(x, layout), "y": y, "i": ind}, {"y", "i"} if indices else {"y"}, work)
+    cmp = conformance.compare(f"{kind}_pool2d", dtype, _logical(got.outputs["y"], layout), want, scale)
+    detail = "" if cmp.ok else f"{cmp.detail} (max err {cmp.max_error:.3g})"
+    if not detail and indices:
+        ci = conformance.compare_indices(_logical(got.outputs["i"], layout), want_i)
+        detail = "" if ci.ok else f"indices: {ci.detail}"
+    if not detail and kernel and got.kernel != kernel:
+        detail = f"served by {got.kernel}, not {kernel}"
+    return got.kernel, not detail, detail
+
+
+def check_adaptive(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], dtype: Any,
+                   layout: str, kind: str, out: tuple[int, int], indices: bool = False,
+                   params: dict[str, int] | None = None, kernel: str | None = None,
+                   sms: int | None = None) -> tuple[str, bool, str]:
+    """Adaptive (and global) max or average pooling (adaptive_pool2d.cu) through the launcher's plan for
+    `sms` multiprocessors if given (fewer outputs then reach the kernels that fill the GPU), against the
+    float64 oracle: a twentieth of max pooling's inputs NaN, the output poisoned with NaN and the indices
+    with -1; `kernel`: the plan's last launch must be that one."""
+    from hal import conformance
+    from hal import reference as ref
+    from hal import spec as S
+
+    sp = S.adaptive_pool2d_spec(kind, S.TensorGeometry(*shape, layout, np.dtype(dtype)), out, indices)
+    x64 = rng.standard_normal(shape)
+    if kind == "max":
+        x64[rng.random(shape) < 0.05] = np.nan
+    x = x64.astype(dtype)
+    want, want_i = ref.pool2d_from_spec(sp, x.astype(np.float64))
+    n, c, oh, ow = sp.out_shape
+    out_shape = (n, oh, ow, c) if layout == "NHWC" else (n, c, oh, ow)
+    y = np.full(out_shape, np.nan, dtype)
+    ind = np.full(out_shape, -1, np.int64) if indices else None
+    dummy = _aligned_buffer()
+    be = _planner(be, sms)
+    got = run_plan(be, lambda: be.adaptive_pool2d(sp, dummy, dummy, dummy if indices else None, params or {}),
+                   {"x": _phys(x, layout), "y": y, "i": ind}, {"y", "i"} if indices else {"y"}, work)
+    cmp = conformance.compare(f"adaptive_{kind}_pool2d", dtype, _logical(got.outputs["y"], layout), want)
+    detail = "" if cmp.ok else f"{cmp.detail} (max err {cmp.max_error:.3g})"
+    if not detail and indices:
+        ci = conformance.compare_indices(_logical(got.outputs["i"], layout), want_i)
+        detail = "" if ci.ok else f"indices: {ci.detail}"
+    if not detail and kernel and got.kernel != kernel:
+        detail = f"served by {got.kernel}, not {kernel}"
+    return got.kernel, not detail, detail
+
+
+def rounding_probes(rng: np.random.Generator, count: int = 1024) -> np.ndarray:
+    """float32 values whose rounding to bfloat16 is easy to get wrong: zero, subnormals (ties among them, and
+    negative ones that round to -0), exact ties between two bfloat16 values rounding down (even) and up (odd
+    below), a float32 ulp either side of a tie, the largest bfloat16, the overflow threshold (a tie at the
+    largest bfloat16, which is odd: it rounds up, to infinity) and just below it, float32's largest,
+    infinities, NaNs (quiet, signalling, negative, with payloads), then random bit patterns up to `count`
+    values in all."""
+    words = [0x00000000, 0x80000001, 0x00000001, 0x00007FFF, 0x00008000, 0x00018000, 0x80008000, 0x007F8000,
+             0x3F808000, 0x3F818000, 0xBF808000, 0xBF818000, 0x3F807FFF, 0x3F808001, 0x3F818001, 0x3F817FFF,
+             0x40490FDB, 0x7F7F0000, 0x7F7F7FFF, 0x7F7F8000, 0xFF7F8000, 0x7F7FFFFF, 0xFF7FFFFF, 0x7F800000,
+             0xFF800000, 0x7FC00000, 0x7F800001, 0xFFC00000, 0x7FBFFFFF, 0x7FC12345, 0x0001FFFF, 0x33800000]
+    words += rng.integers(0, 1 << 32, count - len(words), dtype=np.uint64).tolist()
+    return np.array(words, np.uint64).astype(np.uint32).view(np.float32)
+
+
+def check_bf16_rounding(be: Any, rng: np.random.Generator, work: Path, layout: str,
+                        kernel: str | None = None) -> tuple[str, bool, str]:
+    """bfloat16 stores round to nearest even, bit for bit as ml_dtypes (NaN: any NaN): BatchNorm inference
+    with zero input, running mean 0, running variance 1 - eps (so the scale is exactly 1) and the probes
+    (rounding_probes) as the channels' biases, so each output is fma(0, 1, bias) = the bias, rounded once
+    by the store (a -0 bias would come out +0: 0 + -0 is +0, so the probes hold none). NHWC: the flat
+    kernel's 16-byte vectors (pack_vec); NCHW, one pixel: the scalar stores (st_act). The output is
+    poisoned with NaN first."""
+    from hal import spec as S
+    from hal.dtypes import BFLOAT16
+
+    assert BFLOAT16 is not None
+    probes = rounding_probes(rng)
+    c = probes.size
+    eps = np.float32(1e-5)
+    rv = np.float32(1) - eps
+    while np.float32(rv + eps) != np.float32(1):  # the float32 variance whose rv + eps is exactly 1
+        rv = np.nextafter(rv, np.float32(2))
+    shape = (1, c, 1, 1) if layout == "NCHW" else (2, c, 1, 3)
+    sp = S.batch_norm_spec(S.TensorGeometry(*shape, layout, BFLOAT16), False, 0.1, float(eps), True)
+    x = np.zeros(_phys(np.zeros(shape), layout).shape, BFLOAT16)
+    y = np.full(x.shape, np.nan, BFLOAT16)
+    dummy = _aligned_buffer()
+    got = run_plan(be, lambda: be.batch_norm(sp, dummy, dummy, None, dummy, dummy, dummy, {}),
+                   {"x": x, "y": y, "w": None, "b": probes, "rm": np.zeros(c, np.float32),
+                    "rv": np.full(c, rv, np.float32)}, {"y"}, work)
+    out = _logical(got.outputs["y"], layout)
+    with np.errstate(invalid="ignore"):  # (NaN probes)
+        want = np.broadcast_to(probes.astype(BFLOAT16).reshape(1, c, 1, 1), out.shape)
+    gw, ww = out.view(np.uint16), np.ascontiguousarray(want).view(np.uint16)
+    nan_w = np.isnan(want.astype(np.float32))
+    bad = (gw != ww) & ~nan_w | (nan_w & ~np.isnan(out.astype(np.float32)))
+    detail = ""
+    if bad.any():
+        i = tuple(np.argwhere(bad)[0])
+        detail = (f"{int(bad.sum())} of {bad.size} differ; first: float32 0x{probes[i[1]].view(np.uint32):08x} "
+                  f"stored as 0x{gw[i]:04x}, ml_dtypes 0x{ww[i]:04x}")
+    if not detail and kernel and got.kernel != kernel:
+        detail = f"served by {got.kernel}, not {kernel}"
+    return got.kernel, not detail, detail
+
+
+def bf16_cases(full: bool = False) -> list[tuple[str, str, dict[str, Any]]]:
+    """bfloat16 through the CUDA-core kernels that serve it (the storage paths of -DDTYPE_BF16=1): pooling in
+    both layouts (tiles with and without indices, row strips, NHWC walks, a general window, the contract
+    kernel), adaptive and global pooling (NCHW tiles, NHWC vectors with indices, the flat NCHW kernel with
+    its plane size built in, gvec), BatchNorm training (cooperative and two-pass) and inference, the direct
+    convs (dense 3x3 on CUDA cores, the tiled grouped kernel) and depthwise (tiles in both layouts, the NHWC
+    register walk, the NCHW row strips with halos by shuffles), and the stores' rounding (what CI runs);
+    `full` adds the other register and pipelined depthwise kernels, the tiled kernel's 4-channel vectors,
+    the adaptive block and vector kernels and the other pooling strips (the command line's list)."""
+    from hal.dtypes import BFLOAT16
+
+    bf = BFLOAT16
+    extra = [
+        ("bf16 dwconv rows2 NCHW", "dwconv",
+         dict(shape=(2, 3, 9, 24), dtype=bf, padding=(1, 0, 1, 1), params={"DW_ROWS": 2}, layout="NCHW",
+              kernel="conv2d_dw_rows2_k3s1")),
+        ("bf16 dwconv rows4 persistent shfl NCHW", "dwconv",
+         dict(shape=(2, 3, 13, 16), dtype=bf, padding=1, params={"DW_ROWS": 4, "DW_SHFL": 2}, layout="NCHW",
+              kernel="conv2d_dw_rows4p_k3s1", sms=1)),
+        ("bf16 dwconv cols8 NHWC", "dwconv",
+         dict(shape=(1, 12, 7, 19), dtype=bf, padding=1, params={"DW_COLS": 8}, layout="NHWC",
+              kernel="conv2d_dw_cols8_k3s1")),
+        ("bf16 dwconv pipe8x2 NHWC", "dwconv",
+         dict(shape=(2, 72, 11, 37), dtype=bf, padding=1, params={"DW_PIPE": 8, "DW_PIPE_COLS": 2}, sms=2,
+              layout="NHWC", kernel="conv2d_dw_pipe8x2_k3s1")),
+        ("bf16 dwconv tile 8 channels NHWC", "dwconv",
+         dict(shape=(1, 16, 9, 11), dtype=bf, padding=1, params={"DW_HALF4": 0}, layout="NHWC",
+              kernel="conv2d_dw_tile_k3s1")),
+        ("bf16 conv grouped 3x3 vec4 NHWC", "tiled",
+         dict(shape=(2, 32, 9, 13), cout=32, groups=4, layout="NHWC", dtype=bf, params={}, bias=False,
+              kernel="conv2d_grp_k3s1")),
+        ("bf16 conv dense 3x3 simt NHWC", "tiled",
+         dict(shape=(1, 12, 11, 35), cout=72, groups=1, layout="NHWC", dtype=bf, params={},
+              kernel="conv2d_k3_simt")),
+        ("bf16 adaptive max block NCHW", "adaptive",
+         dict(shape=(1, 3, 67, 70), dtype=bf, layout="NCHW", kind="max", out=(1, 2), indices=True,
+              kernel="adaptive_pool2d_maxi_block")),
+        ("bf16 adaptive avg vec NHWC", "adaptive",
+         dict(shape=(2, 16, 9, 10), dtype=bf, layout="NHWC", kind="avg", out=(4, 3), params={"ADAPT_VSPLIT": 0},
+              kernel="adaptive_pool2d_avg_vec")),
+        ("bf16 global max 7x7 NCHW", "adaptive",
+         dict(shape=(1, 40, 7, 7), dtype=bf, layout="NCHW", kind="max", out=(1, 1),
+              kernel="adaptive_pool2d_max_gflat")),
+        ("bf16 pool max rows2 2x2/2 NCHW", "pool",
+         dict(shape=(2, 3, 13, 24), dtype=bf, layout="NCHW", kind="max", kernel_size=2, stride=2,
+              ceil_mode=True, params={"POOL_ROWS": 2}, kernel="pool2d_max_rows2_k2s2")),
+        ("bf16 pool max ncols4 3x3/2 NHWC", "pool",
+         dict(shape=(1, 24, 13, 15), dtype=bf, layout="NHWC", kind="max", kernel_size=3, stride=2, padding=1,
+              params={"POOL_NCOLS": 4}, kernel="pool2d_max_ncols4_k3s2")),
+    ] if full else []
+    core = [
+        ("bf16 pool max idx 3x3/2 p1 NCHW", "pool",
+         dict(shape=(2, 5, 17, 23), dtype=bf, layout="NCHW", kind="max", kernel_size=3, stride=2, padding=1,
+              indices=True, kernel="pool2d_maxi_tile_k3s2")),
+        ("bf16 pool avg 3x3/2 ceil excl-pad rows4 NCHW", "pool",
+         dict(shape=(1, 3, 19, 32), dtype=bf, layout="NCHW", kind="avg", kernel_size=3, stride=2, padding=1,
+              ceil_mode=True, count_include_pad=False, params={"POOL_ROWS": 4},
+              kernel="pool2d_avg_rows4_k3s2")),
+        ("bf16 pool avg 3x3/2 divisor relu NCHW", "pool",
+         dict(shape=(2, 3, 15, 22), dtype=bf, layout="NCHW", kind="avg", kernel_size=3, stride=2, padding=1,
+              divisor=5, relu=True, kernel="pool2d_avg_tile_k3s2")),
+        ("bf16 pool max 2x2/2 NHWC", "pool",
+         dict(shape=(2, 24, 13, 11), dtype=bf, layout="NHWC", kind="max", kernel_size=2, stride=2,
+              ceil_mode=True, kernel="pool2d_max_tile_k2s2")),
+        ("bf16 pool avg 3x3/2 ncols2 NHWC", "pool",
+         dict(shape=(1, 16, 11, 13), dtype=bf, layout="NHWC", kind="avg", kernel_size=3, stride=2, padding=1,
+              params={"POOL_NCOLS": 2}, kernel="pool2d_avg_ncols2_k3s2")),
+        ("bf16 pool max idx 5x3 dil2 asym NHWC", "pool",
+         dict(shape=(1, 16, 14, 12), dtype=bf, layout="NHWC", kind="max", kernel_size=(5, 3), stride=(2, 1),
+              padding=(1, 2, 0, 1), dilation=2, indices=True, kernel="pool2d_maxi_tile_g")),
+        ("bf16 pool avg 3x3/1 C 5 NHWC contract", "pool",
+         dict(shape=(2, 5, 9, 7), dtype=bf, layout="NHWC", kind="avg", kernel_size=3, stride=1, padding=1,
+              kernel="pool2d_avg")),
+        ("bf16 adaptive avg 3x5 NCHW", "adaptive",
+         dict(shape=(2, 3, 17, 23), dtype=bf, layout="NCHW", kind="avg", out=(3, 5),
+              kernel="adaptive_pool2d_avg_tile")),
+        ("bf16 adaptive max idx 4x3 NHWC", "adaptive",
+         dict(shape=(1, 24, 9, 10), dtype=bf, layout="NHWC", kind="max", out=(4, 3), indices=True)),
+        ("bf16 global avg 7x7 NCHW", "adaptive",
+         dict(shape=(2, 37, 7, 7), dtype=bf, layout="NCHW", kind="avg", out=(1, 1),
+              kernel="adaptive_pool2d_avg_gflat")),
+        ("bf16 global max 5x3 NHWC gvec", "gvec",
+         dict(shape=(5, 520, 5, 3), dtype=bf, kind="max", params={}, sms=1, nan_frac=0.05)),
+        ("bf16 bn train fused NHWC", "bn-train",
+         dict(shape=(2, 24, 5, 7), dtype=bf, layout="NHWC", params={"BN_FUSED": 1}, sms=2,
+              kernel="batch_norm_train_fused")),
+        ("bf16 bn train two-pass NCHW", "bn-train",
+         dict(shape=(3, 5, 7, 9), dtype=bf, layout="NCHW", params={}, data="big_mean")),
+        ("bf16 bn infer flat NHWC", "bn", dict(shape=(2, 40, 5, 7), dtype=bf, layout="NHWC", params={})),
+        ("bf16 bn infer NCHW", "bn", dict(shape=(2, 5, 7, 9), dtype=bf, layout="NCHW", params={})),
+        ("bf16 conv dense 3x3 simt NCHW", "tiled",
+         dict(shape=(2, 11, 13, 34), cout=70, groups=1, layout="NCHW", dtype=bf, params={},
+              kernel="conv2d_k3_simt")),
+        ("bf16 conv grouped 3x3/2 NHWC", "tiled",
+         dict(shape=(1, 24, 11, 13), cout=16, groups=4, layout="NHWC", dtype=bf, params={}, stride=2,
+              padding=(1, 0, 2, 1), kernel="conv2d_grp_g")),
+        ("bf16 dwconv tile NCHW", "dwconv",
+         dict(shape=(2, 5, 13, 17), dtype=bf, padding=1, params={}, layout="NCHW", kernel="conv2d_dw_tile_k3s1")),
+        ("bf16 dwconv tile NHWC", "dwconv",
+         dict(shape=(1, 24, 9, 11), dtype=bf, padding=(1, 0, 0, 1), params={}, layout="NHWC",
+              kernel="conv2d_dw_tile_k3s1")),
+        ("bf16 dwconv cols4r4 NHWC", "dwconv",
+         dict(shape=(2, 12, 9, 10), dtype=bf, padding=1, params={"DW_COLS": 4, "DW_CROWS": 4}, layout="NHWC",
+              kernel="conv2d_dw_cols4r4_k3s1")),
+        ("bf16 dwconv rows4 shfl NCHW", "dwconv",
+         dict(shape=(1, 3, 11, 32), dtype=bf, padding=1, params={"DW_ROWS": 4, "DW_SHFL": 1}, layout="NCHW",
+              kernel="conv2d_dw_rows4s_k3s1")),
+        ("bf16 rounding vectors NHWC", "round", dict(layout="NHWC", kernel="batch_norm_infer_flat_reg")),
+        ("bf16 rounding scalars NCHW", "round", dict(layout="NCHW")),
+    ]
+    return [*extra, *core]
+
+
 def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
     """(name, kind, arguments): float16 tensor-core convs of both kernels and layouts, the
     pipelined NHWC depthwise kernel (float32 and float16, DW_PIPE), and the int8 convs
@@ -1404,13 +1672,14 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="hal-cuda-emu-") as tmp:
         work = Path(tmp)
         chosen = (fuzz_cases(rng, args.fuzz) if args.fuzz else
-                  fuzz_bn_fused_cases(rng, args.fuzz_bn) if args.fuzz_bn else cases(args.quick))
+                  fuzz_bn_fused_cases(rng, args.fuzz_bn) if args.fuzz_bn else cases(args.quick) + bf16_cases(True))
         for name, kind, kw in chosen:
             if args.only and args.only not in name:
                 continue
             fn = {"conv": check_conv, "dwconv": check_dwconv, "qconv": check_qconv, "bn": check_bn_infer,
                   "bn-train": check_bn_train, "tiled": check_tiled, "gvec": check_gvec, "k1g": check_k1_gemm,
-                  "k1n": check_k1_nchw, "k1s": check_k1_simt, "ldsm": check_ldmatrix}[kind]
+                  "k1n": check_k1_nchw, "k1s": check_k1_simt, "ldsm": check_ldmatrix, "pool": check_pool,
+                  "adaptive": check_adaptive, "round": check_bf16_rounding}[kind]
             try:
                 kernel, ok, detail = check_ldmatrix(work) if kind == "ldsm" else fn(be, rng, work, **kw)
             except RuntimeError as exc:  # the emulator died (a sanitizer's report, a trap): this case fails

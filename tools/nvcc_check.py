@@ -1,24 +1,27 @@
 """Compile every CUDA kernel with nvcc for each supported architecture (CI has no GPU).
 
 Each ``kernels_cu/*.cu`` file is compiled for sm_75, sm_80, sm_90 and sm_120: every
-combination of DTYPE_HALF and LAYOUT_NHWC for sm_75 and sm_90, float32 NCHW and float16 NHWC
-for sm_80 and sm_120 (whose code differs from sm_90's in launch bounds only), and with the
-fused-ReLU epilogue (FUSE_RELU=1) for sm_90, as is adaptive_pool2d.cu with a plane size
-fixed at build time (ADAPT_GHW, the launcher's) and with two lanes a pair (ADAPT_GVEC_S 2,
-the sm_90 float16 entry's, also for sm_75). The quantized kernels (quant_pool2d.cu,
-quant_conv2d.cu) build instead per integer type (DTYPE_UINT8, W_UINT8, Y_KIND) and layout,
-the same way (every combination for sm_75 and sm_90, the first and last for the others). Tuning parameters
-take the kernels' defaults. Without nvcc the check says so and passes, since a machine
-without CUDA cannot build these kernels anyway.
+combination of the float dtype (float32, float16: DTYPE_HALF=1, bfloat16: DTYPE_BF16=1 with
+DTYPE_HALF=0) and LAYOUT_NHWC for sm_75 and sm_90, float32 NCHW, float16 NHWC and bfloat16 (NCHW for
+sm_80, NHWC for sm_120) for sm_80 and sm_120 (whose code differs from sm_90's in launch bounds
+only), and with the fused-ReLU epilogue (FUSE_RELU=1) for sm_90 (bfloat16's too), as is
+adaptive_pool2d.cu with a plane size fixed at build time (ADAPT_GHW, the launcher's; in all three
+dtypes) and with two lanes a pair (ADAPT_GVEC_S 2, the sm_90 float16 entry's, also for sm_75 and
+for bfloat16). bfloat16 (cuda_bf16.h) builds for sm_75 too, its conversions in software there.
+The quantized kernels (quant_pool2d.cu, quant_conv2d.cu) build instead per integer type
+(DTYPE_UINT8, W_UINT8, Y_KIND) and layout, the same way (every combination for sm_75 and sm_90,
+the first and last for the others). Tuning parameters take the kernels' defaults. Without nvcc
+the check says so and passes, since a machine without CUDA cannot build these kernels anyway.
 
 Optimisation: the front end, which finds syntax and type errors, and ptxas, which checks every
 inline-PTX instruction against the architecture, run alike at -O0, and an unoptimised build
 takes a quarter of the time (conv2d.cu for sm_75: 3.0 s against 11.9 s). So every build runs
-at -O0 (``-Xcicc -O0 -Xptxas -O0``), and each file's last combination (float16 NHWC, or the
-last quantized one) is built once more for sm_90 at nvcc's default -O3, as the H200 compiles
-it: an error that only optimisation exposes (an immediate operand that needs constant
-folding) shows there. The whole check: 45 unoptimised builds in 88 s on two cores here, and
-the seven -O3 builds bring it to about two minutes (it took 232 s with every build at -O3).
+at -O0 (``-Xcicc -O0 -Xptxas -O0``), and each file's float16 NHWC combination (or the last
+quantized one) and its bfloat16 NHWC one are built once more for sm_90 at nvcc's default -O3, as
+the H200 compiles them: an error that only optimisation exposes (an immediate operand that needs
+constant folding) shows there. The whole check before bfloat16: 45 unoptimised builds in 88 s on two
+cores here, and the seven -O3 builds brought it to about two minutes (it took 232 s with every build
+at -O3); bfloat16 adds about half of that again.
 A build that compiles with a warning fails the check as well: PyCUDA shows users every one.
 """
 
@@ -41,7 +44,8 @@ ARCHS = ("75", "80", "90", "120")
 def variants() -> list[tuple[Path, dict[str, int], tuple[str, ...]]]:
     """(file, defines, archs): every dtype x layout for every arch; the fused-ReLU epilogue
     (a store-side change that compiles alike everywhere) for sm_90 only, to keep CI short.
-    The quantized files take neither DTYPE_HALF nor FUSE_RELU: their own type macros instead."""
+    The quantized files take neither DTYPE_HALF, DTYPE_BF16 nor FUSE_RELU: their own type macros
+    instead."""
     out = []
     quant = {
         # int8 and uint8 pooling
@@ -62,28 +66,42 @@ def variants() -> list[tuple[Path, dict[str, int], tuple[str, ...]]]:
         out.extend((path, d, ARCHS if i in (0, len(combos) - 1) else ("75", "90")) for i, d in enumerate(combos))
         if path.name in quant:
             continue
+        # bfloat16 (DTYPE_HALF=0: float16's own paths stay out), both layouts for sm_75 and sm_90, NCHW
+        # for sm_80 and NHWC for sm_120 besides
+        out.append((path, {"DTYPE_BF16": 1, "DTYPE_HALF": 0, "LAYOUT_NHWC": 0}, ("75", "80", "90")))
+        out.append((path, {"DTYPE_BF16": 1, "DTYPE_HALF": 0, "LAYOUT_NHWC": 1}, ("75", "90", "120")))
         out.append((path, {"DTYPE_HALF": 0, "LAYOUT_NHWC": 1, "FUSE_RELU": 1}, ("90",)))
         out.append((path, {"DTYPE_HALF": 1, "LAYOUT_NHWC": 0, "FUSE_RELU": 1}, ("90",)))
+        out.append((path, {"DTYPE_BF16": 1, "DTYPE_HALF": 0, "LAYOUT_NHWC": 0, "FUSE_RELU": 1}, ("90",)))
     # a shape the launcher fixes at build time: global pooling's plane size (ADAPT_GHW); and the
     # NHWC global pooling's lanes a pair that the sm_90 float16 entry asks for (ADAPT_GVEC_S 2,
     # ADAPT_GVEC_U 4), whose shuffles the default build leaves out
     adaptive = KERNELS / "adaptive_pool2d.cu"
     if adaptive.exists():
         out.extend((adaptive, {"DTYPE_HALF": half, "LAYOUT_NHWC": 0, "ADAPT_GHW": 49}, ("90",)) for half in (0, 1))
+        out.append((adaptive, {"DTYPE_BF16": 1, "DTYPE_HALF": 0, "LAYOUT_NHWC": 0, "ADAPT_GHW": 49}, ("75", "90")))
         out.append((adaptive, {"DTYPE_HALF": 1, "LAYOUT_NHWC": 1, "ADAPT_GVEC_S": 2, "ADAPT_GVEC_U": 4}, ("75", "90")))
+        out.append((adaptive, {"DTYPE_BF16": 1, "DTYPE_HALF": 0, "LAYOUT_NHWC": 1, "ADAPT_GVEC_S": 2,
+                               "ADAPT_GVEC_U": 4}, ("90",)))
     return out
 
 
 def builds() -> list[tuple[Path, dict[str, int], tuple[str, ...], bool]]:
     """(file, defines, archs, optimised): the variants at -O0, and each file's last combination
-    for every architecture (float16 NHWC, or the last quantized one) once more for sm_90 at -O3."""
+    for every architecture (float16 NHWC, or the last quantized one) and its bfloat16 NHWC build
+    once more for sm_90 at -O3."""
     todo = variants()
     last: dict[Path, dict[str, int]] = {}
+    bf16: dict[Path, dict[str, int]] = {}
     for path, defines, archs in todo:
         if len(archs) == len(ARCHS):
             last[path] = defines
+        if defines.get("DTYPE_BF16") and defines.get("LAYOUT_NHWC") and set(defines) == {"DTYPE_BF16", "DTYPE_HALF",
+                                                                                        "LAYOUT_NHWC"}:
+            bf16[path] = defines
     out = [(path, defines, archs, False) for path, defines, archs in todo]
     out.extend((path, d, ("90",), True) for path, d in last.items())
+    out.extend((path, d, ("90",), True) for path, d in bf16.items())
     return out
 
 

@@ -1,5 +1,5 @@
 // Host emulation runtime for CUDA kernels (tools/cuda_emu.py): CUDA keywords, thread
-// indices, barriers, float16, and the warp collectives the tensor-core kernels use
+// indices, barriers, float16, bfloat16, and the warp collectives the tensor-core kernels use
 // (ldmatrix.x4 and ldmatrix.x4.trans, mma.sync m16n8k16 f16 -> f32 and m16n8k32 s8/u8 -> s32, shfl.xor).
 // A block's threads run as fibers (ucontext) on one OS thread, each until it waits at a barrier
 // or exits; blocks run one after another (runtime.cpp).
@@ -40,6 +40,7 @@ inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return
 inline int4 make_int4(int a, int b, int c, int d) { return {a, b, c, d}; }
 inline uint2 make_uint2(unsigned a, unsigned b) { return {a, b}; }
 inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
+inline float2 make_float2(float a, float b) { return {a, b}; }
 inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
 
 // the running fiber's (the scheduler sets them when it switches)
@@ -91,6 +92,45 @@ inline float __half2float(__half h) {
 }
 inline __half2 __floats2half2_rn(float a, float b) { return {__float2half_rn(a), __float2half_rn(b)}; }
 inline float2 __half22float2(__half2 h) { return {__half2float(h.x), __half2float(h.y)}; }
+
+// ---- bfloat16 (storage as in cuda_bf16.h): bfloat16 -> float is exact (the bits shifted up);
+// float -> bfloat16 rounds to nearest, ties to even, as __float2bfloat16_rn and cvt.rn.bf16.f32 do:
+// a carry out of the mantissa moves into the exponent, so values past the largest bfloat16 by half
+// an ulp or more become infinity; NaN stays NaN (CUDA's canonical 0x7FFF, as its software path)
+struct __nv_bfloat16 {
+    uint16_t x;
+};
+struct __nv_bfloat162 {
+    __nv_bfloat16 x, y;
+};
+inline __nv_bfloat16 __float2bfloat16_rn(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return __nv_bfloat16{(uint16_t)0x7fffu};
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return __nv_bfloat16{(uint16_t)(u >> 16)};
+}
+inline float __bfloat162float(__nv_bfloat16 h) {
+    const uint32_t u = (uint32_t)h.x << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short h) { return __nv_bfloat16{h}; }
+inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 h) { return h.x; }
+inline __nv_bfloat162 __floats2bfloat162_rn(float a, float b) { return {__float2bfloat16_rn(a), __float2bfloat16_rn(b)}; }
+inline float2 __bfloat1622float2(__nv_bfloat162 h) { return {__bfloat162float(h.x), __bfloat162float(h.y)}; }
+
+// ---- integer intrinsics of the float16 pair paths (hal_window.cuh)
+inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned shift) {
+    return (unsigned)((((unsigned long long)hi << 32) | lo) >> (shift & 31u));
+}
+inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+    const unsigned long long v = ((unsigned long long)y << 32) | x;
+    unsigned r = 0;
+    for (int i = 0; i < 4; ++i) r |= (unsigned)((v >> (8 * ((s >> (4 * i)) & 7u))) & 0xffu) << (8 * i);
+    return r;
+}
 
 // ---- barriers and warp collectives
 // A barrier of `expected` fibers: the last to arrive completes the phase and runs on; the others
@@ -239,6 +279,11 @@ inline float __shfl_xor_sync(unsigned, float v, int mask) { return emu_shfl(v, e
 inline float __shfl_down_sync(unsigned, float v, int delta) { return emu_shfl(v, emu_lane + delta); }
 inline unsigned __shfl_up_sync(unsigned, unsigned v, int delta) { return emu_shfl(uint32_t(v), emu_lane - delta); }
 inline unsigned __shfl_down_sync(unsigned, unsigned v, int delta) { return emu_shfl(uint32_t(v), emu_lane + delta); }
+inline long long __shfl_down_sync(unsigned, long long v, int delta) {  // two 32-bit shuffles, as on the GPU
+    const uint32_t lo = emu_shfl(uint32_t((unsigned long long)v), emu_lane + delta);
+    const uint32_t hi = emu_shfl(uint32_t((unsigned long long)v >> 32), emu_lane + delta);
+    return (long long)(((unsigned long long)hi << 32) | lo);
+}
 
 // ---- cp.async groups of the calling thread: deferred 16- or 4-byte copies (src null: zero fill)
 struct EmuCopy {

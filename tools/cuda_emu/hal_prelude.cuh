@@ -13,6 +13,10 @@
 #ifndef DTYPE_HALF
 #define DTYPE_HALF 0
 #endif
+#ifndef DTYPE_BF16
+#define DTYPE_BF16 0
+#endif
+#define HAL_ACT16 (DTYPE_HALF || DTYPE_BF16)
 #ifndef LAYOUT_NHWC
 #define LAYOUT_NHWC 0
 #endif
@@ -22,6 +26,9 @@
 #if DTYPE_HALF
 typedef __half act_t;
 #define HAL_VEC 8
+#elif DTYPE_BF16
+typedef __nv_bfloat16 act_t;
+#define HAL_VEC 8
 #else
 typedef float act_t;
 #define HAL_VEC 4
@@ -29,6 +36,8 @@ typedef float act_t;
 #define HAL_HAS_CP_ASYNC 1
 // programmatic dependent launch: nothing to wait for on the host
 #define HAL_PDL_ENTRY() ((void)0)
+#define HAL_NEG_INF (-INFINITY)
+using std::isnan;
 using std::max;
 using std::min;
 
@@ -50,6 +59,17 @@ template <>
 inline float from_f<float>(float v) { return v; }
 template <>
 inline __half from_f<__half>(float v) { return __float2half_rn(v); }
+inline float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <>
+inline __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+#if HAL_ACT16
+// 16-bit activations by their bits (kernels_cu/hal_prelude.cuh's act16_f, act2_f, act2_word)
+inline float act16_f(unsigned short h) { return to_f(act_t{h}); }
+inline float2 act2_f(uint32_t w) { return {act16_f((unsigned short)(w & 0xffffu)), act16_f((unsigned short)(w >> 16))}; }
+inline uint32_t act2_word(float a, float b) {
+    return (uint32_t)from_f<act_t>(a).x | ((uint32_t)from_f<act_t>(b).x << 16);
+}
+#endif
 inline float ld_act(const act_t* p) { return to_f(*p); }
 inline void st_act(act_t* p, float v) { *p = from_f<act_t>(out_act(v)); }
 inline void unpack_vec(const uint4& u, float (&f)[HAL_VEC]) {
@@ -64,6 +84,16 @@ inline uint4 pack_vec(const float (&f)[HAL_VEC]) {
 }
 inline void ld_vec(const act_t* p, float (&f)[HAL_VEC]) { unpack_vec(*reinterpret_cast<const uint4*>(p), f); }
 inline void st_vec(act_t* p, const float (&f)[HAL_VEC]) { *reinterpret_cast<uint4*>(p) = pack_vec(f); }
+// the max-pooling rules of kernels_cu/hal_prelude.cuh (max_nan in its pre-sm_80 form: the same values)
+inline float max_nan(float best, float v) { return (v > best || std::isnan(v)) ? v : best; }
+inline void max_take(float v, long long i, float& best, long long& bi) {
+    if (v > best || std::isnan(v)) {
+        best = v;
+        bi = i;
+    }
+}
+// __fdividef: a plain division here (the GPU's is within 2 ulp)
+inline float __fdividef(float a, float b) { return a / b; }
 // division by a run-time invariant, as in kernels_cu/hal_prelude.cuh
 struct FastDiv {
     uint32_t d, m, s;
