@@ -19,7 +19,7 @@ SETTINGS = settings(
     derandomize=False,
 )
 
-dtypes = st.sampled_from(["float32", "float16"])
+dtypes = st.sampled_from(["float32", "float16", "bfloat16"])
 layouts = st.sampled_from(["NCHW", "NHWC"])
 seeds = st.integers(0, 2**32 - 1)
 
