@@ -511,3 +511,26 @@ def test_int8_validation_poisons_twice():
     finally:
         del be.pool2d
     assert results == [True, False]
+
+
+def test_bfloat16_tunes_with_its_own_key_and_poison(monkeypatch, tmp_path):
+    """bfloat16 workloads are measured and checked like float16's: NaN-poisoned outputs (the
+    float rule), a wrong candidate rejected, and entries keyed on dtype bfloat16 only."""
+    import numpy as np
+
+    from hal.dtypes import BFLOAT16
+    from hal.tuning import evaluate
+
+    if BFLOAT16 is None:
+        pytest.skip("ml_dtypes is not installed")
+    assert evaluate.poison_passes(BFLOAT16) == (False,)
+    monkeypatch.setenv("HAL_TUNE_INJECT", "wrong:2")
+    plan = [(w, "bfloat16", "NCHW") for w in workloads.select(["pool2d"]) if w.name == "avgpool3x3s2p1"]
+    outcomes = tuner.tune(hal.device("cpu"), plan, mode="rapid", size="tiny", repeats=3, seed=1,
+                          journal_path=tmp_path / "j.jsonl")
+    (o,) = outcomes
+    assert [status for _, status, _ in o.rejected] == ["wrong"], o.rejected
+    assert o.default_ms is not None
+    for entry in tuner.table_entries(hal.device("cpu"), outcomes, "tiny", "rapid"):
+        assert entry["key"]["dtype"] == "bfloat16"
+        assert np.dtype(entry["key"]["dtype"]) == BFLOAT16
