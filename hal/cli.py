@@ -458,7 +458,7 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--all", action="store_true", help="every device found")
     p.add_argument("--quick", action="store_true", help="batch 8, 2 repeats")
     p.add_argument("--batch", type=_int_at_least(1), default=64)
-    p.add_argument("--dtype", choices=["float32", "float16"], default="float32")
+    p.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32")
     p.add_argument("--layout", choices=["NCHW", "NHWC"], default="NCHW")
     p.add_argument("--repeats", type=_int_at_least(1), default=5)
     p.set_defaults(func=cmd_demo)

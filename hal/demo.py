@@ -22,8 +22,10 @@ from hal.nn import Sequential, cnn16
 from hal.spec import layout_arg
 from hal.tensor import Tensor, asarray
 
-#: logits tolerance, relative to max |oracle logit| (float32: 16 layers of float32 accumulation)
-RTOL = {"float32": 1e-3, "float16": 3e-2}
+#: logits tolerance, relative to max |oracle logit| (float32: 16 layers of float32 accumulation;
+#: the 16-bit types: a rounding per layer, bfloat16's 8 times float16's (on PoCL and the CPU,
+#: batch 16: float16 7-9e-4, bfloat16 7.8e-3, 2026-12-07))
+RTOL = {"float32": 1e-3, "float16": 3e-2, "bfloat16": 8e-2}
 
 
 def digits(batch: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -116,6 +116,14 @@ def test_demo_quick_agrees_everywhere(capsys):
     assert "DISAGREES" not in out
 
 
+def test_demo_quick_agrees_in_bfloat16(capsys):
+    pytest.importorskip("sklearn")
+    pytest.importorskip("ml_dtypes")
+    assert main(["demo", "cnn16", "--quick", "--dtype", "bfloat16", "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "limit 8e-02" in out and "DISAGREES" not in out
+
+
 def test_demo_fails_loudly_when_a_device_disagrees(monkeypatch, capsys):
     pytest.importorskip("sklearn")
     from hal import demo
