@@ -49,9 +49,16 @@ def is_bfloat16(dtype: object) -> bool:
     return BFLOAT16 is not None and dtype == BFLOAT16
 
 
+#: FLOAT_DTYPES as a set: the ops' per-call checks test membership in it
+FLOAT_DTYPE_SET: frozenset[np.dtype] = frozenset(FLOAT_DTYPES)
+
+
 def is_float(dtype: object) -> bool:
     """Whether ``dtype`` is one of the float dtypes ops compute in (numpy's float64 excluded)."""
-    return any(dtype == d for d in FLOAT_DTYPES)
+    try:
+        return dtype in FLOAT_DTYPE_SET
+    except TypeError:  # unhashable: not a dtype
+        return False
 
 
 def transferable(array: np.ndarray) -> np.ndarray:

@@ -20,7 +20,7 @@ import numpy as np
 
 from hal.device import Device
 from hal.device import device as resolve_device
-from hal.dtypes import FLOAT_NAMES, is_bfloat16, is_float, require_float
+from hal.dtypes import FLOAT_DTYPE_SET, FLOAT_NAMES, is_bfloat16, is_float, require_float
 from hal.errors import HalError, HalTypeError, HalValueError, UnsupportedOperation, bad_arg
 from hal.quant import QUANT_DTYPES, qparams
 from hal.spec import (
@@ -160,7 +160,7 @@ def _planned(
     its result is stored when the call can be keyed: a float Tensor, hashable arguments)."""
     x = input
     key: object | None = None
-    if x.__class__ is Tensor and x.dtype.kind == "f":
+    if x.__class__ is Tensor and x.dtype in FLOAT_DTYPE_SET:
         key = (build, x.device, x.shape, x.layout, x.dtype, _arg_key(args))
         try:
             plan = _PLANS.get(key)
@@ -489,7 +489,7 @@ def quantize(x: Any, scale: Any, zero_point: Any = 0, dtype: Any = "int8", devic
         dev = resolve_device(device)
         layout = "NCHW"
         host = np.asarray(x)
-    if host.dtype.kind != "f":
+    if host.dtype.kind != "f" and not is_float(host.dtype):
         raise HalTypeError(f"x: expected float data to quantize, got {host.dtype.name}")
     # per output channel where either parameter is an array of more than one value (the other broadcasts)
     try:

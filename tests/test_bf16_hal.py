@@ -84,3 +84,23 @@ def test_a_backend_without_bfloat16_refuses_it(device, monkeypatch):
 def test_unknown_dtype_names_are_refused():
     with pytest.raises(HalTypeError, match="dtype: expected a dtype name"):
         as_dtype("bfloat8")
+
+
+def test_quantize_and_fold_take_bfloat16(device):
+    from hal.quant import fold_batch_norm
+
+    x = np.random.default_rng().standard_normal((1, 2, 5, 7)).astype(BF16)
+    want = np.clip(np.rint(x.astype(np.float64) / np.float32(0.05)) + 3, -128, 127).astype(np.int8)
+    for source in (x, hal.asarray(x, device=device)):
+        q = hal.quantize(source, 0.05, 3, dtype="int8")
+        np.testing.assert_array_equal(q.numpy(), want)
+    w, b = fold_batch_norm(np.ones((2, 2, 3, 3), BF16), None, np.zeros(2), np.full(2, 4.0))
+    assert w.dtype == np.float32 and np.allclose(w, 1 / np.sqrt(4.0 + 1e-5))
+
+
+def test_bfloat16_calls_reuse_their_plan(device):
+    from hal import ops
+
+    x = hal.asarray(np.random.default_rng().standard_normal((1, 3, 9, 9)), device=device, dtype="bfloat16")
+    hal.max_pool2d(x, 3, 2, 1)
+    assert any(k[0] is ops._max_pool2d_plan and k[4] == BF16 for k in ops._PLANS if isinstance(k, tuple))
