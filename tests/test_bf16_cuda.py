@@ -27,7 +27,6 @@ import sys
 import zlib
 from pathlib import Path
 
-import ml_dtypes
 import numpy as np
 import pytest
 from test_forced_params import forced
@@ -37,6 +36,8 @@ from hal import reference
 from hal.conformance import avg_pool_scale, bn_scale, compare, compare_indices, conv_scale
 from hal.tensor import poison_outputs
 from strategies import random_input
+
+ml_dtypes = pytest.importorskip("ml_dtypes", reason="bfloat16 needs ml_dtypes")
 
 ROOT = Path(__file__).resolve().parent.parent
 BF16 = np.dtype(ml_dtypes.bfloat16)

@@ -28,10 +28,10 @@ from hal import reference
 from hal.conformance import avg_pool_scale, compare, conv_scale
 from hal.errors import HalValueError
 from hal.tensor import poison_outputs
-from strategies import SETTINGS, pool_oracle, random_input, seeds
+from strategies import FLOAT_NAMES, SETTINGS, pool_oracle, random_input, seeds
 
 #: the CUDA backend's float dtypes (strategies.dtypes is every backend's: float32 and float16)
-dtypes = st.sampled_from(["float32", "float16", "bfloat16"])
+dtypes = st.sampled_from(FLOAT_NAMES)
 
 
 def _cuda(device: hal.Device) -> None:
@@ -88,7 +88,7 @@ def test_cuda_pool_ncols(device, cols, dtype, seed, data):
     _check_forced_pool(device, data, (n, c, h, w), dtype, seed, "NHWC", {"POOL_NCOLS": cols})
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("dtype", FLOAT_NAMES)
 @pytest.mark.parametrize("kind", ["max", "avg"])
 def test_cuda_pool_rows_baseline_shape(device, dtype, kind):
     """The benchmark's shape family (3x3/2 pad 1, even width), small batch: exact for max."""
