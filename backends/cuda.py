@@ -319,7 +319,8 @@ _SCHEMAS: dict[str, KernelSchema] = {
                   "resident threads per SM for those kernels' register allocation, 0 = compiler's choice (-D)"),
             Param("CONV_SIMT_CI", (4, 8), 8, "input channels per pipeline stage of the float 3x3 kernel (-D)"),
             Param("CONV_TC", (0, 1, 2, 3), 1,
-                  "float16 dense convolutions on tensor cores: 1 = conv2d_k3_tc (C_in <= 64, KH, KW <= 3); "
+                  "float16 dense convolutions on tensor cores (bfloat16 on sm_80+: conv2d_k3_tc and _pipe only): "
+                  "1 = conv2d_k3_tc (C_in <= 64, KH, KW <= 3); "
                   "2 = the pipelined 3x3 kernel (conv2d_k3_tc_pipe: C_in <= 64, NHWC C_in % 8 == 0, NCHW W % 8 == 0) "
                   "where it applies, 3x3 and 1x1 with C_in > 64 on the streamed-weight kernels "
                   "(conv2d_k{3,1}_tc_wide: NHWC C_in % 8 == 0, NCHW W % 8 == 0), else 1's kernel; "
@@ -2105,8 +2106,11 @@ class CudaBackend(Backend):
         simt_ci = int(p["CONV_SIMT_CI"])
         defines = self.compile_defines("conv2d", spec.dtype, spec.layout, p, spec.relu)
         es = spec.dtype.itemsize
-        # float16 alone takes the tensor-core kernels (mma f16); bfloat16 the CUDA-core ones, as float32
+        # float16 alone takes the tensor-core kernels (mma f16); bfloat16 the CUDA-core ones, as float32, but
+        # for the dense 3x3 (KH, KW <= 3) kernels with C_in <= 64 (conv2d_k3_tc, conv2d_k3_tc_pipe: mma .bf16,
+        # sm_80 and newer only)
         half = spec.dtype == np.float16
+        tc16 = half or (is_bfloat16(spec.dtype) and self._cc >= (8, 0))
         f32 = spec.dtype == np.float32
         kh, kw = spec.kernel
         sh, sw = spec.stride
@@ -2180,7 +2184,7 @@ class CudaBackend(Backend):
                 return self._through_nhwc(spec, plan) if nchw else plan
             # the pipelined kernel's copies: NHWC 16-byte channel chunks, NCHW 16-byte row chunks
             pipe_copies = ci % 8 == 0 if spec.layout == "NHWC" else iw % 8 == 0
-            if spec.groups == 1 and unit and half and p["CONV_TC"] == 2 and (kh, kw) == (3, 3) and ci <= 64 \
+            if spec.groups == 1 and unit and tc16 and p["CONV_TC"] == 2 and (kh, kw) == (3, 3) and ci <= 64 \
                     and pipe_copies and aligned and self._cc >= (8, 0) \
                     and _TC_PIPE_SMEM[spec.layout] <= self._max_smem():
                 tiles_h, tiles_w, co_tiles = _cdiv(oh, 8), _cdiv(ow, 32), _cdiv(co, 64)
@@ -2191,7 +2195,7 @@ class CudaBackend(Backend):
                     Launch("conv2d.cu", defines, "conv2d_k3_tc_pipe", "PPPP" + "i" * 11, grid, (256, 1, 1),
                            _TC_PIPE_SMEM[spec.layout], args),
                 )
-            if spec.groups == 1 and unit and half and p["CONV_TC"] and ci <= 64 and kh <= 3 and kw <= 3 \
+            if spec.groups == 1 and unit and tc16 and p["CONV_TC"] and ci <= 64 and kh <= 3 and kw <= 3 \
                     and self._cc >= (7, 5) and _TC_SMEM <= self._max_smem():
                 tiles_h, tiles_w = _cdiv(oh, 4), _cdiv(ow, 32)
                 ntiles = n * tiles_h * tiles_w

@@ -13,12 +13,12 @@
 //       8 x 32 output pixels x 64 output channels, 8 x 8 outputs per thread, input and
 //       weights double-buffered in shared memory (cp.async on sm_80+)
 //   conv2d_k3_tc(x, w, bias, y, N, CI, IH, IW, CO, OH, OW, KH, KW, PT, PL, tiles_h, tiles_w)
-//       float16 only, dense KH,KW <= 3, stride 1, dilation 1, groups 1, C_in <= 64, tensor
-//       cores (mma.sync m16n8k16, m16n8k8 on sm_75): persistent blocks keep all weights of
+//       float16 (and bfloat16 on sm_80+: mma .bf16), dense KH,KW <= 3, stride 1, dilation 1,
+//       groups 1, C_in <= 64, tensor cores (mma.sync m16n8k16, m16n8k8 on sm_75): persistent blocks keep all weights of
 //       64 output channels in shared memory and stream 4 x 32 pixel tiles (ldmatrix
 //       reads the 3x3 shifted views of one input tile, XOR-swizzled: no bank conflicts)
 //   conv2d_k3_tc_pipe(x, w, bias, y, N, CI, IH, IW, CO, OH, OW, PT, PL, tiles_h, tiles_w)
-//       float16 dense 3x3, C_in <= 64, pipelined (CONV_TC=2; see there)
+//       float16 (and bfloat16, sm_80+) dense 3x3, C_in <= 64, pipelined (CONV_TC=2; see there)
 //   conv2d_tc_wprep(w, wp, CI, CO, taps, nchunk, total) + conv2d_k{3,1}_tc_wide(x, wp, bias, y, N,
 //       CI, IH, IW, CO, OH, OW, PT, PL, tiles_h, tiles_w, nchunk): float16 NHWC dense 3x3 / 1x1,
 //       stride 1, any C_in % 8 == 0, weights streamed 32 channels at a time (CONV_TC=3; see there)
@@ -337,13 +337,29 @@ extern "C" __global__ void __launch_bounds__(256, 2)
 }
 
 // ---------------------------------------------------------------------------------
-// dense KH,KW <= 3 on tensor cores (float16)
+// dense KH,KW <= 3 on tensor cores (float16; conv2d_k3_tc and conv2d_k3_tc_pipe, with the helpers
+// before them, bfloat16 too: ldmatrix moves 16-bit words of either type, the mma takes its operand type
+// from TC_MMA_AB, the staged zeros and the stores convert to the build's type; bfloat16 mma needs
+// sm_80, so a bfloat16 build for sm_75 traps there and the launcher never plans it)
 // ---------------------------------------------------------------------------------
-#if DTYPE_HALF
+#if HAL_ACT16
 namespace tc {
 constexpr int TR = 4, TCOL = 32, TCO = 64, ICMAX = TCOL + 2;
 constexpr int W_HALVES = 9 * TCO * 64;
 }  // namespace tc
+#if DTYPE_BF16
+#define TC_MMA_AB "bf16"  // mma.sync's A and B operand type: the activations' own
+#define TC_ZERO __float2bfloat16_rn(0.0f)
+#define TC_CVT(v) __float2bfloat16_rn(v)
+#define TC_PAIR_T __nv_bfloat162
+#define TC_PAIR(a, b) __floats2bfloat162_rn(a, b)
+#else
+#define TC_MMA_AB "f16"
+#define TC_ZERO __float2half(0.0f)
+#define TC_CVT(v) __float2half_rn(v)
+#define TC_PAIR_T __half2
+#define TC_PAIR(a, b) __floats2half2_rn(a, b)
+#endif
 
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
     return static_cast<unsigned>(__cvta_generic_to_shared(p));
@@ -377,11 +393,11 @@ __device__ __forceinline__ void ldsm_x4_trans(unsigned addr, unsigned& r0, unsig
 __device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
+        "mma.sync.aligned.m16n8k16.row.col.f32." TC_MMA_AB "." TC_MMA_AB ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 750
+#elif defined(__CUDA_ARCH__) && (__CUDA_ARCH__ < 750 || DTYPE_BF16)  // (no bfloat16 mma before sm_80)
     (void)c;
     (void)a;
     (void)b0;
@@ -415,8 +431,8 @@ __device__ __forceinline__ void tc_bias_frag(const float* __restrict__ bias, int
 // one warp's output row of a tile, 32 pixels x 64 channels from mma fragments (lane: pixels
 // lane/4 (+8) of each m16 tile, channels 8 nt + 2 (lane % 4) + {0,1}), through `stage` (the
 // warp's 4 KB: [pixel][16-byte chunk ^ pixel & 7]) to whole 16-byte NHWC stores
-__device__ __forceinline__ void tc_store_row_nhwc(__half* stage, const float (&acc)[2][8][4], const float (&bv)[8][2],
-                                                  int lane, __half* __restrict__ y, int n, int oh, int ow0, int co0,
+__device__ __forceinline__ void tc_store_row_nhwc(act_t* stage, const float (&acc)[2][8][4], const float (&bv)[8][2],
+                                                  int lane, act_t* __restrict__ y, int n, int oh, int ow0, int co0,
                                                   int OH, int OW, int CO, bool vec_out) {
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)
@@ -425,25 +441,25 @@ __device__ __forceinline__ void tc_store_row_nhwc(__half* stage, const float (&a
             const int px = mt * 16 + (lane >> 2) + hsel * 8;
 #pragma unroll
             for (int nt = 0; nt < 8; ++nt) {
-                const __half2 v = __floats2half2_rn(out_act(acc[mt][nt][hsel * 2] + bv[nt][0]),
-                                                    out_act(acc[mt][nt][hsel * 2 + 1] + bv[nt][1]));
-                *reinterpret_cast<__half2*>(stage + px * 64 + ((nt ^ (px & 7)) << 3) + (lane & 3) * 2) = v;
+                const TC_PAIR_T v = TC_PAIR(out_act(acc[mt][nt][hsel * 2] + bv[nt][0]),
+                                            out_act(acc[mt][nt][hsel * 2 + 1] + bv[nt][1]));
+                *reinterpret_cast<TC_PAIR_T*>(stage + px * 64 + ((nt ^ (px & 7)) << 3) + (lane & 3) * 2) = v;
             }
         }
     __syncwarp();
     if (oh >= OH) return;
-    __half* yrow = y + ((long long)n * OH + oh) * OW * CO;
+    act_t* yrow = y + ((long long)n * OH + oh) * OW * CO;
 #pragma unroll
     for (int it = 0; it < 8; ++it) {
         const int i = it * 32 + lane, px = i >> 3, ch = i & 7;
         const int ow = ow0 + px, co = co0 + ch * 8;
         if (ow >= OW || co >= CO) continue;
         const uint4 u = *reinterpret_cast<const uint4*>(stage + px * 64 + ((ch ^ (px & 7)) << 3));
-        __half* yp = yrow + (long long)ow * CO + co;
+        act_t* yp = yrow + (long long)ow * CO + co;
         if (vec_out && co + 8 <= CO) {
             *reinterpret_cast<uint4*>(yp) = u;
         } else {
-            const __half* h = reinterpret_cast<const __half*>(&u);
+            const act_t* h = reinterpret_cast<const act_t*>(&u);
 #pragma unroll
             for (int j = 0; j < 8; ++j)
                 if (co + j < CO) yp[j] = h[j];
@@ -455,8 +471,8 @@ constexpr int TC_NCHW_CO_STRIDE = 32 + 8;  // NCHW output staging row: 80 bytes,
 // one warp's output row of a tile, as tc_store_row_nhwc, to NCHW: through `stage` (the warp's
 // [co][pixel] rows of 40 halves: the 4 channel rows a store instruction touches fall in
 // different banks) to 16-byte stores along each channel's row
-__device__ __forceinline__ void tc_store_row_nchw(__half* stage, const float (&acc)[2][8][4], const float (&bv)[8][2],
-                                                  int lane, __half* __restrict__ y, int n, int oh, int ow0, int co0,
+__device__ __forceinline__ void tc_store_row_nchw(act_t* stage, const float (&acc)[2][8][4], const float (&bv)[8][2],
+                                                  int lane, act_t* __restrict__ y, int n, int oh, int ow0, int co0,
                                                   int OH, int OW, int CO, bool vec_out) {
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)
@@ -468,7 +484,7 @@ __device__ __forceinline__ void tc_store_row_nchw(__half* stage, const float (&a
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
                     const int col = nt * 8 + (lane & 3) * 2 + e;
-                    stage[col * TC_NCHW_CO_STRIDE + px] = __float2half_rn(out_act(acc[mt][nt][hsel * 2 + e] + bv[nt][e]));
+                    stage[col * TC_NCHW_CO_STRIDE + px] = TC_CVT(out_act(acc[mt][nt][hsel * 2 + e] + bv[nt][e]));
                 }
         }
     __syncwarp();
@@ -479,11 +495,11 @@ __device__ __forceinline__ void tc_store_row_nchw(__half* stage, const float (&a
         const int co = co0 + col, ow = ow0 + j * 8;
         if (co >= CO || ow >= OW) continue;
         const uint4 u = *reinterpret_cast<const uint4*>(stage + col * TC_NCHW_CO_STRIDE + j * 8);
-        __half* yp = y + (((long long)n * CO + co) * OH + oh) * OW + ow;
+        act_t* yp = y + (((long long)n * CO + co) * OH + oh) * OW + ow;
         if (vec_out && ow + 8 <= OW) {
             *reinterpret_cast<uint4*>(yp) = u;
         } else {
-            const __half* h = reinterpret_cast<const __half*>(&u);
+            const act_t* h = reinterpret_cast<const act_t*>(&u);
 #pragma unroll
             for (int k = 0; k < 8; ++k)
                 if (ow + k < OW) yp[k] = h[k];
@@ -493,14 +509,14 @@ __device__ __forceinline__ void tc_store_row_nchw(__half* stage, const float (&a
 #endif
 
 extern "C" __global__ void __launch_bounds__(256, 2)
-    conv2d_k3_tc(const __half* __restrict__ x, const __half* __restrict__ w, const float* __restrict__ bias,
-                 __half* __restrict__ y, int N, int CI, int IH, int IW, int CO, int OH, int OW, int KH, int KW, int PT,
+    conv2d_k3_tc(const act_t* __restrict__ x, const act_t* __restrict__ w, const float* __restrict__ bias,
+                 act_t* __restrict__ y, int N, int CI, int IH, int IW, int CO, int OH, int OW, int KH, int KW, int PT,
                  int PL, int tiles_h, int tiles_w) {
     HAL_PDL_ENTRY();
     using namespace tc;
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    __half* s_w = reinterpret_cast<__half*>(smem_raw);
-    __half* s_in = s_w + W_HALVES;
+    act_t* s_w = reinterpret_cast<act_t*>(smem_raw);
+    act_t* s_in = s_w + W_HALVES;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = warp & 3, wn = warp >> 2;
     const int co0 = blockIdx.y * TCO;
@@ -513,11 +529,11 @@ extern "C" __global__ void __launch_bounds__(256, 2)
         const int col = rest % TCO, tap = rest / TCO;
         const int kh = tap / KW, kw = tap - (tap / KW) * KW;
         const int co = co0 + col;
-        __align__(16) __half h[8];
+        __align__(16) act_t h[8];
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
             const int ci = c8 * 8 + j;
-            h[j] = (co < CO && ci < CI) ? w[(((long long)co * CI + ci) * KH + kh) * KW + kw] : __float2half(0.0f);
+            h[j] = (co < CO && ci < CI) ? w[(((long long)co * CI + ci) * KH + kh) * KW + kw] : TC_ZERO;
         }
         *reinterpret_cast<uint4*>(s_w + (tap * TCO + col) * 64 + ((c8 ^ (col & 7)) * 8)) =
             *reinterpret_cast<const uint4*>(h);
@@ -556,14 +572,14 @@ extern "C" __global__ void __launch_bounds__(256, 2)
             for (; pix < npix; pix += pstep) {
                 const int ih = oh0 - PT + r, iw = ow0 - PL + c;
                 const int p = r * ICMAX + c;
-                __half* dst = s_in + p * 64 + ((c8 ^ (p & 7)) * 8);
+                act_t* dst = s_in + p * 64 + ((c8 ^ (p & 7)) * 8);
                 const bool inside = (unsigned)ih < (unsigned)IH && (unsigned)iw < (unsigned)IW;
                 if (vec_in) {  // NHWC, C_in % 8 == 0: 16-byte copies along the channels of each pixel
                     const bool valid = inside && c8 * 8 < CI;
-                    const __half* src = valid ? x + (((long long)n * IH + ih) * IW + iw) * CI + c8 * 8 : x;
+                    const act_t* src = valid ? x + (((long long)n * IH + ih) * IW + iw) * CI + c8 * 8 : x;
                     cp_async16_zfill(dst, src, valid);
                 } else {  // gather 8 channels; the 32 lanes of a warp take 32 pixels: coalesced loads
-                    __align__(16) __half h[8];
+                    __align__(16) act_t h[8];
 #pragma unroll
                     for (int j = 0; j < 8; ++j) {
                         const int ci = c8 * 8 + j;
@@ -572,7 +588,7 @@ extern "C" __global__ void __launch_bounds__(256, 2)
 #else
                         const long long off = (((long long)n * CI + ci) * IH + ih) * IW + iw;
 #endif
-                        h[j] = (inside && ci < CI) ? x[off] : __float2half(0.0f);
+                        h[j] = (inside && ci < CI) ? x[off] : TC_ZERO;
                     }
                     *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(h);
                 }
@@ -648,18 +664,18 @@ extern "C" __global__ void __launch_bounds__(256, 2)
                         const float v0 = out_act(acc[mt][nt][hsel * 2] + bv[nt][0]);
                         const float v1 = out_act(acc[mt][nt][hsel * 2 + 1] + bv[nt][1]);
 #if LAYOUT_NHWC
-                        __half* yp = y + (((long long)n * OH + oh) * OW + ow) * CO + co;
+                        act_t* yp = y + (((long long)n * OH + oh) * OW + ow) * CO + co;
                         if (vec_out && co + 1 < CO) {
-                            *reinterpret_cast<__half2*>(yp) = __floats2half2_rn(v0, v1);
+                            *reinterpret_cast<TC_PAIR_T*>(yp) = TC_PAIR(v0, v1);
                         } else {
-                            if (co < CO) yp[0] = __float2half_rn(v0);
-                            if (co + 1 < CO) yp[1] = __float2half_rn(v1);
+                            if (co < CO) yp[0] = TC_CVT(v0);
+                            if (co + 1 < CO) yp[1] = TC_CVT(v1);
                         }
 #else
                         const long long plane = (long long)OH * OW;
-                        __half* yp = y + (((long long)n * CO + co) * OH + oh) * OW + ow;
-                        if (co < CO) yp[0] = __float2half_rn(v0);
-                        if (co + 1 < CO) yp[plane] = __float2half_rn(v1);
+                        act_t* yp = y + (((long long)n * CO + co) * OH + oh) * OW + ow;
+                        if (co < CO) yp[0] = TC_CVT(v0);
+                        if (co + 1 < CO) yp[plane] = TC_CVT(v1);
 #endif
                     }
                 }
@@ -689,14 +705,14 @@ constexpr int SCOLS = 48;                 // NCHW staging [ci][row][column]: 6 a
 }  // namespace tcp
 
 extern "C" __global__ void __launch_bounds__(256, 1)
-    conv2d_k3_tc_pipe(const __half* __restrict__ x, const __half* __restrict__ w, const float* __restrict__ bias,
-                      __half* __restrict__ y, int N, int CI, int IH, int IW, int CO, int OH, int OW, int PT, int PL,
+    conv2d_k3_tc_pipe(const act_t* __restrict__ x, const act_t* __restrict__ w, const float* __restrict__ bias,
+                      act_t* __restrict__ y, int N, int CI, int IH, int IW, int CO, int OH, int OW, int PT, int PL,
                       int tiles_h, int tiles_w) {
     HAL_PDL_ENTRY();
     using namespace tcp;
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    __half* s_w = reinterpret_cast<__half*>(smem_raw);
-    __half* s_in0 = s_w + W_HALVES;  // NHWC: two input buffers; NCHW: one, then the staging area
+    act_t* s_w = reinterpret_cast<act_t*>(smem_raw);
+    act_t* s_in0 = s_w + W_HALVES;  // NHWC: two input buffers; NCHW: one, then the staging area
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int co0 = blockIdx.y * TCO;
     const int ntiles = N * tiles_h * tiles_w;
@@ -708,14 +724,14 @@ extern "C" __global__ void __launch_bounds__(256, 1)
         const int twi = t % tiles_w, rest = t / tiles_w;
         const int thi = rest % tiles_h, n = rest / tiles_h;
         const int ih0 = thi * TR - PT, iw0 = twi * TCOL - PL;
-        __half* s_in = s_in0 + buf * IN_HALVES;
+        act_t* s_in = s_in0 + buf * IN_HALVES;
         const int c8 = tid & 7;
         const bool chan_ok = c8 * 8 < CI;
         int pix = tid >> 3, r = 0, c = pix;
         for (; pix < NPIX; pix += 32) {
             const int ih = ih0 + r, iw = iw0 + c;
             const bool valid = chan_ok && (unsigned)ih < (unsigned)IH && (unsigned)iw < (unsigned)IW;
-            const __half* src = valid ? x + (((long long)n * IH + ih) * IW + iw) * CI + c8 * 8 : x;
+            const act_t* src = valid ? x + (((long long)n * IH + ih) * IW + iw) * CI + c8 * 8 : x;
             cp_async16_zfill(s_in + pix * 64 + ((c8 ^ (pix & 7)) * 8), src, valid);
             c += 32;
             if (c >= ICOLS) {
@@ -725,7 +741,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
         }
     };
 #else
-    __half* s_stage = s_in0 + IN_HALVES;
+    act_t* s_stage = s_in0 + IN_HALVES;
     // the first patch column's offset inside the staged rows (the same for every tile: 32 | ow0)
     const int col_shift = ((-PL) % 8 + 8) % 8;
     // one tile's rows into the staging area: [ci][row][6 chunks of 8 columns from an aligned column]
@@ -738,7 +754,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
             const int r = rest2 % IROWS, ci = rest2 / IROWS;
             const int ih = ih0 + r, iw = iwa + k * 8;  // IW % 8 == 0: a chunk is all inside or all outside
             const bool valid = ci < CI && (unsigned)ih < (unsigned)IH && (unsigned)iw < (unsigned)IW;
-            const __half* src = valid ? x + (((long long)n * CI + ci) * IH + ih) * IW + iw : x;
+            const act_t* src = valid ? x + (((long long)n * CI + ci) * IH + ih) * IW + iw : x;
             cp_async16_zfill(s_stage + (ci * IROWS + r) * SCOLS + k * 8, src, valid);
         }
     };
@@ -756,9 +772,9 @@ extern "C" __global__ void __launch_bounds__(256, 1)
             reinterpret_cast<uint4*>(s_w)[f] = make_uint4(0u, 0u, 0u, 0u);
         __syncthreads();
     }
-    const __half* wb = w + (long long)co0 * per_co;
+    const act_t* wb = w + (long long)co0 * per_co;
     const int wtotal = ncol * per_co;
-    auto put_w = [&](int e, __half v) {
+    auto put_w = [&](int e, act_t v) {
         const int col = e / per_co, rem = e - col * per_co;
         const int ci = rem / 9, tap = rem - ci * 9;
         s_w[(tap * TCO + col) * 64 + (((ci >> 3) ^ (col & 7)) << 3) + (ci & 7)] = v;
@@ -766,7 +782,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     if (CI % 8 == 0 && aligned16(wb)) {  // 9 * C_in % 8 == 0: no vector straddles two channels
         for (int f = tid; f < wtotal / 8; f += blockDim.x) {
             const uint4 u = __ldg(reinterpret_cast<const uint4*>(wb) + f);
-            const __half* h = reinterpret_cast<const __half*>(&u);
+            const act_t* h = reinterpret_cast<const act_t*>(&u);
 #pragma unroll
             for (int j = 0; j < 8; ++j) put_w(f * 8 + j, h[j]);
         }
@@ -795,17 +811,17 @@ extern "C" __global__ void __launch_bounds__(256, 1)
 #if LAYOUT_NHWC
         if (t + (int)gridDim.x < ntiles) load_tile(t + gridDim.x, buf ^ 1);
         cp_async_commit();
-        __half* s_in = s_in0 + buf * IN_HALVES;
+        act_t* s_in = s_in0 + buf * IN_HALVES;
         buf ^= 1;
 #else
         // staging [ci][row][column] -> buffer [pixel][16-byte channel chunk ^ pixel & 7]: a warp
         // takes 32 consecutive pixels of one chunk (conflict-free reads along a row)
-        __half* s_in = s_in0;
+        act_t* s_in = s_in0;
         for (int f = tid; f < NPIX * 8; f += blockDim.x) {
             const int c8 = f / NPIX, p = f - c8 * NPIX;
             const int r = p / ICOLS, c = p - r * ICOLS;
-            const __half* src = s_stage + (c8 * 8 * IROWS + r) * SCOLS + col_shift + c;
-            __align__(16) __half h[8];
+            const act_t* src = s_stage + (c8 * 8 * IROWS + r) * SCOLS + col_shift + c;
+            __align__(16) act_t h[8];
 #pragma unroll
             for (int j = 0; j < 8; ++j) h[j] = src[j * IROWS * SCOLS];
             *reinterpret_cast<uint4*>(s_in + p * 64 + ((c8 ^ (p & 7)) << 3)) = *reinterpret_cast<const uint4*>(h);
@@ -868,6 +884,9 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     cp_async_wait<0>();  // nothing left in flight when the block exits
 }
 
+#endif  // HAL_ACT16
+
+#if DTYPE_HALF  // the rest of the section is float16's alone
 // ---------------------------------------------------------------------------------
 // dense 3x3 and 1x1 float16 NHWC on tensor cores for any C_in % 8 == 0 (CONV_TC=3; written
 // for C_in > 64, which conv2d_k3_tc_pipe cannot hold): the weights no longer fit shared
@@ -1810,7 +1829,7 @@ extern "C" __global__ void __launch_bounds__(im2c::WARPS * 32)
     }
 }
 // end of the tensor-core section
-#endif
+#endif  // DTYPE_HALF
 
 
 // ---------------------------------------------------------------------------------

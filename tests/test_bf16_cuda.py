@@ -3,7 +3,9 @@
 Without a GPU (CI runs these):
 
 * the planner: bfloat16 takes the CUDA-core kernels wherever float16 would take a tensor-core or half2
-  kernel, even with every float16 table entry's parameters and every tensor-core switch forced; its builds
+  kernel, even with every float16 table entry's parameters and every tensor-core switch forced, but for
+  the dense KH, KW <= 3 convs with C_in <= 64 on sm_80 and newer, which take float16's ``conv2d_k3_tc`` /
+  ``conv2d_k3_tc_pipe`` (mma .bf16; sm_75, without a bfloat16 mma, keeps the CUDA cores); its builds
   carry DTYPE_BF16=1 and DTYPE_HALF=0; float32-only kernels stay float32's;
 * the tuning tables: a bfloat16 lookup matches no float16 (or float32) entry, so on sm_90 the schema
   defaults serve;
@@ -11,9 +13,10 @@ Without a GPU (CI runs these):
   without indices, row strips, NHWC walks, a general dilated window, the contract kernel), adaptive and
   global pooling (NCHW tiles, NHWC vectors with indices, the flat NCHW kernel with a plane size built
   in, gvec), BatchNorm training (cooperative and two-pass) and inference, the dense 3x3 CUDA-core conv,
-  the tiled grouped conv, depthwise tiles in both layouts and the NHWC register walk, against the
-  float64 oracle with the outputs poisoned; and the stores' rounding, bit for bit against ml_dtypes
-  (ties to even, subnormals, overflow to infinity, NaN).
+  the two tensor-core 3x3 kernels (``conv2d_k3_tc`` and ``conv2d_k3_tc_pipe`` in both layouts, the
+  emulator's mma multiplying bfloat16 operands), the tiled grouped conv, depthwise tiles in both
+  layouts and the NHWC register walk, against the float64 oracle with the outputs poisoned; and the
+  stores' rounding, bit for bit against ml_dtypes (ties to even, subnormals, overflow to infinity, NaN).
 
 On a GPU (skipped without one): the same families through the op layer with each kernel path forced,
 and the rounding on the device's own conversion instructions.
@@ -54,9 +57,12 @@ def _tools() -> object:
 
 cuda_emu = _tools()
 
-#: kernels that must never serve bfloat16: float16's tensor-core and half2 kernels (mma f16 reads
-#: bfloat16 bits as float16) and the float32-only SGEMMs (4-byte elements)
-FLOAT16_ONLY = ("conv2d_k3_tc", "conv2d_k3_tc_pipe", "conv2d_tc_wprep", "conv2d_k3_tc_wide", "conv2d_k1_tc_wide",
+#: float16's tensor-core kernels that take bfloat16 too (mma .bf16 on sm_80 and newer): dense KH, KW <= 3
+#: stride 1 with C_in <= 64
+BF16_TC = ("conv2d_k3_tc", "conv2d_k3_tc_pipe")
+#: kernels that must never serve bfloat16: float16's other tensor-core and half2 kernels (their mma f16
+#: would read bfloat16 bits as float16) and the float32-only SGEMMs (4-byte elements)
+FLOAT16_ONLY = ("conv2d_tc_wprep", "conv2d_k3_tc_wide", "conv2d_k1_tc_wide",
                 "conv2d_k3s2_tc_wide", "conv2d_k1s2_tc_wide", "conv2d_k1_gemm", "conv2d_k1_gemm_persist",
                 "conv2d_k1_gemm_persist_cs", "conv2d_k1_gemm_nchw", "conv2d_k1_gemm_nchw_persist",
                 "conv2d_k1_gemm_nchw_persist_cs", "conv2d_im2col_tc", "conv2d_grp_tc8", "conv2d_grp_tc16",
@@ -114,7 +120,9 @@ _TC_SWITCHES = {"CONV_TC": 3, "CONV_K1_GEMM": 1, "CONV_K1_NCHW": 1, "CONV_IM2COL
 def test_bfloat16_convs_plan_no_float16_or_float32_only_kernel(case, layout):
     """Without a GPU: every sm_90 float16 conv entry's parameters, and every tensor-core and SGEMM
     switch on, plan bfloat16 convs onto CUDA-core kernels built with DTYPE_BF16=1 (the same spec in
-    float16 takes a tensor-core kernel under the switches, so the gate is what keeps bfloat16 off it)."""
+    float16 takes a tensor-core kernel under the switches, so the gate is what keeps bfloat16 off it),
+    or, for a dense KH, KW <= 3 stride-1 conv with C_in <= 64, onto the tensor-core kernels that take
+    bfloat16 (BF16_TC)."""
     from hal.backends.cuda import CudaBuffer
     from hal.spec import TensorGeometry, conv2d_spec
 
@@ -130,13 +138,62 @@ def test_bfloat16_convs_plan_no_float16_or_float32_only_kernel(case, layout):
             kernels = [launch.kernel for launch in plans[-1]]
             if dtype == BF16:
                 assert not set(kernels) & set(FLOAT16_ONLY + FLOAT32_ONLY), (params, kernels)
+                if set(kernels) & set(BF16_TC):
+                    assert groups == 1 and max(k) <= 3 and stride == 1 and ci <= 64, (params, kernels)
                 for launch in plans[-1]:
                     defines = dict(launch.defines)
                     assert defines.get("DTYPE_BF16") == 1 and defines["DTYPE_HALF"] == 0, launch.kernel
             else:
-                saw_tc = saw_tc or bool(set(kernels) & set(FLOAT16_ONLY))
+                saw_tc = saw_tc or bool(set(kernels) & set(FLOAT16_ONLY + BF16_TC))
     if not (groups == ci and layout == "NHWC"):  # (float16 NHWC depthwise has no tensor-core kernel)
         assert saw_tc, "float16 took no tensor-core kernel here: the case does not test the gate"
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_bfloat16_dense_3x3_takes_the_tensor_cores_on_sm80_and_newer(layout):
+    """Without a GPU: a bfloat16 dense 3x3 (and 2x3, 1x1) stride-1 conv with C_in <= 64 plans float16's CONV_TC
+    kernels on sm_90 and sm_80 (CONV_TC 1: conv2d_k3_tc; 2: conv2d_k3_tc_pipe where its copies apply),
+    built with DTYPE_BF16=1, with float16's grid, block, shared memory and arguments; on sm_75 (no bfloat16
+    mma) the CUDA-core kernel, where float16 keeps conv2d_k3_tc; C_in > 64 (the streamed-weight kernels'
+    case) and CONV_TC 0 keep bfloat16 on the CUDA cores."""
+    from hal.backends.cuda import CudaBuffer
+    from hal.spec import TensorGeometry, conv2d_spec
+
+    buf = CudaBuffer(0x10000, 1 << 30, None)
+
+    def plan(dtype, params, cc=(9, 0), ci=64, k=(3, 3), w=32):
+        be, plans = _planner()
+        be._cc = cc
+        spec = conv2d_spec(TensorGeometry(2, ci, 16, w, layout, np.dtype(dtype)), (48, ci, *k), True, (48,), 1,
+                           (k[0] // 2, k[1] // 2), 1, 1)
+        be.conv2d(spec, buf, buf, buf, buf, params)
+        return plans[-1]
+
+    for params, want in (({}, "conv2d_k3_tc"), ({"CONV_TC": 1}, "conv2d_k3_tc"),
+                         ({"CONV_TC": 2}, "conv2d_k3_tc_pipe")):
+        for cc in ((9, 0), (8, 0)):
+            (launch,) = plan(BF16, params, cc)
+            (half,) = plan(np.float16, params, cc)
+            assert launch.kernel == half.kernel == want, (params, cc, launch.kernel)
+            assert (launch.grid, launch.block, launch.shared, launch.args) == (half.grid, half.block, half.shared,
+                                                                               half.args)
+            defines = dict(launch.defines)
+            assert defines["DTYPE_BF16"] == 1 and defines["DTYPE_HALF"] == 0
+        (launch,) = plan(BF16, params, (7, 5))
+        assert launch.kernel == "conv2d_k3_simt", (params, launch.kernel)
+        assert plan(np.float16, params, (7, 5))[-1].kernel == "conv2d_k3_tc"
+    # the pipelined kernel's copies: NHWC C_in % 8 == 0, NCHW W % 8 == 0; else CONV_TC 1's kernel
+    assert plan(BF16, {"CONV_TC": 2}, ci=13)[-1].kernel == ("conv2d_k3_tc" if layout == "NHWC"
+                                                             else "conv2d_k3_tc_pipe")
+    assert plan(BF16, {"CONV_TC": 2}, w=36)[-1].kernel == ("conv2d_k3_tc" if layout == "NCHW"
+                                                            else "conv2d_k3_tc_pipe")
+    assert plan(BF16, {}, k=(2, 3))[-1].kernel == "conv2d_k3_tc"
+    assert plan(BF16, {}, k=(1, 1))[-1].kernel == "conv2d_k3_tc"  # (no 1x1 GEMM for bfloat16)
+    assert plan(BF16, {"CONV_TC": 0})[-1].kernel == "conv2d_k3_simt"
+    assert plan(BF16, {"CONV_TC": 3})[-1].kernel == "conv2d_k3_tc"  # as float16 where the wide kernels are not
+    for params in ({"CONV_TC": 3}, {"CONV_TC": 2}, {}):
+        kernels = [launch.kernel for launch in plan(BF16, params, ci=72)]
+        assert kernels == ["conv2d_k3_simt"], (params, kernels)
 
 
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
@@ -338,6 +395,8 @@ _CONV_PATHS = [
     ("defaults", {}),
     ("generic", {"GRP_TILED": 0}),
     ("tensor cores asked", _TC_SWITCHES),
+    ("tc pipe", {"CONV_TC": 2}),
+    ("cuda cores", {"CONV_TC": 0}),
     ("dw rows4", {"DW_ROWS": 4}),
     ("dw rows4 shfl", {"DW_ROWS": 4, "DW_SHFL": 1}),
     ("dw cols8", {"DW_COLS": 8}),
@@ -355,6 +414,7 @@ _CONVS = [
     ((2, 16, 19, 32), 16, (3, 3), 1, 1, 1, 16),
     ((1, 24, 15, 16), 24, (3, 3), 1, (0, 1, 1, 0), 1, 24),
     ((1, 8, 14, 13), 16, (3, 3), 1, 2, 2, 8),
+    ((1, 16, 9, 40), 24, (3, 3), 1, 1, 1, 1),  # conv2d_k3_tc_pipe's copies in both layouts (CONV_TC 2, sm_80+)
 ]
 
 
@@ -362,8 +422,9 @@ _CONVS = [
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
 def test_cuda_bfloat16_conv_paths(device, path, layout):
     """Dense, 1x1 strided, stem, grouped, depthwise (symmetric and asymmetric padding), dilated with a
-    channel multiplier; with and without bias, fused ReLU; each path forced (the tensor-core switches
-    must leave bfloat16 on the CUDA cores and still be right)."""
+    channel multiplier; with and without bias, fused ReLU; each path forced (on sm_80+ the dense convs
+    with C_in <= 64 take conv2d_k3_tc / conv2d_k3_tc_pipe, mma .bf16; the other tensor-core switches must
+    leave bfloat16 on the CUDA cores and still be right)."""
     _cuda(device)
     _, params = path
     for i, (shape, co, k, stride, pad, dil, groups) in enumerate(_CONVS):

@@ -14,9 +14,10 @@ cooperative `batch_norm_train_fused`), and the NHWC
 global pooling kernels `adaptive_pool2d_{max,avg}_gvec` (lanes per pair, shuffles) before any of it: the kernels'
 own source, compiled by g++ (C++20) against `tools/cuda_emu/` (a host `hal_prelude.cuh`, CUDA
 keywords, float16, and the warp collectives: ldmatrix.x4 (and .trans, `check_ldmatrix`), mma.sync
-m16n8k16 f16 and m16n8k32 s8/u8, shfl.xor), launched with the plan the real launcher makes for an H200 (grid, block,
-shared memory, arguments), one fiber per CUDA thread (a switch at each barrier, each pass over
-them in the other direction), blocks one after another; a cooperative launch (grid barriers) runs
+m16n8k16 f16 and bf16 (the type the kernel's mma string names) and m16n8k32 s8/u8, shfl.xor), launched
+with the plan the real launcher makes for an H200 (grid, block, shared memory, arguments), one fiber per
+CUDA thread (a switch at each barrier, each pass over them in the other direction), blocks one after
+another; a cooperative launch (grid barriers) runs
 every block at once, each block until its threads only spin in a grid barrier's wait, the blocks
 in turn, each turn in the other direction (a read of another block's writes without a barrier
 between them then sees them unwritten).
@@ -128,13 +129,17 @@ def kernel_source(file: str) -> str:
         # and the depthwise register and pipelined kernels, after the section's #endif
         rest = text.index("\n", text.index("#endif", end)) + 1
         tc = text[start:end]
-        if text.rfind("#if DTYPE_HALF", 0, start) < 0:
-            raise ValueError("conv2d.cu: the tensor-core section is no longer float16's alone")
-        # the section is float16's (mma f16): a bfloat16 or float32 build leaves it out, as nvcc does
-        text = head + simt + "#if DTYPE_HALF\n" + tc + "#endif\n" + text[rest:]
+        if text.rfind("#if HAL_ACT16", 0, start) < 0 or "#if DTYPE_HALF" not in tc:
+            raise ValueError("conv2d.cu: the tensor-core section's dtype guards moved")
+        # the section opens for 16-bit builds (conv2d_k3_tc and conv2d_k3_tc_pipe take bfloat16 too), closes
+        # that guard after them and is float16's from there (its own #if DTYPE_HALF, closed by the section's
+        # #endif): a float32 build leaves it out, a bfloat16 build keeps the first part, as nvcc does
+        text = head + simt + "#if HAL_ACT16\n" + tc + "#endif\n" + text[rest:]
         text = _replace_body(text, "ldsm_x4", "emu_ldsm_x4(addr, r0, r1, r2, r3);")
         text = _replace_body(text, "ldsm_x4_trans", "emu_ldsm_x4_trans(addr, r0, r1, r2, r3);")
-        text = _replace_body(text, "mma16816", "emu_mma_f16(c, a, b0, b1);")
+        # the operand type the kernel's own mma string names (TC_MMA_AB): a bfloat16 build whose mma said
+        # f16 would multiply bfloat16 bits as float16, here as on the device
+        text = _replace_body(text, "mma16816", "emu_mma_16816<emu_mma_is_bf16(TC_MMA_AB)>(c, a, b0, b1);")
     elif file == "batch_norm.cu":
         # every kernel but the contract entry point, after the real prelude's Welford/Chan
         # section; the emulator's dynamic shared memory is its one smem_raw array
@@ -955,12 +960,14 @@ def check_bf16_rounding(be: Any, rng: np.random.Generator, work: Path, layout: s
 
 
 def bf16_cases(full: bool = False) -> list[tuple[str, str, dict[str, Any]]]:
-    """bfloat16 through the CUDA-core kernels that serve it (the storage paths of -DDTYPE_BF16=1): pooling in
+    """bfloat16 through the kernels that serve it (the storage paths of -DDTYPE_BF16=1): pooling in
     both layouts (tiles with and without indices, row strips, NHWC walks, a general window, the contract
     kernel), adaptive and global pooling (NCHW tiles, NHWC vectors with indices, the flat NCHW kernel with
     its plane size built in, gvec), BatchNorm training (cooperative and two-pass) and inference, the direct
-    convs (dense 3x3 on CUDA cores, the tiled grouped kernel) and depthwise (tiles in both layouts, the NHWC
-    register walk, the NCHW row strips with halos by shuffles), and the stores' rounding (what CI runs);
+    convs (dense 3x3 on CUDA cores, the tiled grouped kernel), float16's dense KH, KW <= 3 tensor-core
+    kernels that take bfloat16 on sm_80+ (conv2d_k3_tc, conv2d_k3_tc_pipe: both layouts, mma .bf16) and
+    depthwise (tiles in both layouts, the NHWC register walk, the NCHW row strips with halos by shuffles),
+    and the stores' rounding (what CI runs);
     `full` adds the other register and pipelined depthwise kernels, the tiled kernel's 4-channel vectors,
     the adaptive block and vector kernels and the other pooling strips (the command line's list)."""
     from hal.dtypes import BFLOAT16
@@ -986,7 +993,7 @@ def bf16_cases(full: bool = False) -> list[tuple[str, str, dict[str, Any]]]:
          dict(shape=(2, 32, 9, 13), cout=32, groups=4, layout="NHWC", dtype=bf, params={}, bias=False,
               kernel="conv2d_grp_k3s1")),
         ("bf16 conv dense 3x3 simt NHWC", "tiled",
-         dict(shape=(1, 12, 11, 35), cout=72, groups=1, layout="NHWC", dtype=bf, params={},
+         dict(shape=(1, 12, 11, 35), cout=72, groups=1, layout="NHWC", dtype=bf, params={"CONV_TC": 0},
               kernel="conv2d_k3_simt")),
         ("bf16 adaptive max block NCHW", "adaptive",
          dict(shape=(1, 3, 67, 70), dtype=bf, layout="NCHW", kind="max", out=(1, 2), indices=True,
@@ -1045,8 +1052,21 @@ def bf16_cases(full: bool = False) -> list[tuple[str, str, dict[str, Any]]]:
         ("bf16 bn infer flat NHWC", "bn", dict(shape=(2, 40, 5, 7), dtype=bf, layout="NHWC", params={})),
         ("bf16 bn infer NCHW", "bn", dict(shape=(2, 5, 7, 9), dtype=bf, layout="NCHW", params={})),
         ("bf16 conv dense 3x3 simt NCHW", "tiled",
-         dict(shape=(2, 11, 13, 34), cout=70, groups=1, layout="NCHW", dtype=bf, params={},
+         dict(shape=(2, 11, 13, 34), cout=70, groups=1, layout="NCHW", dtype=bf, params={"CONV_TC": 0},
               kernel="conv2d_k3_simt")),
+        # the float16 tensor-core kernels that take bfloat16 on sm_80+ (mma .bf16; the H200's plan)
+        ("bf16 conv 3x3 tc NHWC", "tiled",
+         dict(shape=(1, 16, 7, 37), cout=72, groups=1, layout="NHWC", dtype=bf, params={"CONV_TC": 1},
+              kernel="conv2d_k3_tc")),
+        ("bf16 conv 2x3 tc C13 asym NCHW", "tiled",
+         dict(shape=(2, 13, 6, 35), cout=24, groups=1, layout="NCHW", dtype=bf, params={"CONV_TC": 1}, k=(2, 3),
+              padding=(1, 0, 2, 1), bias=False, kernel="conv2d_k3_tc")),
+        ("bf16 conv 3x3 tc pipe NHWC", "tiled",
+         dict(shape=(1, 24, 11, 35), cout=70, groups=1, layout="NHWC", dtype=bf, params={"CONV_TC": 2}, sms=2,
+              kernel="conv2d_k3_tc_pipe")),
+        ("bf16 conv 3x3 tc pipe C12 NCHW", "tiled",
+         dict(shape=(1, 12, 10, 40), cout=16, groups=1, layout="NCHW", dtype=bf, params={"CONV_TC": 2}, sms=1,
+              padding=(0, 1, 1, 2), kernel="conv2d_k3_tc_pipe")),
         ("bf16 conv grouped 3x3/2 NHWC", "tiled",
          dict(shape=(1, 24, 11, 13), cout=16, groups=4, layout="NHWC", dtype=bf, params={}, stride=2,
               padding=(1, 0, 2, 1), kernel="conv2d_grp_g")),

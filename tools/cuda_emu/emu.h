@@ -1,6 +1,6 @@
 // Host emulation runtime for CUDA kernels (tools/cuda_emu.py): CUDA keywords, thread
 // indices, barriers, float16, bfloat16, and the warp collectives the tensor-core kernels use
-// (ldmatrix.x4 and ldmatrix.x4.trans, mma.sync m16n8k16 f16 -> f32 and m16n8k32 s8/u8 -> s32, shfl.xor).
+// (ldmatrix.x4 and ldmatrix.x4.trans, mma.sync m16n8k16 f16 and bf16 -> f32 and m16n8k32 s8/u8 -> s32, shfl.xor).
 // A block's threads run as fibers (ucontext) on one OS thread, each until it waits at a barrier
 // or exits; blocks run one after another (runtime.cpp).
 #pragma once
@@ -190,11 +190,19 @@ inline void emu_ldsm_x4_trans(unsigned addr, unsigned& r0, unsigned& r1, unsigne
 }
 
 inline float emu_h(unsigned word, int half) { return __half2float(__half{(uint16_t)(word >> (16 * half))}); }
+// a bfloat16 of a 32-bit word: its 16 bits as the top of a float (exact)
+inline float emu_bf(unsigned word, int half) {
+    return __bfloat162float(__ushort_as_bfloat16((unsigned short)(word >> (16 * half))));
+}
+// the operand type an mma string names ("bf16" or "f16"), at compile time
+constexpr bool emu_mma_is_bf16(const char* t) { return t[0] == 'b' && t[1] == 'f' && t[2] == '1' && t[3] == '6'; }
 
-// mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 (PTX ISA fragment layouts; products
-// summed in float in k order)
-inline void emu_mma_f16(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+// mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32 (PTX ISA fragment layouts, the same
+// for both types; products summed in float in k order; BF16: the operands are bfloat16)
+template <bool BF16>
+inline void emu_mma_16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
     EmuWarp& w = (*emu_block.warps)[emu_warp];
+    auto op = [](unsigned word, int h) { return BF16 ? emu_bf(word, h) : emu_h(word, h); };
     for (int i = 0; i < 4; ++i) w.a[emu_lane][i] = a[i], w.cf[emu_lane][i] = c[i];
     w.b[emu_lane][0] = b0, w.b[emu_lane][1] = b1;
     w.bar.arrive_and_wait();
@@ -202,12 +210,12 @@ inline void emu_mma_f16(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsi
     for (int l = 0; l < 32; ++l) {
         const int g = l / 4, t = l % 4;
         for (int h = 0; h < 2; ++h) {
-            A[g][2 * t + h] = emu_h(w.a[l][0], h);
-            A[g + 8][2 * t + h] = emu_h(w.a[l][1], h);
-            A[g][2 * t + 8 + h] = emu_h(w.a[l][2], h);
-            A[g + 8][2 * t + 8 + h] = emu_h(w.a[l][3], h);
-            B[2 * t + h][g] = emu_h(w.b[l][0], h);
-            B[2 * t + 8 + h][g] = emu_h(w.b[l][1], h);
+            A[g][2 * t + h] = op(w.a[l][0], h);
+            A[g + 8][2 * t + h] = op(w.a[l][1], h);
+            A[g][2 * t + 8 + h] = op(w.a[l][2], h);
+            A[g + 8][2 * t + 8 + h] = op(w.a[l][3], h);
+            B[2 * t + h][g] = op(w.b[l][0], h);
+            B[2 * t + 8 + h][g] = op(w.b[l][1], h);
         }
     }
     const int g = emu_lane / 4, t = emu_lane % 4;
@@ -220,6 +228,10 @@ inline void emu_mma_f16(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsi
     }
     w.bar.arrive_and_wait();
     for (int e = 0; e < 4; ++e) c[e] = d[e];
+}
+
+inline void emu_mma_f16(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    emu_mma_16816<false>(c, a, b0, b1);
 }
 
 // mma.sync.aligned.m16n8k32.row.col.s32.{s8,u8}.{s8,u8}.s32
