@@ -825,6 +825,34 @@ def check_gvec(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, 
     return got.kernel, not detail, detail
 
 
+def _run_pooling(be: Any, launcher: str, op: str, sp: Any, x: np.ndarray, layout: str, want: np.ndarray,
+                 want_i: np.ndarray | None, scale: Any, params: dict[str, int] | None, kernel: str | None,
+                 sms: int | None, work: Path) -> tuple[str, bool, str]:
+    """check_pool's and check_adaptive's run: `launcher`'s plan on `x`, the output poisoned with NaN and the
+    indices (if the spec asks) with -1, compared with the oracle's `want` (and `want_i`) as `op`; `kernel`:
+    the plan's last launch must be that one."""
+    from hal import conformance
+
+    indices = bool(sp.return_indices)
+    n, c, oh, ow = sp.out_shape
+    out_shape = (n, oh, ow, c) if layout == "NHWC" else (n, c, oh, ow)
+    y = np.full(out_shape, np.nan, x.dtype)
+    ind = np.full(out_shape, -1, np.int64) if indices else None
+    dummy = _aligned_buffer()
+    be = _planner(be, sms)
+    launch = getattr(be, launcher)
+    got = run_plan(be, lambda: launch(sp, dummy, dummy, dummy if indices else None, params or {}),
+                   {"x": _phys(x, layout), "y": y, "i": ind}, {"y", "i"} if indices else {"y"}, work)
+    cmp = conformance.compare(op, x.dtype, _logical(got.outputs["y"], layout), want, scale)
+    detail = "" if cmp.ok else f"{cmp.detail} (max err {cmp.max_error:.3g})"
+    if not detail and indices:
+        ci = conformance.compare_indices(_logical(got.outputs["i"], layout), want_i)
+        detail = "" if ci.ok else f"indices: {ci.detail}"
+    if not detail and kernel and got.kernel != kernel:
+        detail = f"served by {got.kernel}, not {kernel}"
+    return got.kernel, not detail, detail
+
+
 def check_pool(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], dtype: Any,
                layout: str, kind: str, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1,
                ceil_mode: bool = False, count_include_pad: bool = True, divisor: int | None = None,
@@ -833,7 +861,6 @@ def check_pool(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, 
     """Max or average pooling (pool2d.cu, any dtype, both layouts) through the launcher's plan with `params`,
     against the float64 oracle under the conformance tolerance: a twentieth of max pooling's inputs NaN, the
     output poisoned with NaN and the indices with -1; `kernel`: the plan's last launch must be that one."""
-    from hal import conformance
     from hal import reference as ref
     from hal import spec as S
 
@@ -848,22 +875,8 @@ def check_pool(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, 
     scale = 1.0
     if kind == "avg":
         scale = np.maximum(ref.pool2d_from_spec(replace(sp, relu=False), np.abs(x.astype(np.float64)))[0], 1.0)
-    n, c, oh, ow = sp.out_shape
-    out_shape = (n, oh, ow, c) if layout == "NHWC" else (n, c, oh, ow)
-    y = np.full(out_shape, np.nan, dtype)
-    ind = np.full(out_shape, -1, np.int64) if indices else None
-    dummy = _aligned_buffer()
-    be = _planner(be, sms)
-    got = run_plan(be, lambda: be.pool2d(sp, dummy, dummy, dummy if indices else None, params or {}),
-                   {"x": _phys(x, layout), "y": y, "i": ind}, {"y", "i"} if indices else {"y"}, work)
-    cmp = conformance.compare(f"{kind}_pool2d", dtype, _logical(got.outputs["y"], layout), want, scale)
-    detail = "" if cmp.ok else f"{cmp.detail} (max err {cmp.max_error:.3g})"
-    if not detail and indices:
-        ci = conformance.compare_indices(_logical(got.outputs["i"], layout), want_i)
-        detail = "" if ci.ok else f"indices: {ci.detail}"
-    if not detail and kernel and got.kernel != kernel:
-        detail = f"served by {got.kernel}, not {kernel}"
-    return got.kernel, not detail, detail
+    return _run_pooling(be, "pool2d", f"{kind}_pool2d", sp, x, layout, want, want_i, scale, params, kernel, sms,
+                        work)
 
 
 def check_adaptive(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], dtype: Any,
@@ -874,7 +887,6 @@ def check_adaptive(be: Any, rng: np.random.Generator, work: Path, shape: tuple[i
     `sms` multiprocessors if given (fewer outputs then reach the kernels that fill the GPU), against the
     float64 oracle: a twentieth of max pooling's inputs NaN, the output poisoned with NaN and the indices
     with -1; `kernel`: the plan's last launch must be that one."""
-    from hal import conformance
     from hal import reference as ref
     from hal import spec as S
 
@@ -884,22 +896,8 @@ def check_adaptive(be: Any, rng: np.random.Generator, work: Path, shape: tuple[i
         x64[rng.random(shape) < 0.05] = np.nan
     x = x64.astype(dtype)
     want, want_i = ref.pool2d_from_spec(sp, x.astype(np.float64))
-    n, c, oh, ow = sp.out_shape
-    out_shape = (n, oh, ow, c) if layout == "NHWC" else (n, c, oh, ow)
-    y = np.full(out_shape, np.nan, dtype)
-    ind = np.full(out_shape, -1, np.int64) if indices else None
-    dummy = _aligned_buffer()
-    be = _planner(be, sms)
-    got = run_plan(be, lambda: be.adaptive_pool2d(sp, dummy, dummy, dummy if indices else None, params or {}),
-                   {"x": _phys(x, layout), "y": y, "i": ind}, {"y", "i"} if indices else {"y"}, work)
-    cmp = conformance.compare(f"adaptive_{kind}_pool2d", dtype, _logical(got.outputs["y"], layout), want)
-    detail = "" if cmp.ok else f"{cmp.detail} (max err {cmp.max_error:.3g})"
-    if not detail and indices:
-        ci = conformance.compare_indices(_logical(got.outputs["i"], layout), want_i)
-        detail = "" if ci.ok else f"indices: {ci.detail}"
-    if not detail and kernel and got.kernel != kernel:
-        detail = f"served by {got.kernel}, not {kernel}"
-    return got.kernel, not detail, detail
+    return _run_pooling(be, "adaptive_pool2d", f"adaptive_{kind}_pool2d", sp, x, layout, want, want_i, 1.0, params,
+                        kernel, sms, work)
 
 
 def rounding_probes(rng: np.random.Generator, count: int = 1024) -> np.ndarray:
