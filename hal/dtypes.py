@@ -40,8 +40,8 @@ DTYPE_NAMES: dict[np.dtype, str] = {
 if BFLOAT16 is not None:
     DTYPE_NAMES[BFLOAT16] = "bfloat16"
 
-#: the float dtypes' names, as error messages list them.
-FLOAT_NAMES = " or ".join(DTYPE_NAMES[d] for d in FLOAT_DTYPES)
+#: the float dtypes' names, as error messages list them ("float32, float16 or bfloat16").
+FLOAT_NAMES = ", ".join(DTYPE_NAMES[d] for d in FLOAT_DTYPES[:-1]) + " or " + DTYPE_NAMES[FLOAT_DTYPES[-1]]
 
 
 def is_bfloat16(dtype: object) -> bool:
@@ -59,6 +59,12 @@ def is_float(dtype: object) -> bool:
         return dtype in FLOAT_DTYPE_SET
     except TypeError:  # unhashable: not a dtype
         return False
+
+
+def is_float_data(dtype: np.dtype) -> bool:
+    """Whether host data of ``dtype`` holds floats of any width (numpy's float kinds, bfloat16):
+    what parameters and weights may be given in, before hal converts them."""
+    return dtype.kind == "f" or is_bfloat16(dtype)
 
 
 def transferable(array: np.ndarray) -> np.ndarray:

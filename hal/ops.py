@@ -20,7 +20,7 @@ import numpy as np
 
 from hal.device import Device
 from hal.device import device as resolve_device
-from hal.dtypes import FLOAT_DTYPE_SET, FLOAT_NAMES, is_bfloat16, is_float, require_float
+from hal.dtypes import FLOAT_DTYPE_SET, FLOAT_NAMES, is_bfloat16, is_float, is_float_data, require_float
 from hal.errors import HalError, HalTypeError, HalValueError, UnsupportedOperation, bad_arg
 from hal.quant import QUANT_DTYPES, qparams
 from hal.spec import (
@@ -102,7 +102,7 @@ def _vector(value: Any, dev: Device, length: int, name: str) -> Tensor:
     array = np.asarray(value)
     if array.shape != (length,):
         raise bad_arg(name, f"shape ({length},)", array.shape)
-    if array.dtype.kind != "f" and not is_float(array.dtype):
+    if not is_float_data(array.dtype):
         raise HalTypeError(f"{name}: expected a float array, got dtype {array.dtype.name}")
     return asarray(array.astype(F32), device=dev)
 
@@ -398,7 +398,7 @@ def conv2d(
         w = weight if weight.layout == "NCHW" else weight.to(layout="NCHW")
     else:
         w_array = np.asarray(weight)
-        if w_array.dtype.kind != "f" and not is_float(w_array.dtype):
+        if not is_float_data(w_array.dtype):
             raise HalTypeError(f"weight: expected a float array, got dtype {w_array.dtype.name}")
         w = asarray(w_array.astype(x.dtype), device=dev)
     b = None if bias is None else _vector(bias, dev, spec.c_out, "bias")
@@ -489,7 +489,7 @@ def quantize(x: Any, scale: Any, zero_point: Any = 0, dtype: Any = "int8", devic
         dev = resolve_device(device)
         layout = "NCHW"
         host = np.asarray(x)
-    if host.dtype.kind != "f" and not is_float(host.dtype):
+    if not is_float_data(host.dtype):
         raise HalTypeError(f"x: expected float data to quantize, got {host.dtype.name}")
     # per output channel where either parameter is an array of more than one value (the other broadcasts)
     try:

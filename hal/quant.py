@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from hal.dtypes import is_float
+from hal.dtypes import is_float_data
 from hal.errors import HalTypeError, HalValueError
 
 QUANT_DTYPES = (np.dtype(np.int8), np.dtype(np.uint8))
@@ -130,8 +130,8 @@ def fold_batch_norm(
     def floats(v: Any, name: str) -> np.ndarray:
         """``v`` as float64: float data (the weights), or float, int or bool data (the statistics)."""
         a = np.asarray(v.numpy() if hasattr(v, "numpy") else v)
-        if getattr(v, "scale", None) is not None or (a.dtype.kind not in ("f" if name == "weight" else "fiub")
-                                                      and not is_float(a.dtype)):
+        if getattr(v, "scale", None) is not None or not (
+                is_float_data(a.dtype) or (name != "weight" and a.dtype.kind in "iub")):
             quantized = " quantized" if getattr(v, "scale", None) is not None else ""
             raise HalTypeError(f"{name}: expected float values (dequantize a quantized tensor first), got "
                                f"{a.dtype.name}{quantized}")
