@@ -3,8 +3,9 @@
 # opencl:nvidia, and tests/test_bf16_cuda.py's GPU tests (every CUDA path forced: pooling, adaptive and
 # global pooling, the CUDA-core convs, BatchNorm, the device's own store rounding), in parallel.
 #   carry .device; command: bash benchmarks/bf16_gpu_check.sh   (logs and a summary in $OUT)
-# T (seconds, default 150) bounds each of the three jobs. No timing: bfloat16 is unmeasured until this
-# passes, and then `hal bench --dtype bfloat16` / benchmarks/cuda_ops.py take it like float16.
+# T (seconds, default 150) bounds each of the three jobs. Then, unless BENCH=0, the timing:
+# benchmarks/cuda_ops.py --dtype bfloat16 (hal's served parameters and the schema default against PyTorch's
+# bfloat16 in the same run, every hal output checked against PyTorch's first; bounded by TB, default 240 s).
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT="${OUT:-/tmp/hal-out}"; mkdir -p "$OUT"
@@ -20,3 +21,8 @@ job conf-ocl hal conformance --device opencl:nvidia --dtype bfloat16 --seed 39
 job pytest-cuda python3 -m pytest -q -p no:cacheprovider -m cuda -W ignore::UserWarning tests/test_bf16_cuda.py
 wait
 for f in "$OUT"/conf-*.txt "$OUT"/pytest-*.txt; do echo "=== $f"; tail -6 "$f"; done
+if [ "${BENCH:-1}" != 0 ]; then
+  timeout "${TB:-240}" python3 benchmarks/cuda_ops.py --dtype bfloat16 --no-torch-call --out "$OUT/bench-bf16" \
+    >"$OUT/bench-bf16.txt" 2>&1; echo "exit $?" >>"$OUT/bench-bf16.txt"
+  echo "=== bench-bf16"; tail -75 "$OUT/bench-bf16.txt"
+fi

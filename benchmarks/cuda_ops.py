@@ -68,7 +68,7 @@ class Case:
 
 def tdt(torch: Any, dtype: str) -> Any:
     """torch dtype of a name."""
-    return {"float32": torch.float32, "float16": torch.float16}[dtype]
+    return {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[dtype]
 
 
 def geom(shape: tuple[int, int, int, int], layout: str, dtype: str) -> S.TensorGeometry:
@@ -191,7 +191,7 @@ def setup_conv(torch: Any, F: Any, be: CudaBackend, case: Case) -> tuple[Any, An
         ys[0].fill_(float("nan"))
         hal(0, params)
         be.synchronize()
-        return close(torch, ys[0], ref(0), rtol=2e-5 if case.dtype == "float32" else 2e-3)
+        return close(torch, ys[0], ref(0), rtol=RTOL[case.dtype])
 
     return hal, ref, check, sp
 
@@ -210,6 +210,7 @@ def setup_bn(torch: Any, F: Any, be: CudaBackend, case: Case) -> tuple[Any, Any,
     rm = torch.randn(c, device="cuda")
     rv = torch.rand(c, device="cuda") + 0.5
     # as the baseline file: PyTorch gets half parameters for half inputs; hal's are float32 by contract
+    # (bfloat16: PyTorch's mixed form, float32 parameters; it never takes cuDNN's BatchNorm either way)
     tp = [t.to(dt) if case.dtype == "float16" else t.clone() for t in (g, b, rm, rv)]
     hp = [t.clone() for t in (g, b, rm, rv)]
     xw, yw = [wrap(be, x) for x in xs], [wrap(be, y) for y in ys]
@@ -227,10 +228,14 @@ def setup_bn(torch: Any, F: Any, be: CudaBackend, case: Case) -> tuple[Any, Any,
         hal(0, params)
         be.synchronize()
         want = F.batch_norm(xs[0].float(), rm0.clone(), rv0.clone(), g, b, training=training).to(dt)
-        return close(torch, ys[0], want, rtol=2e-5 if case.dtype == "float32" else 2e-3)
+        return close(torch, ys[0], want, rtol=RTOL[case.dtype])
 
     return hal, ref, check, sp
 
+
+#: the checks' tolerance relative to the output's scale: float32's accumulation order, one float16 rounding
+#: (11 significant bits) or one bfloat16 rounding (8 bits: 2**-8 relative)
+RTOL = {"float32": 2e-5, "float16": 2e-3, "bfloat16": 8e-3}
 
 SETUPS = {"pool2d": setup_pool, "adaptive_pool2d": setup_adaptive, "conv2d": setup_conv, "batch_norm": setup_bn}
 
@@ -245,7 +250,8 @@ def close(torch: Any, got: Any, want: Any, exact: bool = False, rtol: float = 2e
     g, w = got.float(), want.float()
     err = (g - w).abs().max().item()
     scale = max(w.abs().max().item(), 1.0)
-    tol = rtol if got.dtype == torch.float32 else max(rtol, 2e-3)
+    tol = rtol if got.dtype == torch.float32 else max(rtol, RTOL["bfloat16" if got.dtype == torch.bfloat16 else
+                                                                   "float16"])
     return err <= tol * scale, f"max err {err:.3g} (scale {scale:.3g})"
 
 
@@ -421,10 +427,12 @@ K1_SIMT = [{"CONV_K1_SIMT": 1, "K1S_BK": bk} for bk in (8, 16)]
 K1_SIMT_BN = K1_SIMT + [{"CONV_K1_SIMT": 1, "K1S_BN": 64, "K1S_BK": bk} for bk in (8, 16)]
 
 
-def build_cases(quick: bool) -> list[Case]:
-    """The baseline file's cases, plus the candidates swept for each."""
+def build_cases(quick: bool, dtypes: tuple[str, ...] = ("float32", "float16")) -> list[Case]:
+    """The baseline file's cases, plus the candidates swept for each. bfloat16 (no baseline file; PyTorch
+    timed in the same run) takes float16's case list without the float16-only kernels' extra cases and
+    candidates; its planner sends tensor-core candidates it cannot take to the CUDA cores."""
     cases: list[Case] = []
-    for dtype in ("float32", "float16"):
+    for dtype in dtypes:
         es = 4 if dtype == "float32" else 2
         pool_c = [{}, {"POOL_OCC": 2048}, {"POOL_OCC": 2048, "POOL_TILE_H": 32}, {"POOL_SPLIT": 1, "POOL_OCC": 2048},
                   {"POOL_OCC": 0}, {"POOL_OCC": 2048, "POOL_SMEM_KB": 24},
@@ -714,7 +722,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="", help="run cases whose name contains this text (alternatives split by |)")
     ap.add_argument("--skip", default="",
                     help="leave out cases whose 'name dtype' contains this text (alternatives split by |)")
-    ap.add_argument("--dtype", default="", help="run only this dtype's cases (float32 or float16)")
+    ap.add_argument("--dtype", default="",
+                    help="run only this dtype's cases (float32 or float16; bfloat16 runs only when named)")
     ap.add_argument("--out", default="", help="folder for cuda_ops.json and tuning_sm.json")
     ap.add_argument("--no-torch-call", action="store_true", help="skip the per-call (baseline method) timings")
     ap.add_argument("--progress", action="store_true",
@@ -740,7 +749,8 @@ def main(argv: list[str] | None = None) -> int:
     info = probe.devices[0]
     be = CudaBackend(info)
     served_dev = hal_device("cuda:0")  # its tuning tables say which parameters the ops serve
-    cases = [c for c in build_cases(args.quick)
+    dtypes = ("bfloat16",) if args.dtype == "bfloat16" else ("float32", "float16")
+    cases = [c for c in build_cases(args.quick, dtypes)
              if any(o in c.name for o in args.only.split("|")) and args.dtype in ("", c.dtype)
              and not (args.skip and any(o in f"{c.name} {c.dtype}" for o in args.skip.split("|")))]
     t0 = time.time()
@@ -757,8 +767,9 @@ def main(argv: list[str] | None = None) -> int:
             be.synchronize()
             print(f"profiled {case.name} {case.dtype}", flush=True)
         return 0
-    copy = {dt: copy_bandwidth(torch, dt) for dt in ("float32", "float16")}
-    print(f"copy bandwidth: float32 {copy['float32'][1]:.0f} GB/s, float16 {copy['float16'][1]:.0f} GB/s", flush=True)
+    copy = {dt: copy_bandwidth(torch, dt) for dt in dict.fromkeys(("float32", *dtypes))}  # float32: the targets' copy
+    copies = ", ".join(f"{dt} {v[1]:.0f} GB/s" for dt, v in copy.items())
+    print(f"copy bandwidth: {copies}", flush=True)
     rows: list[dict[str, Any]] = []
     size_copy: dict[float, tuple[float, float]] = {}
     t_run = time.time()
@@ -800,9 +811,14 @@ def main(argv: list[str] | None = None) -> int:
         best = (min(good, key=rank) if args.sweep else
                 (timings[0] if timings[0] in good else None)) if good else None
         progress(case, "PyTorch b2b")
-        torch_b2b = time_b2b(torch, ref)
-        progress(case, "PyTorch queued")
-        torch_q, torch_host = time_queued(torch, ref)
+        try:  # a PyTorch op that does not run this case (a dtype it lacks) leaves NaN, not the run's end
+            torch_b2b = time_b2b(torch, ref)
+            progress(case, "PyTorch queued")
+            torch_q, torch_host = time_queued(torch, ref)
+        except RuntimeError as exc:
+            print(f"  {case.name} {case.dtype}: PyTorch failed: {exc}", flush=True)
+            torch_b2b = torch_q = torch_host = float("nan")
+            ref = None
         if case.nbytes not in size_copy:
             progress(case, "same-size copy")
             size_copy[case.nbytes] = same_size_copy_ms(torch, case.nbytes)
@@ -826,11 +842,11 @@ def main(argv: list[str] | None = None) -> int:
             progress(case, "hal graph")
             row["hal_graph_ms"] = time_graph(torch, be.capture, lambda i, p=best["params"], h=hal: h(i, p))
             progress(case, "PyTorch graph")
-            row["torch_graph_ms"] = time_graph(torch, torch_capture(torch), ref)
+            row["torch_graph_ms"] = time_graph(torch, torch_capture(torch), ref) if ref else float("nan")
             if not args.no_torch_call:
                 progress(case, "hal per call")
                 row["hal_call_ms"] = time_call(torch, lambda i, p=best["params"], h=hal: h(i, p))
-        if not args.no_torch_call:
+        if not args.no_torch_call and ref is not None:
             progress(case, "PyTorch per call")
             row["torch_call_ms"] = time_call(torch, ref)
         progress(case, "done")
@@ -853,8 +869,7 @@ def main(argv: list[str] | None = None) -> int:
         (out / "tuning_sm.json").write_text(json.dumps(entries, indent=1))
 
     print()
-    print(f"device {info.name} ({info.arch}); copy float32 {copy['float32'][1]:.0f} GB/s, "
-          f"float16 {copy['float16'][1]:.0f} GB/s; b2b = median of 15 x 20 back-to-back calls")
+    print(f"device {info.name} ({info.arch}); copy {copies}; b2b = median of 15 x 20 back-to-back calls")
     what = "fastest swept" if args.sweep else "served by the tables (level)"
     print(f"hal ms: parameters {what}; dflt ms: the schema default; %szcp: a copy of the case's bytes over hal's "
           "time (same method: the ceiling at that size, launch gaps included)")
