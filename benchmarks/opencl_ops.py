@@ -90,6 +90,7 @@ import numpy as np
 import hal
 from hal import reference as R
 from hal import spec as S
+from hal.dtypes import is_bfloat16
 from hal.tuning.table import kernel_key
 
 
@@ -337,6 +338,13 @@ def copy_gbps(dev: Any, is_cpu: bool) -> float:
     return 2 * nbytes / (median_ms(b, lambda: b.copy(src, dst, nbytes), 20) / 1e3) / 1e9
 
 
+def torch_tensor(torch: Any, a: np.ndarray) -> Any:
+    """A PyTorch tensor of host data; bfloat16 (ml_dtypes, which torch.from_numpy refuses) by its 16-bit words."""
+    if is_bfloat16(a.dtype):
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(a)
+
+
 def torch_ms(case: Case, spec: Any, runner: Runner, on_gpu: bool, repeats: int) -> tuple[float | None, str]:
     """PyTorch's median ms for the same case on the same hardware, or (None, why)."""
     try:
@@ -349,7 +357,7 @@ def torch_ms(case: Case, spec: Any, runner: Runner, on_gpu: bool, repeats: int) 
     tdev = "cuda" if on_gpu else "cpu"
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.benchmark = True
-    x = torch.from_numpy(runner.x_host).to(tdev)
+    x = torch_tensor(torch, runner.x_host).to(tdev)
     if spec.layout == "NHWC":
         x = x.contiguous(memory_format=torch.channels_last)
     kw = case.kwargs
@@ -359,7 +367,7 @@ def torch_ms(case: Case, spec: Any, runner: Runner, on_gpu: bool, repeats: int) 
     elif case.family == "adaptive_pool2d":
         call = lambda: F.adaptive_avg_pool2d(x, kw["out"])  # noqa: E731
     elif case.family == "conv2d":
-        w = torch.from_numpy(runner.host_extra[0]).to(tdev)  # type: ignore[arg-type]
+        w = torch_tensor(torch, runner.host_extra[0]).to(tdev)  # type: ignore[arg-type]
         if spec.layout == "NHWC":
             w = w.contiguous(memory_format=torch.channels_last)
         call = lambda: F.conv2d(x, w, None, 1, 1, 1, kw["groups"])  # noqa: E731
@@ -400,7 +408,8 @@ def check(runner: Runner, params: dict[str, int]) -> str:
         return f"MISMATCH ({wrong} elements differ)" if wrong else ""
     got = runner.output().astype(np.float64)
     want, scale = runner.oracle()
-    tol = 1e-5 if runner.spec.dtype == np.float32 else 2e-3
+    # float32's accumulation order; one float16 (11 bits) or bfloat16 (8 bits) rounding
+    tol = 1e-5 if runner.spec.dtype == np.float32 else 8e-3 if is_bfloat16(runner.spec.dtype) else 2e-3
     err = float(np.max(np.abs(got - want)) / scale)
     if np.isnan(got).any() or err > tol:
         return f"MISMATCH (max error {err:.3g})"
