@@ -637,6 +637,10 @@ class CpuBackend(Backend):
         pool.watch(buffer, raw)
         return buffer
 
+    def pointer(self, buffer: Buffer) -> int:
+        """The host address of ``buffer`` (for DLPack exports)."""
+        return int(buffer.ctypes.data)
+
     def upload(self, array: np.ndarray) -> Buffer:
         """A new buffer holding a copy of ``array``'s bytes."""
         src = np.ascontiguousarray(array)

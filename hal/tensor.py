@@ -18,7 +18,7 @@ import numpy as np
 from hal.backends.base import Buffer
 from hal.device import Device
 from hal.device import device as resolve_device
-from hal.dtypes import BFLOAT16, as_dtype, is_bfloat16, is_float
+from hal.dtypes import as_dtype, is_bfloat16, is_float
 from hal.errors import HalTypeError, HalValueError, bad_arg
 from hal.spec import Layout, TensorGeometry, layout_arg
 
@@ -163,8 +163,8 @@ class Tensor:
         if self.device.kind != "cuda" or not hasattr(backend, "pointer"):
             raise AttributeError("__cuda_array_interface__ is only defined on CUDA tensors")
         if is_bfloat16(self.dtype):  # the interface has no type string for it (numpy has no bfloat16)
-            raise AttributeError("__cuda_array_interface__: bfloat16 has no type string there; read the tensor "
-                                 "with .numpy() (an ml_dtypes.bfloat16 array)")
+            raise AttributeError("__cuda_array_interface__: bfloat16 has no type string there; use DLPack "
+                                 "(torch.from_dlpack(t), no copy) or .numpy() (an ml_dtypes.bfloat16 array)")
         item = self.dtype.itemsize
         strides = None
         if self.layout == "NHWC":
@@ -177,6 +177,20 @@ class Tensor:
             "strides": strides,
             "version": 3,
         }
+
+    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
+                   copy: bool | None = None) -> Any:
+        """A DLPack capsule viewing this tensor without a copy (CPU and CUDA tensors, every dtype,
+        bfloat16 included): ``torch.from_dlpack(t)``, ``numpy.from_dlpack(t)``. See hal.dlpack."""
+        from hal.dlpack import to_dlpack
+
+        return to_dlpack(self, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """(DLPack device type, device id): (1, 0) on the CPU, (2, ordinal) on CUDA."""
+        from hal.dlpack import dlpack_device
+
+        return dlpack_device(self)
 
     def __repr__(self) -> str:
         quant = f", scale={self.scale}, zero_point={self.zero_point}" if self.scale is not None else ""
@@ -285,8 +299,14 @@ def asarray(
     dev = resolve_device(device)
     if str(getattr(data, "dtype", "")) == "torch.bfloat16":
         # PyTorch exports bfloat16 neither to numpy nor through __cuda_array_interface__: its 16-bit
-        # words travel as int16 through the host and are bfloat16 again here
-        data = data.detach().cpu().view(_torch_int16(data)).numpy().view(BFLOAT16)
+        # words come as an int16 view, without a copy where the tensor is already on this CUDA device,
+        # else through the host, and are bfloat16 again here
+        bf16 = as_dtype("bfloat16", "data")  # without ml_dtypes: a TypeError that says to install it
+        if dev.kind == "cuda" and getattr(data, "is_cuda", False) and (dtype is None or as_dtype(dtype) == bf16):
+            words = _from_cuda_interface(data.detach().view(_torch_int16(data)), dev, None, layout)
+            if words is not None:
+                return Tensor(words.buffer, words.shape, bf16, words.layout, dev, owner=data)
+        data = data.detach().cpu().view(_torch_int16(data)).numpy().view(bf16)
     if dev.kind == "cuda" and hasattr(data, "__cuda_array_interface__"):
         imported = _from_cuda_interface(data, dev, dtype, layout)
         if imported is not None:
