@@ -2,6 +2,7 @@
 # bfloat16's first GPU check, one device call (about 3 min warm): conformance in bfloat16 on cuda:0 and
 # opencl:nvidia, and tests/test_bf16_cuda.py's GPU tests (every CUDA path forced: pooling, adaptive and
 # global pooling, the CUDA-core convs, BatchNorm, the device's own store rounding), in parallel.
+# tests/test_dlpack.py on cuda:0 too (DLPack export to PyTorch, its bf16 CUDA tensors imported without a copy).
 #   carry .device; command: bash benchmarks/bf16_gpu_check.sh   (logs and a summary in $OUT)
 # T (seconds, default 150) bounds each of the three jobs. Then, unless BENCH=0, the timing:
 # benchmarks/cuda_ops.py --dtype bfloat16 (hal's served parameters and the schema default against PyTorch's
@@ -18,7 +19,8 @@ T=${T:-150}
 job() { name=$1; shift; ( timeout "$T" "$@" >"$OUT/$name.txt" 2>&1; echo "exit $?" >>"$OUT/$name.txt" ) & }
 job conf-cuda hal conformance --device cuda:0 --dtype bfloat16 --seed 39
 job conf-ocl hal conformance --device opencl:nvidia --dtype bfloat16 --seed 39
-job pytest-cuda python3 -m pytest -q -p no:cacheprovider -m cuda -W ignore::UserWarning tests/test_bf16_cuda.py
+job pytest-cuda python3 -m pytest -q -p no:cacheprovider -m cuda -W ignore::UserWarning tests/test_bf16_cuda.py \
+  tests/test_dlpack.py
 wait
 for f in "$OUT"/conf-*.txt "$OUT"/pytest-*.txt; do echo "=== $f"; tail -6 "$f"; done
 if [ "${BENCH:-1}" != 0 ]; then
