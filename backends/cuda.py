@@ -275,9 +275,11 @@ _SCHEMAS: dict[str, KernelSchema] = {
             Param("POOL_SMEM_KB", (8, 16, 24, 32, 48), 48, "shared-memory budget per block for the input tile, KiB"),
             Param("POOL_SPLIT", (0, 1), 0, "float32 stride-2 NCHW tiles: even/odd columns apart in shared memory (-D)"),
             Param("POOL_H2", (0, 1), 1,
-                  "float16 max pooling without indices in half2: NHWC strips, NCHW 2x2/2 and 3x3/2 output pairs (-D)"),
+                  "float16 and bfloat16 max pooling without indices in 16-bit pairs: NHWC strips, NCHW 2x2/2 and "
+                  "3x3/2 output pairs (-D)"),
             Param("POOL_H2AVG", (0, 1), 1,
-                  "float16 NCHW average pooling 2x2/2 and 3x3/2 (even width): output pairs from 32-bit words (-D)"),
+                  "float16 and bfloat16 NCHW average pooling 2x2/2 and 3x3/2 (even width): output pairs from 32-bit "
+                  "words (-D)"),
             Param("POOL_ROWS", (0, 2, 4), 0,
                   "NCHW 2x2/2 and 3x3/2 windows without indices, width a multiple of 16 bytes: output rows per "
                   "thread of the register row-strip kernels (no shared memory); 0 = the shared-memory tiles"),
@@ -405,7 +407,8 @@ _SCHEMAS: dict[str, KernelSchema] = {
                   "float16 and bfloat16 NHWC depthwise 3x3: 4 channels per thread, weights in registers (0: 8, "
                   "read per use) (-D)"),
             Param("DW_H2", (0, 1), 1,
-                  "float16 NCHW depthwise 3x3 stride 1 (even width): output pairs from 32-bit words (-D)"),
+                  "float16 and bfloat16 NCHW depthwise 3x3 stride 1 (even width): output pairs from 32-bit words "
+                  "(-D)"),
             Param("DW_ROWS", (0, 2, 4), 0,
                   "NCHW depthwise 3x3 stride 1, width a multiple of 16 bytes: output rows per thread of the "
                   "register row-strip kernel (no shared memory); 0 = the shared-memory tiles"),
@@ -1584,8 +1587,7 @@ class CudaBackend(Backend):
         defines = self.compile_defines("pool2d", spec.dtype, spec.layout, p, spec.relu)
         nhwc = spec.layout == "NHWC"
         es = spec.dtype.itemsize
-        half = es == 2  # 16-bit storage (float16, bfloat16): no even/odd split
-        fp16 = spec.dtype == np.float16  # float16's own pair paths (POOL_H2, POOL_H2AVG)
+        half = es == 2  # 16-bit storage (float16, bfloat16): no even/odd split, the pair paths
         pt, pb, pl, pr = spec.pads
         kh, kw = spec.kernel
         sh, sw = spec.stride
@@ -1611,8 +1613,8 @@ class CudaBackend(Backend):
                 split=(variant != "g" and not half and bool(p["POOL_SPLIT"])), weights_per_plane=0,
                 tile_h=int(p["POOL_TILE_H"]), tile_w=int(p["POOL_TILE_W"]), budget=int(p["POOL_SMEM_KB"]) * 1024,
                 strip_rows=_STRIP_ROWS.get(variant, 0),
-                # the half2 NCHW paths (pool2d.cu, POOL_H2 / POOL_H2AVG) read up to 8 bytes left of the tile
-                guard=16 if (fp16 and not nhwc and variant != "g"
+                # the 16-bit pair NCHW paths (pool2d.cu, POOL_H2 / POOL_H2AVG) read up to 8 bytes left of the tile
+                guard=16 if (half and not nhwc and variant != "g"
                              and ((spec.kind == "max" and not with_indices and p["POOL_H2"])
                                   or (spec.kind == "avg" and p["POOL_H2AVG"]))) else 0,
             )
@@ -2237,8 +2239,9 @@ class CudaBackend(Backend):
                     sw=sw, pt=pt, pl=pl, dh=dh, dw=dw, adaptive=False, split=False, weights_per_plane=kh * kw,
                     tile_h=int(p["DW_TILE_H"]), tile_w=int(p["DW_TILE_W"]), budget=int(p["DW_SMEM_KB"]) * 1024,
                     strip_rows=_STRIP_ROWS.get(variant, 0),
-                    # the half2 NCHW path (conv2d.cu via hal_window.cuh, DW_H2) reads up to 8 bytes left of the tile
-                    guard=16 if (half and spec.layout == "NCHW" and variant == "k3s1" and p["DW_H2"]) else 0,
+                    # the 16-bit pair NCHW path (conv2d.cu via hal_window.cuh, DW_H2) reads up to 8 bytes left of
+                    # the tile
+                    guard=16 if (es == 2 and spec.layout == "NCHW" and variant == "k3s1" and p["DW_H2"]) else 0,
                 )
                 if tile is not None:
                     fields, blocks, shared = tile

@@ -21,8 +21,8 @@
 #define WIN_SPLIT 0
 #endif
 
-// WIN_H2 [0]: float16 max pooling without indices in half2 (max is exact in float16, so the
-// results equal the float path's): NHWC strips take the maximum of 8 channels in 4
+// WIN_H2 [0]: 16-bit (float16, bfloat16) max pooling without indices in pairs (max is exact in
+// either, so the results equal the float path's): NHWC strips take the maximum of 8 channels in 4
 // instructions; NCHW 2x2/2 and 3x3/2 windows (even IW) compute two adjacent outputs per
 // thread from 32-bit shared-memory words. The launcher then keeps 16 bytes in front of the
 // NCHW input tile (the words left of column 0 are read, then masked).
@@ -30,7 +30,7 @@
 #define WIN_H2 0
 #endif
 
-// WIN_H2AVG [0]: float16 average pooling, 2x2/2 and 3x3/2 windows (even IW): a thread computes
+// WIN_H2AVG [0]: 16-bit average pooling, 2x2/2 and 3x3/2 windows (even IW): a thread computes
 // two adjacent outputs of a strip from 32-bit shared-memory words (half the loads and the index
 // work of the float path), converting each pair to float and summing in float. Same 16-byte
 // guard in front of the NCHW tile as WIN_H2.
@@ -50,7 +50,7 @@
 #endif
 #endif
 
-// WIN_DWH2 [1]: float16 NCHW depthwise 3x3 stride 1 (even IW): a thread computes two adjacent
+// WIN_DWH2 [1]: 16-bit NCHW depthwise 3x3 stride 1 (even IW): a thread computes two adjacent
 // outputs of a strip from 32-bit shared-memory words (4 columns in 2-3 loads instead of 6), float
 // FMAs in the order of the float path. DW_H2 (conv2d.cu's -D) sets it; the launcher keeps the
 // 16-byte guard in front of the tile.
@@ -67,8 +67,29 @@
 #define WIN_DW 2
 
 // ---------------------------------------------------------------------------------
-// float16 pairs in a 32-bit word (low half = lower column / channel)
+// 16-bit pairs in a 32-bit word (low half = lower column / channel): float16's, or bfloat16's
+// (a bfloat16 is the upper half of a float32: its conversions are shifts and masks)
 // ---------------------------------------------------------------------------------
+#if DTYPE_BF16
+#define WIN_NEG_INF_H2 0xFF80FF80u
+__device__ __forceinline__ float win_h_lo(uint32_t h) { return __uint_as_float(h << 16); }
+__device__ __forceinline__ float win_h_hi(uint32_t h) { return __uint_as_float(h & 0xFFFF0000u); }
+// lane-wise max_nan (max.NaN: the same maximum the float path takes)
+__device__ __forceinline__ uint32_t win_hmax2(uint32_t best, uint32_t v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    uint32_t r;
+    asm("max.NaN.bf16x2 %0, %1, %2;\n" : "=r"(r) : "r"(best), "r"(v));
+    return r;
+#else
+    // the maximum is one of the two values, or a NaN: a float's upper half either way, no rounding
+    const uint32_t lo = __float_as_uint(max_nan(win_h_lo(best), win_h_lo(v))) >> 16;
+    const uint32_t hi = __float_as_uint(max_nan(win_h_hi(best), win_h_hi(v))) & 0xFFFF0000u;
+    return lo | hi;
+#endif
+}
+// both lanes as floats
+__device__ __forceinline__ float2 win_h2f2(uint32_t h) { return make_float2(win_h_lo(h), win_h_hi(h)); }
+#else
 #define WIN_NEG_INF_H2 0xFC00FC00u
 __device__ __forceinline__ float win_h_lo(uint32_t h) { return __half2float(__ushort_as_half((unsigned short)(h & 0xFFFFu))); }
 __device__ __forceinline__ float win_h_hi(uint32_t h) { return __half2float(__ushort_as_half((unsigned short)(h >> 16))); }
@@ -84,9 +105,12 @@ __device__ __forceinline__ uint32_t win_hmax2(uint32_t best, uint32_t v) {
     return (uint32_t)__half_as_ushort(lo) | ((uint32_t)__half_as_ushort(hi) << 16);
 #endif
 }
-// store two adjacent float16 outputs (the second only when `two`) through the epilogue
+// both lanes as floats
+__device__ __forceinline__ float2 win_h2f2(uint32_t h) { return __half22float2(*reinterpret_cast<const __half2*>(&h)); }
+#endif
+// store two adjacent 16-bit outputs (the second only when `two`) through the epilogue
 __device__ __forceinline__ void win_st_h2(act_t* p, uint32_t h, bool two) {
-#if DTYPE_HALF && !FUSE_RELU
+#if HAL_ACT16 && !FUSE_RELU
     // no epilogue: store the words as they are (one 4-byte store when aligned)
     if (two && (reinterpret_cast<uintptr_t>(p) & 3u) == 0) {
         *reinterpret_cast<uint32_t*>(p) = h;
@@ -326,7 +350,7 @@ __device__ __forceinline__ void win_nchw_strips(const act_t* __restrict__ s_in, 
     }
 }
 
-// float16 max pooling, FK x FK windows with stride 2 (FK 2 or 3), even IW, no indices: a thread
+// 16-bit max pooling, FK x FK windows with stride 2 (FK 2 or 3), even IW, no indices: a thread
 // computes a vertical strip of SR rows of two adjacent outputs (ow, ow + 1) from 32-bit words.
 // S = parity of the shared-memory element of column c0 = 2 * ow - PL (the same for every row
 // and pair when IW is even): the words start at element c0 - S.
@@ -420,7 +444,7 @@ __device__ __forceinline__ void win_nchw_h2(const act_t* __restrict__ s_in, int 
     }
 }
 
-// float16 average pooling, FK x FK windows with stride 2 (FK 2 or 3), even IW (WIN_H2AVG): a thread
+// 16-bit average pooling, FK x FK windows with stride 2 (FK 2 or 3), even IW (WIN_H2AVG): a thread
 // computes a vertical strip of SR rows of two adjacent outputs (ow, ow + 1). Word k of a row holds
 // columns (c0 - S + 2k, c0 - S + 2k + 1), c0 = 2 * ow - PL, S its parity as in win_nchw_h2.
 //  * columns outside [0, IW) (padding, a neighbouring row, the guard or the slack past the tile)
@@ -478,7 +502,7 @@ __device__ __forceinline__ void win_nchw_h2avg(const act_t* __restrict__ s_in, i
 #pragma unroll
                 for (int k = 0; k < NW; ++k) {
                     const uint32_t m = rp[k] & keep[k];
-                    const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&m));
+                    const float2 v = win_h2f2(m);
                     f[2 * k] = v.x;
                     f[2 * k + 1] = v.y;
                 }
@@ -521,7 +545,7 @@ __device__ __forceinline__ void win_nchw_h2avg(const act_t* __restrict__ s_in, i
     }
 }
 
-// float16 depthwise 3x3, stride 1, no dilation, even IW (WIN_DWH2): a thread computes a vertical
+// 16-bit depthwise 3x3, stride 1, no dilation, even IW (WIN_DWH2): a thread computes a vertical
 // strip of SR rows of two adjacent outputs (ow, ow + 1), ow even. Word k of a row holds columns
 // (c0 - S + 2k, c0 - S + 2k + 1), c0 = ow - PL, S its parity. Columns outside [0, IW) are zeroed
 // in the word before conversion (zero padding); rows outside [0, IH) are skipped; rows of the
@@ -578,7 +602,7 @@ __device__ __forceinline__ void win_nchw_dwh2(const act_t* __restrict__ s_in, co
 #pragma unroll
             for (int k = 0; k < NW; ++k) {
                 const uint32_t m = rp[k] & keep[k];
-                const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&m));
+                const float2 v = win_h2f2(m);
                 f[2 * k] = v.x;
                 f[2 * k + 1] = v.y;
             }
@@ -657,7 +681,7 @@ __device__ __forceinline__ void win_nchw(const act_t* __restrict__ x, act_t* __r
     const long long out0 = (pf * OH + oh_f) * OW;
     if constexpr (SR > 0) {
         (void)nout;
-#if WIN_H2 && DTYPE_HALF
+#if WIN_H2 && HAL_ACT16
         if constexpr (OP == WIN_MAX && !IDX && !ADAPT && FSH == 2 && FSW == 2 && FKH == FKW &&
                       (FKW == 2 || FKW == 3)) {
             if ((IW & 1) == 0) {  // the element parity of a column is then the same on every row
@@ -669,7 +693,7 @@ __device__ __forceinline__ void win_nchw(const act_t* __restrict__ x, act_t* __r
             }
         }
 #endif
-#if WIN_DWH2 && DTYPE_HALF
+#if WIN_DWH2 && HAL_ACT16
         if constexpr (OP == WIN_DW && !ADAPT && FKH == 3 && FKW == 3 && FSH == 1 && FSW == 1) {
             // even IW; the columns read (c0 - 1 .. c0 + 4 of every pair) stay within the guard in
             // front of the tile and the slack behind it
@@ -682,7 +706,7 @@ __device__ __forceinline__ void win_nchw(const act_t* __restrict__ x, act_t* __r
             }
         }
 #endif
-#if WIN_H2AVG && DTYPE_HALF
+#if WIN_H2AVG && HAL_ACT16
         if constexpr (OP == WIN_AVG && !ADAPT && FSH == 2 && FSW == 2 && FKH == FKW && (FKW == 2 || FKW == 3)) {
             if ((IW & 1) == 0) {
                 if (((o - p.PL) & 1) == 0)
@@ -892,7 +916,7 @@ __device__ __forceinline__ void win_nhwc_strips(const act_t* __restrict__ s_in, 
         for (int kw = 0; kw < FKW; ++kw) colok[kw] = (unsigned)(ws0 + kw) < (unsigned)IW;
         for (int cv = cv0; cv < ncv; cv += cvstep) {
             const int cbase = (ws0 - iw_lo) * pstride + cv * CW;
-#if WIN_H2 && DTYPE_HALF
+#if WIN_H2 && HAL_ACT16
             if constexpr (OP == WIN_MAX) {  // 8 channels as 4 half2 words: no conversions per tap
                 uint32_t hacc[SR][4];
 #pragma unroll

@@ -22,22 +22,22 @@
 #ifdef POOL_SPLIT
 #define WIN_SPLIT POOL_SPLIT
 #endif
-// POOL_H2 [1]: float16 max pooling without indices in half2 (hal_window.cuh, WIN_H2); the
+// POOL_H2 [1]: 16-bit max pooling without indices in pairs (hal_window.cuh, WIN_H2); the
 // launcher reserves the 16-byte guard in front of NCHW tiles whenever it is set
 #ifndef POOL_H2
 #define POOL_H2 1
 #endif
 #define WIN_H2 POOL_H2
-// POOL_H2AVG [1]: float16 average pooling 2x2/2 and 3x3/2 (even IW) from 32-bit words, two
+// POOL_H2AVG [1]: 16-bit average pooling 2x2/2 and 3x3/2 (even IW) from 32-bit words, two
 // outputs per thread, float sums (hal_window.cuh, WIN_H2AVG); the launcher reserves the same
 // 16-byte guard in front of NCHW tiles
 #ifndef POOL_H2AVG
 #define POOL_H2AVG 1
 #endif
 #define WIN_H2AVG POOL_H2AVG
-// the half2 3x3/2 average path needs ~54 registers: at more than 1024 resident threads per SM
+// the pair 3x3/2 average path needs ~54 registers: at more than 1024 resident threads per SM
 // (POOL_OCC 1536 / 2048, tuned for the float path) it would spill, so its kernel stays at 1024
-#if DTYPE_HALF && !LAYOUT_NHWC && POOL_H2AVG && POOL_MINB > (1024 / POOL_THREADS > 0 ? 1024 / POOL_THREADS : 1)
+#if HAL_ACT16 && !LAYOUT_NHWC && POOL_H2AVG && POOL_MINB > (1024 / POOL_THREADS > 0 ? 1024 / POOL_THREADS : 1)
 #define POOL_MINB_H2AVG (1024 / POOL_THREADS > 0 ? 1024 / POOL_THREADS : 1)
 #else
 #define POOL_MINB_H2AVG POOL_MINB

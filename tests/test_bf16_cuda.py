@@ -2,21 +2,23 @@
 
 Without a GPU (CI runs these):
 
-* the planner: bfloat16 takes the CUDA-core kernels wherever float16 would take a tensor-core or half2
-  kernel, even with every float16 table entry's parameters and every tensor-core switch forced, but for
+* the planner: bfloat16 takes the CUDA-core kernels wherever float16 would take a tensor-core kernel
+  (float16's 16-bit pair paths, POOL_H2, POOL_H2AVG and DW_H2, serve both, with the same tile guard),
+  even with every float16 table entry's parameters and every tensor-core switch forced, but for
   the dense KH, KW <= 3 convs with C_in <= 64 on sm_80 and newer, which take float16's ``conv2d_k3_tc`` /
   ``conv2d_k3_tc_pipe`` (mma .bf16; sm_75, without a bfloat16 mma, keeps the CUDA cores); its builds
   carry DTYPE_BF16=1 and DTYPE_HALF=0; float32-only kernels stay float32's;
 * the tuning tables: a bfloat16 lookup matches no float16 (or float32) entry, so on sm_90 the schema
   defaults serve;
-* the host emulator (tools/cuda_emu.py, ``bf16_cases``): pooling in both layouts (tiles with and
-  without indices, row strips, NHWC walks, a general dilated window, the contract kernel), adaptive and
-  global pooling (NCHW tiles, NHWC vectors with indices, the flat NCHW kernel with a plane size built
-  in, gvec), BatchNorm training (cooperative and two-pass) and inference, the dense 3x3 CUDA-core conv,
-  the two tensor-core 3x3 kernels (``conv2d_k3_tc`` and ``conv2d_k3_tc_pipe`` in both layouts, the
-  emulator's mma multiplying bfloat16 operands), the tiled grouped conv, depthwise tiles in both
-  layouts and the NHWC register walk, against the float64 oracle with the outputs poisoned; and the
-  stores' rounding, bit for bit against ml_dtypes (ties to even, subnormals, overflow to infinity, NaN).
+* the host emulator (tools/cuda_emu.py, ``bf16_cases``): pooling in both layouts (the 16-bit pair paths,
+  tiles with and without indices, row strips, NHWC walks, a general dilated window, the contract
+  kernel), adaptive and global pooling (NCHW tiles, NHWC vectors with indices, the flat NCHW kernel with
+  a plane size built in, gvec), BatchNorm training (cooperative and two-pass) and inference, the dense
+  3x3 CUDA-core conv, the two tensor-core 3x3 kernels (``conv2d_k3_tc`` and ``conv2d_k3_tc_pipe`` in
+  both layouts, the emulator's mma multiplying bfloat16 operands), the tiled grouped conv, depthwise
+  tiles in both layouts and the NHWC register walk, against the float64 oracle with the outputs
+  poisoned; and the stores' rounding, bit for bit against ml_dtypes (ties to even, subnormals, overflow
+  to infinity, NaN).
 
 On a GPU (skipped without one): the same families through the op layer with each kernel path forced,
 and the rounding on the device's own conversion instructions.
@@ -199,14 +201,16 @@ def test_bfloat16_dense_3x3_takes_the_tensor_cores_on_sm80_and_newer(layout):
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
 @pytest.mark.parametrize("kind", ["max", "avg"])
 def test_bfloat16_pooling_plans_keep_to_its_own_builds(layout, kind):
-    """Without a GPU: bfloat16 pooling under every sm_90 float16 pool2d entry's parameters (half2 paths
-    asked for) plans kernels built with DTYPE_BF16=1 and DTYPE_HALF=0, without float16's 16-byte guard
-    in front of NCHW tiles, and with no even/odd column split (4-byte elements only)."""
+    """Without a GPU: bfloat16 pooling under every sm_90 float16 pool2d entry's parameters (pair paths
+    asked for) plans kernels built with DTYPE_BF16=1 and DTYPE_HALF=0, with float16's tiles: the 16-byte
+    guard in front of NCHW tiles that the 16-bit pair paths (POOL_H2, POOL_H2AVG) read, none where they
+    are off, and no even/odd column split (4-byte elements only)."""
     from hal.backends.cuda import CudaBuffer
     from hal.spec import TensorGeometry, pool2d_spec
 
     buf = CudaBuffer(0x10000, 1 << 30, None)
-    for params in [*_sm90_float16_entries("pool2d"), {"POOL_SPLIT": 1, "POOL_H2": 1, "POOL_H2AVG": 1}]:
+    for params in [*_sm90_float16_entries("pool2d"), {"POOL_SPLIT": 1, "POOL_H2": 1, "POOL_H2AVG": 1},
+                   {"POOL_H2": 0, "POOL_H2AVG": 0}]:
         shared = {}
         for dtype in (BF16, np.dtype(np.float16)):
             be, plans = _planner()
@@ -217,9 +221,19 @@ def test_bfloat16_pooling_plans_keep_to_its_own_builds(layout, kind):
             shared[dtype] = launch.shared
             if dtype == BF16:
                 assert dict(launch.defines)["DTYPE_BF16"] == 1 and dict(launch.defines)["DTYPE_HALF"] == 0
-        if layout == "NCHW" and "_tile_" in launch.kernel:
-            # float16's tile keeps a 16-byte guard for its half2 pair paths; bfloat16's needs none
-            assert shared[BF16] == shared[np.dtype(np.float16)] - (16 if launch.shared else 0)
+        assert shared[BF16] == shared[np.dtype(np.float16)]  # the same tile, guard included
+    # the guard itself: bfloat16 NCHW tiles with the pair path on hold 16 bytes more than with it off
+    switch = "POOL_H2" if kind == "max" else "POOL_H2AVG"
+    if layout == "NCHW":
+        got = {}
+        for on in (0, 1):
+            be, plans = _planner()
+            spec = pool2d_spec(kind, TensorGeometry(2, 8, 33, 64, layout, BF16), 3, 2, 1, 1, False, True, None, False)
+            be.pool2d(spec, buf, buf, None, {switch: on})
+            (launch,) = plans[-1]
+            assert "_tile_" in launch.kernel
+            got[on] = launch.shared
+        assert got[1] - got[0] == 16
 
 
 def test_bfloat16_table_lookups_take_no_float16_entry():

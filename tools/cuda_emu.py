@@ -959,13 +959,14 @@ def check_bf16_rounding(be: Any, rng: np.random.Generator, work: Path, layout: s
 
 def bf16_cases(full: bool = False) -> list[tuple[str, str, dict[str, Any]]]:
     """bfloat16 through the kernels that serve it (the storage paths of -DDTYPE_BF16=1): pooling in
-    both layouts (tiles with and without indices, row strips, NHWC walks, a general window, the contract
-    kernel), adaptive and global pooling (NCHW tiles, NHWC vectors with indices, the flat NCHW kernel with
-    its plane size built in, gvec), BatchNorm training (cooperative and two-pass) and inference, the direct
-    convs (dense 3x3 on CUDA cores, the tiled grouped kernel), float16's dense KH, KW <= 3 tensor-core
-    kernels that take bfloat16 on sm_80+ (conv2d_k3_tc, conv2d_k3_tc_pipe: both layouts, mma .bf16) and
-    depthwise (tiles in both layouts, the NHWC register walk, the NCHW row strips with halos by shuffles),
-    and the stores' rounding (what CI runs);
+    both layouts (the 16-bit pair paths, POOL_H2 and POOL_H2AVG, tiles with and without indices, row
+    strips, NHWC walks, a general window, the contract kernel), adaptive and global pooling (NCHW tiles,
+    NHWC vectors with indices, the flat NCHW kernel with its plane size built in, gvec), BatchNorm
+    training (cooperative and two-pass) and inference, the direct convs (dense 3x3 on CUDA cores, the
+    tiled grouped kernel), float16's dense KH, KW <= 3 tensor-core kernels that take bfloat16 on sm_80+
+    (conv2d_k3_tc, conv2d_k3_tc_pipe: both layouts, mma .bf16) and depthwise (tiles in both layouts,
+    NCHW pairs (DW_H2), the NHWC register walk, the NCHW row strips with halos by shuffles), and the
+    stores' rounding (what CI runs);
     `full` adds the other register and pipelined depthwise kernels, the tiled kernel's 4-channel vectors,
     the adaptive block and vector kernels and the other pooling strips (the command line's list)."""
     from hal.dtypes import BFLOAT16
@@ -1020,6 +1021,16 @@ def bf16_cases(full: bool = False) -> list[tuple[str, str, dict[str, Any]]]:
         ("bf16 pool avg 3x3/2 divisor relu NCHW", "pool",
          dict(shape=(2, 3, 15, 22), dtype=bf, layout="NCHW", kind="avg", kernel_size=3, stride=2, padding=1,
               divisor=5, relu=True, kernel="pool2d_avg_tile_k3s2")),
+        # the 16-bit pair paths (even IW, no indices: POOL_H2 max, POOL_H2AVG avg, DW_H2 depthwise), both parities
+        ("bf16 pool max pairs 3x3/2 p1 NCHW", "pool",
+         dict(shape=(2, 3, 17, 26), dtype=bf, layout="NCHW", kind="max", kernel_size=3, stride=2, padding=1,
+              kernel="pool2d_max_tile_k3s2")),
+        ("bf16 pool max pairs 2x2/2 ceil NCHW", "pool",
+         dict(shape=(1, 3, 13, 22), dtype=bf, layout="NCHW", kind="max", kernel_size=2, stride=2, ceil_mode=True,
+              kernel="pool2d_max_tile_k2s2")),
+        ("bf16 pool avg pairs 2x2/2 NCHW", "pool",
+         dict(shape=(2, 3, 11, 18), dtype=bf, layout="NCHW", kind="avg", kernel_size=2, stride=2,
+              kernel="pool2d_avg_tile_k2s2")),
         ("bf16 pool max 2x2/2 NHWC", "pool",
          dict(shape=(2, 24, 13, 11), dtype=bf, layout="NHWC", kind="max", kernel_size=2, stride=2,
               ceil_mode=True, kernel="pool2d_max_tile_k2s2")),
@@ -1070,6 +1081,8 @@ def bf16_cases(full: bool = False) -> list[tuple[str, str, dict[str, Any]]]:
               padding=(1, 0, 2, 1), kernel="conv2d_grp_g")),
         ("bf16 dwconv tile NCHW", "dwconv",
          dict(shape=(2, 5, 13, 17), dtype=bf, padding=1, params={}, layout="NCHW", kernel="conv2d_dw_tile_k3s1")),
+        ("bf16 dwconv pairs NCHW", "dwconv",
+         dict(shape=(2, 5, 13, 18), dtype=bf, padding=1, params={}, layout="NCHW", kernel="conv2d_dw_tile_k3s1")),
         ("bf16 dwconv tile NHWC", "dwconv",
          dict(shape=(1, 24, 9, 11), dtype=bf, padding=(1, 0, 0, 1), params={}, layout="NHWC",
               kernel="conv2d_dw_tile_k3s1")),

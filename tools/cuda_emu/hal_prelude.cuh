@@ -124,3 +124,8 @@ inline float __uint_as_float(unsigned u) {
     std::memcpy(&f, &u, sizeof f);
     return f;
 }
+inline unsigned __float_as_uint(float f) {
+    unsigned u;
+    std::memcpy(&u, &f, sizeof u);
+    return u;
+}

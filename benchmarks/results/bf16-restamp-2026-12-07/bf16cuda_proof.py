@@ -7,7 +7,7 @@ before the bfloat16 edit) and of the working tree:
     to PTX and to a cubin; both must be byte-identical;
   * every float32 and float16 build tools/nvcc_check.py makes of the float files (and the quantized
     files' builds) for sm_75 and sm_90 to PTX; identical, or listed.
-Run from the repository root: .venv/bin/python .bf16whl/bf16cuda_proof.py [BASE]
+Run from the repository root: .venv/bin/python benchmarks/results/bf16-restamp-2026-12-07/bf16cuda_proof.py [BASE]
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tools"))
 import nvcc_check  # noqa: E402
 
