@@ -321,7 +321,7 @@ _SCHEMAS: dict[str, KernelSchema] = {
                   "resident threads per SM for those kernels' register allocation, 0 = compiler's choice (-D)"),
             Param("CONV_SIMT_CI", (4, 8), 8, "input channels per pipeline stage of the float 3x3 kernel (-D)"),
             Param("CONV_TC", (0, 1, 2, 3), 1,
-                  "float16 dense convolutions on tensor cores (bfloat16 on sm_80+: conv2d_k3_tc and _pipe only): "
+                  "float16 dense convolutions on tensor cores (bfloat16 too on sm_80+): "
                   "1 = conv2d_k3_tc (C_in <= 64, KH, KW <= 3); "
                   "2 = the pipelined 3x3 kernel (conv2d_k3_tc_pipe: C_in <= 64, NHWC C_in % 8 == 0, NCHW W % 8 == 0) "
                   "where it applies, 3x3 and 1x1 with C_in > 64 on the streamed-weight kernels "
@@ -339,10 +339,10 @@ _SCHEMAS: dict[str, KernelSchema] = {
                   "resident blocks per SM conv2d_k1_tc_wide is built and launched for (2: 128 registers); "
                   "the grid keeps to what the shared memory allows (-D)"),
             Param("CONV_K1_GEMM", (0, 1), 0,
-                  "float16 dense 1x1 convs (any stride and padding, C_in % 8 == 0, 16-byte aligned NHWC buffers, "
-                  "sm_80+): 1 = one GEMM on tensor cores before the CONV_TC kernels (conv2d_k1_gemm: 128 output "
-                  "pixels x K1G_BN output channels a block, 32 input channels a cp.async stage, the weights read "
-                  "as they lie; NCHW between two layout transposes through NHWC workspaces); 0 = the CONV_TC "
+                  "float16 and bfloat16 dense 1x1 convs (any stride and padding, C_in % 8 == 0, 16-byte aligned NHWC "
+                  "buffers, sm_80+): 1 = one GEMM on tensor cores before the CONV_TC kernels (conv2d_k1_gemm: 128 "
+                  "output pixels x K1G_BN output channels a block, 32 input channels a cp.async stage, the weights "
+                  "read as they lie; NCHW between two layout transposes through NHWC workspaces); 0 = the CONV_TC "
                   "kernels (session 22; the sm_90 table asks for it: NHWC 1x1 at stride 1 and 2, NCHW at stride 2)"),
             Param("K1G_STAGES", (2, 3, 4), 3,
                   "conv2d_k1_gemm: cp.async stage buffers, stages - 1 in flight under the mma (-D)"),
@@ -357,7 +357,8 @@ _SCHEMAS: dict[str, KernelSchema] = {
                   "hold as many persistent blocks an SM as the registers allow, 0's kernel serves (session 25, "
                   "H200: 3-8 % faster than 0; the sm_90 float16 NHWC 1x1 entries serve it)"),
             Param("CONV_K1_NCHW", (0, 1), 0,
-                  "float16 NCHW dense 1x1 convs (C_in % 8 == 0, OH*OW % 8 == 0, 16-byte aligned buffers, sm_80+): "
+                  "float16 and bfloat16 NCHW dense 1x1 convs (C_in % 8 == 0, OH*OW % 8 == 0, 16-byte aligned "
+                  "buffers, sm_80+): "
                   "1 = one GEMM on tensor cores with no transposes, tried before CONV_K1_GEMM's transposing path "
                   "(conv2d_k1_gemm_nchw: K1N_BM output channels x 128 pixels a block, 32 input channels a "
                   "cp.async stage, ldmatrix.trans for the pixel-contiguous input); at another stride or padding "
@@ -382,8 +383,9 @@ _SCHEMAS: dict[str, KernelSchema] = {
                   "sample_planes_rows8 (8 rows a warp, their loads issued before their stores; session 26: 0.0471 "
                   "against 0.0626 ms for 32x256x56x56 -> 512 stride 2 on the H200)"),
             Param("CONV_IM2COL", (0, 1), 0,
-                  "float16 dense convs with C_in * KH * KW <= 256 that no tensor-core kernel above takes (the 7x7 "
-                  "stride-2 stem of 3 channels, other strided or dilated stems), sm_75+: 1 = an implicit GEMM on "
+                  "float16 (sm_75+) and bfloat16 (sm_80+) dense convs with C_in * KH * KW <= 256 that no "
+                  "tensor-core kernel above takes (the 7x7 stride-2 stem of 3 channels, other strided or dilated "
+                  "stems): 1 = an implicit GEMM on "
                   "tensor cores, both layouts natively (conv2d_im2col_tc: a warp gathers 32 output pixels' im2col "
                   "rows into shared memory, then 64 output channels by mma.sync; session 26), 0 = the tiled "
                   "direct kernel on CUDA cores. float32 dense convs with C_in * KH * KW <= 4096, any window: 1 = an "
@@ -2101,6 +2103,11 @@ class CudaBackend(Backend):
                    (txn * th, 1, 1), shared, ("x", "w", "b", "y", blob)),
         )
 
+    def _tensor_core_dtype(self, dtype: np.dtype) -> bool:
+        """Whether the dense tensor-core conv kernels take ``dtype`` on this device: float16 (mma f16, which
+        sm_75 has too) or bfloat16 on sm_80 and newer (mma .bf16). Each kernel adds its own conditions."""
+        return dtype == np.float16 or (is_bfloat16(dtype) and self._cc >= (8, 0))
+
     def _plan_conv2d(self, spec: Conv2dSpec, params: Mapping[str, int], aligned: bool,
                      w_aligned: bool = True) -> tuple[Launch, ...]:
         p = {**_SCHEMAS["conv2d"].defaults(), **params}
@@ -2108,11 +2115,10 @@ class CudaBackend(Backend):
         simt_ci = int(p["CONV_SIMT_CI"])
         defines = self.compile_defines("conv2d", spec.dtype, spec.layout, p, spec.relu)
         es = spec.dtype.itemsize
-        # float16 alone takes the tensor-core kernels (mma f16); bfloat16 the CUDA-core ones, as float32, but
-        # for the dense 3x3 (KH, KW <= 3) kernels with C_in <= 64 (conv2d_k3_tc, conv2d_k3_tc_pipe: mma .bf16,
-        # sm_80 and newer only)
-        half = spec.dtype == np.float16
-        tc16 = half or (is_bfloat16(spec.dtype) and self._cc >= (8, 0))
+        # the tensor-core kernels take float16 (mma f16, sm_75+) and bfloat16 (mma .bf16, sm_80+), but for
+        # the grouped and depthwise ones (GRP_TC, DW_TC), which stay float16's; elsewhere bfloat16 takes the
+        # CUDA-core kernels, as float32
+        tc16 = self._tensor_core_dtype(spec.dtype)
         f32 = spec.dtype == np.float32
         kh, kw = spec.kernel
         sh, sw = spec.stride
@@ -2144,7 +2150,7 @@ class CudaBackend(Backend):
             # all-weights-resident kernels cannot (C_in > 64)
             wide_smem = _TC_WIDE_SMEM[spec.layout, kh, int(p["TC_WIDE_STAGES"])] if kh in (1, 3) else 0
             wide_wanted = p["CONV_TC"] == 3 or (p["CONV_TC"] == 2 and ci > 64)
-            if spec.groups == 1 and unit and half and wide_wanted and kh == kw and kh in (1, 3) \
+            if spec.groups == 1 and unit and tc16 and wide_wanted and kh == kw and kh in (1, 3) \
                     and wide_copies and aligned and self._cc >= (8, 0) and wide_smem <= self._max_smem() \
                     and n * _cdiv(oh, 8) * _cdiv(ow, 32) < 2**31 and tc_wide_weight_halves(ci, co, kh * kw) < 2**31:
                 tiles_h, tiles_w, co_tiles, nchunk = _cdiv(oh, 8), _cdiv(ow, 32), _cdiv(co, 64), _cdiv(ci, 32)
@@ -2165,7 +2171,7 @@ class CudaBackend(Backend):
             # transposed back (0.69x PyTorch for 3x3 on the H200, where the CUDA cores gave 0.03x)
             s2_smem = _TC_WIDE_S2_SMEM.get((kh, int(p["TC_WIDE_STAGES"])), 0)
             nchw = spec.layout == "NCHW"
-            if spec.groups == 1 and half and p["CONV_TC"] and kh == kw and kh in (1, 3) \
+            if spec.groups == 1 and tc16 and p["CONV_TC"] and kh == kw and kh in (1, 3) \
                     and (sh, sw, dh, dw) == (2, 2, 1, 1) and ci % 8 == 0 and (aligned or nchw) \
                     and self._cc >= (8, 0) and s2_smem <= self._max_smem() \
                     and n * _cdiv(oh, 8) * _cdiv(ow, 32) < 2**31 and tc_wide_weight_halves(ci, co, kh * kw) < 2**31 \
@@ -2207,8 +2213,8 @@ class CudaBackend(Backend):
                     Launch("conv2d.cu", defines, "conv2d_k3_tc", "PPPP" + "i" * 13, grid, (256, 1, 1), _TC_SMEM,
                            args),
                 )
-            if p["CONV_IM2COL"] and spec.groups == 1 and (half or f32):
-                im2col = self._plan_conv_im2col(spec, defines) if half else self._plan_conv_im2col_simt(spec, p)
+            if p["CONV_IM2COL"] and spec.groups == 1 and (tc16 or f32):
+                im2col = self._plan_conv_im2col(spec, defines) if tc16 else self._plan_conv_im2col_simt(spec, p)
                 if im2col is not None:
                     return im2col
             simt_smem = 2 * _SIMT_BUF_FLOATS[simt_ci] * 4
@@ -2316,7 +2322,7 @@ class CudaBackend(Backend):
         smem = _k1g_smem(int(p["K1G_STAGES"]), bn)
         m = n * oh * ow
         grid = _cdiv(m, 128) * _cdiv(co, bn)
-        if not (spec.groups == 1 and spec.kernel == (1, 1) and spec.dtype == np.float16 and ci % 8 == 0
+        if not (spec.groups == 1 and spec.kernel == (1, 1) and self._tensor_core_dtype(spec.dtype) and ci % 8 == 0
                 and (aligned or nchw) and self._cc >= (8, 0) and smem <= self._max_smem()
                 and m + 128 < 2**31 and grid < 2**31
                 and (not nchw or _transposes_fit(spec))):
@@ -2352,7 +2358,8 @@ class CudaBackend(Backend):
         smem = _k1n_smem(int(p["K1N_STAGES"]), bm)
         m = n * hw
         grid = _cdiv(m, 128) * _cdiv(co, bm)
-        if not (spec.groups == 1 and spec.kernel == (1, 1) and spec.dtype == np.float16 and spec.layout == "NCHW"
+        if not (spec.groups == 1 and spec.kernel == (1, 1) and self._tensor_core_dtype(spec.dtype)
+                and spec.layout == "NCHW"
                 and ci % 8 == 0 and hw % 8 == 0 and aligned and self._cc >= (8, 0)
                 and smem <= self._max_smem() and 0 < m and m + 128 < 2**31 and n * ci * hw < 2**31
                 and n * co * hw < 2**31 and grid < 2**31 and n * ci * ih * iw < 2**31):

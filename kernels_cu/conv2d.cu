@@ -353,12 +353,14 @@ constexpr int W_HALVES = 9 * TCO * 64;
 #define TC_CVT(v) __float2bfloat16_rn(v)
 #define TC_PAIR_T __nv_bfloat162
 #define TC_PAIR(a, b) __floats2bfloat162_rn(a, b)
+#define TC_BITS(v) __bfloat16_as_ushort(v)
 #else
 #define TC_MMA_AB "f16"
 #define TC_ZERO __float2half(0.0f)
 #define TC_CVT(v) __float2half_rn(v)
 #define TC_PAIR_T __half2
 #define TC_PAIR(a, b) __floats2half2_rn(a, b)
+#define TC_BITS(v) __half_as_ushort(v)
 #endif
 
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
@@ -886,7 +888,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
 
 #endif  // HAL_ACT16
 
-#if DTYPE_HALF  // the rest of the section is float16's alone
+#if HAL_ACT16  // float16's, and bfloat16's on sm_80+ (TC_MMA_AB; the launcher never plans them for bfloat16 on sm_75)
 // ---------------------------------------------------------------------------------
 // dense 3x3 and 1x1 float16 NHWC on tensor cores for any C_in % 8 == 0 (CONV_TC=3; written
 // for C_in > 64, which conv2d_k3_tc_pipe cannot hold): the weights no longer fit shared
@@ -962,7 +964,7 @@ __device__ __forceinline__ void tcw_copy16(void* smem, const void* gmem, bool va
 }
 
 // weights [co][ci][taps] -> wp[co tile][chunk][tap][64 co][32 ci] (zero past C_in / C_out)
-extern "C" __global__ void __launch_bounds__(256) conv2d_tc_wprep(const __half* __restrict__ w, __half* __restrict__ wp,
+extern "C" __global__ void __launch_bounds__(256) conv2d_tc_wprep(const act_t* __restrict__ w, act_t* __restrict__ wp,
                                                                   int CI, int CO, int taps, int nchunk, int total) {
     HAL_PDL_ENTRY();
     using namespace tcw;
@@ -972,14 +974,14 @@ extern "C" __global__ void __launch_bounds__(256) conv2d_tc_wprep(const __half* 
         const int tap = rest2 % taps, rest3 = rest2 / taps;
         const int chunk = rest3 % nchunk, ct = rest3 / nchunk;
         const int co = ct * TCO + col, ci = chunk * KC + cil;
-        wp[i] = (co < CO && ci < CI) ? w[((long long)co * CI + ci) * taps + tap] : __float2half(0.0f);
+        wp[i] = (co < CO && ci < CI) ? w[((long long)co * CI + ci) * taps + tap] : TC_ZERO;
     }
 }
 
 template <int K, int S = 1>
-__device__ __forceinline__ void tc_wide_body(unsigned char* smem_raw, const __half* __restrict__ x,
-                                             const __half* __restrict__ wp,
-                                             const float* __restrict__ bias, __half* __restrict__ y, int N, int CI,
+__device__ __forceinline__ void tc_wide_body(unsigned char* smem_raw, const act_t* __restrict__ x,
+                                             const act_t* __restrict__ wp,
+                                             const float* __restrict__ bias, act_t* __restrict__ y, int N, int CI,
                                              int IH, int IW, int CO, int OH, int OW, int PT, int PL, int tiles_h,
                                              int tiles_w, int nchunk) {
     using namespace tcw;
@@ -989,11 +991,11 @@ __device__ __forceinline__ void tc_wide_body(unsigned char* smem_raw, const __ha
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int co0 = blockIdx.y * TCO;
     const int ntiles = N * tiles_h * tiles_w;
-    const __half* wpb = wp + (long long)blockIdx.y * nchunk * W_HALVES;
+    const act_t* wpb = wp + (long long)blockIdx.y * nchunk * W_HALVES;
 
     // the chunk's weights (contiguous in wp: 16-byte copies, TAPS x 1 a thread)
     auto load_weights = [&](int chunk, unsigned char* s_w) {
-        const __half* wc = wpb + (long long)chunk * W_HALVES;
+        const act_t* wc = wpb + (long long)chunk * W_HALVES;
         for (int f = tid; f < W_HALVES / 8; f += blockDim.x)  // row f / 4 = tap * 64 + co, chunk f % 4
             cp_async16(s_w + tcw_at(f >> 2, f & 3), wc + f * 8);
     };
@@ -1012,7 +1014,7 @@ __device__ __forceinline__ void tc_wide_body(unsigned char* smem_raw, const __ha
         for (; pix < NPIX; pix += 64) {
             const int ih = ih0 + r, iw = iw0 + c;
             const bool valid = ci < CI && (unsigned)ih < (unsigned)IH && (unsigned)iw < (unsigned)IW;
-            const __half* src = valid ? x + (((long long)n * IH + ih) * IW + iw) * CI + ci : x;
+            const act_t* src = valid ? x + (((long long)n * IH + ih) * IW + iw) * CI + ci : x;
             // 1x1 stride 2 reads even rows and columns of the patch only: the rest is never copied
             if (!(K == 1 && S == 2 && ((r | c) & 1)))
                 tcw_copy16(s_in + tcw_at(S == 1 ? pix : r * ICOLS + G::col_pos(c), c16), src, valid);
@@ -1030,7 +1032,7 @@ __device__ __forceinline__ void tc_wide_body(unsigned char* smem_raw, const __ha
     const int col_shift = ((-PL) % 8 + 8) % 8;       // the patch's first column inside the staged rows
     // (IW % 8 == 0: a 16-byte chunk of a row is all inside the image or all outside)
     auto load_stage = [&](int t, int chunk, int buf) {
-        __half* rows = reinterpret_cast<__half*>(smem_raw + buf * BUF_BYTES);
+        act_t* rows = reinterpret_cast<act_t*>(smem_raw + buf * BUF_BYTES);
         const int twi = t % tiles_w, rest = t / tiles_w;
         const int thi = rest % tiles_h, n = rest / tiles_h;
         const int ih0 = thi * TR - PT, iwa = twi * TCOL - PL - col_shift;
@@ -1039,7 +1041,7 @@ __device__ __forceinline__ void tc_wide_body(unsigned char* smem_raw, const __ha
             const int r = rest2 % IROWS, cl = rest2 / IROWS, ci = chunk * KC + cl;
             const int ih = ih0 + r, iw = iwa + k * 8;
             const bool valid = ci < CI && (unsigned)ih < (unsigned)IH && (unsigned)iw < (unsigned)IW;
-            const __half* src = valid ? x + (((long long)n * CI + ci) * IH + ih) * IW + iw : x;
+            const act_t* src = valid ? x + (((long long)n * CI + ci) * IH + ih) * IW + iw : x;
             tcw_copy16(rows + (cl * IROWS + r) * SCOLS + k * 8, src, valid);
         }
         load_weights(chunk, smem_raw + buf * BUF_BYTES + W_OFF);
@@ -1078,12 +1080,12 @@ __device__ __forceinline__ void tc_wide_body(unsigned char* smem_raw, const __ha
         // staged rows [ci][row][column] -> [pixel][16-byte channel chunk, swizzled]: a warp takes
         // 32 consecutive pixels of one chunk (reads along a row)
         {
-            const __half* rows = reinterpret_cast<const __half*>(s_buf);
+            const act_t* rows = reinterpret_cast<const act_t*>(s_buf);
             for (int f = tid; f < NPIX * (KC / 8); f += blockDim.x) {
                 const int c8 = f / NPIX, p = f - c8 * NPIX;
                 const int r = p / ICOLS, c = p - r * ICOLS;
-                const __half* src = rows + (c8 * 8 * IROWS + r) * SCOLS + col_shift + c;
-                __align__(16) __half h[8];
+                const act_t* src = rows + (c8 * 8 * IROWS + r) * SCOLS + col_shift + c;
+                __align__(16) act_t h[8];
 #pragma unroll
                 for (int j = 0; j < 8; ++j) h[j] = src[j * IROWS * SCOLS];
                 *reinterpret_cast<uint4*>(s_tin + tcw_at(p, c8)) = *reinterpret_cast<const uint4*>(h);
@@ -1136,10 +1138,10 @@ __device__ __forceinline__ void tc_wide_body(unsigned char* smem_raw, const __ha
             const int thi = rest % tiles_h, n = rest / tiles_h;
             const int oh = thi * TR + warp, ow0 = twi * TCOL;
 #if LAYOUT_NHWC
-            tc_store_row_nhwc(reinterpret_cast<__half*>(s_buf) + warp * (TCOL * 64), acc, bv, lane, y, n, oh, ow0, co0,
+            tc_store_row_nhwc(reinterpret_cast<act_t*>(s_buf) + warp * (TCOL * 64), acc, bv, lane, y, n, oh, ow0, co0,
                               OH, OW, CO, vec_out);
 #else
-            tc_store_row_nchw(reinterpret_cast<__half*>(s_buf) + warp * (TCO * TC_NCHW_CO_STRIDE), acc, bv, lane, y, n,
+            tc_store_row_nchw(reinterpret_cast<act_t*>(s_buf) + warp * (TCO * TC_NCHW_CO_STRIDE), acc, bv, lane, y, n,
                               oh, ow0, co0, OH, OW, CO, vec_out);
 #endif
         }
@@ -1156,8 +1158,8 @@ __device__ __forceinline__ void tc_wide_body(unsigned char* smem_raw, const __ha
 #endif
 #define TC_WIDE_KERNEL(NAME, K, S, MINB)                                                                              \
     extern "C" __global__ void __launch_bounds__(256, MINB)                                                           \
-        NAME(const __half* __restrict__ x, const __half* __restrict__ wp, const float* __restrict__ bias,            \
-             __half* __restrict__ y, int N, int CI, int IH, int IW, int CO, int OH, int OW, int PT, int PL,           \
+        NAME(const act_t* __restrict__ x, const act_t* __restrict__ wp, const float* __restrict__ bias,            \
+             act_t* __restrict__ y, int N, int CI, int IH, int IW, int CO, int OH, int OW, int PT, int PL,           \
              int tiles_h, int tiles_w, int nchunk) { HAL_PDL_ENTRY();                                                 \
         extern __shared__ __align__(16) unsigned char smem_raw[];                                                     \
         tc_wide_body<K, S>(smem_raw, x, wp, bias, y, N, CI, IH, IW, CO, OH, OW, PT, PL, tiles_h, tiles_w, nchunk);   \
@@ -1313,9 +1315,9 @@ static_assert(MINB * (PSMEM + 1024) <= 228 * 1024, "k1g::PSMEM: MINB persistent 
 // epilogue, which stages the results in their own buffer past the stages (k1g::PSMEM). 2: as 1, with
 // streaming stores (st.global.cs: y is not read again by this kernel).
 template <int PERSIST>
-__device__ __forceinline__ void k1g_body(unsigned char* smem_raw, const __half* __restrict__ x,
-                                         const __half* __restrict__ w, const float* __restrict__ bias,
-                                         __half* __restrict__ y, int N, int CI, int IH, int IW, int CO, int OH,
+__device__ __forceinline__ void k1g_body(unsigned char* smem_raw, const act_t* __restrict__ x,
+                                         const act_t* __restrict__ w, const float* __restrict__ bias,
+                                         act_t* __restrict__ y, int N, int CI, int IH, int IW, int CO, int OH,
                                          int OW, int SH, int SW, int PT, int PL) {
     using namespace k1g;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -1330,8 +1332,8 @@ __device__ __forceinline__ void k1g_body(unsigned char* smem_raw, const __half* 
     // this thread's copy rows: pixels m0 + r0 + ROW_STEP i (NULL: a zero row), output channels
     // n0 + r0 + ROW_STEP i, each at its 16-byte chunk c16 of the stage's 32 channels
     const int c16 = tid & 3, r0 = tid >> 2;
-    const __half* a_src[A_LOADS];
-    const __half* b_src[B_LOADS];
+    const act_t* a_src[A_LOADS];
+    const act_t* b_src[B_LOADS];
     auto copy_rows = [&]() {
 #pragma unroll
         for (int i = 0; i < A_LOADS; ++i) {
@@ -1400,7 +1402,7 @@ __device__ __forceinline__ void k1g_body(unsigned char* smem_raw, const __half* 
     };
 
     // the tile at (tm0, tn0) out of acc, through `stage`
-    auto epilogue = [&](float (&acc)[MT][NT][4], __half* stage, int tm0, int tn0) {
+    auto epilogue = [&](float (&acc)[MT][NT][4], act_t* stage, int tm0, int tn0) {
         // results -> [128 pixels][BN channels] float16, chunk ch of row r at (ch ^ (r % 8)): a lane holds
         // pixels lane / 4 (+ 8) of each m16 tile, channels 2 (lane % 4) + {0, 1} of each n8 tile
 #pragma unroll
@@ -1411,8 +1413,8 @@ __device__ __forceinline__ void k1g_body(unsigned char* smem_raw, const __half* 
 #pragma unroll
                 for (int nt = 0; nt < NT; ++nt) {
                     const int ch = wn * (WN / 8) + nt;
-                    *reinterpret_cast<__half2*>(stage + r * BN + ((ch ^ (r & 7)) << 3) + (lane & 3) * 2) =
-                        __floats2half2_rn(out_act(acc[mt][nt][hsel * 2] + bv[nt][0]),
+                    *reinterpret_cast<TC_PAIR_T*>(stage + r * BN + ((ch ^ (r & 7)) << 3) + (lane & 3) * 2) =
+                        TC_PAIR(out_act(acc[mt][nt][hsel * 2] + bv[nt][0]),
                                           out_act(acc[mt][nt][hsel * 2 + 1] + bv[nt][1]));
                 }
             }
@@ -1427,14 +1429,14 @@ __device__ __forceinline__ void k1g_body(unsigned char* smem_raw, const __half* 
             const int m = tm0 + r, co = tn0 + ch * 8;
             if (m >= M || co >= CO) continue;
             const uint4 u = *reinterpret_cast<const uint4*>(stage + r * BN + ((ch ^ (r & 7)) << 3));
-            __half* yp = y + (long long)m * CO + co;
+            act_t* yp = y + (long long)m * CO + co;
             if (vec_out) {
                 if constexpr (PERSIST == 2)
                     __stcs(reinterpret_cast<uint4*>(yp), u);
                 else
                     *reinterpret_cast<uint4*>(yp) = u;
             } else {
-                const __half* h = reinterpret_cast<const __half*>(&u);
+                const act_t* h = reinterpret_cast<const act_t*>(&u);
 #pragma unroll
                 for (int j = 0; j < 8; ++j)
                     if (co + j < CO) yp[j] = h[j];
@@ -1445,9 +1447,9 @@ __device__ __forceinline__ void k1g_body(unsigned char* smem_raw, const __half* 
     if constexpr (PERSIST == 0) {
         float acc[MT][NT][4];
         tc_gemm_k_loop<STAGES, BK>(acc, KT, load_stage, frags);
-        epilogue(acc, reinterpret_cast<__half*>(smem_raw), m0, n0);
+        epilogue(acc, reinterpret_cast<act_t*>(smem_raw), m0, n0);
     } else {
-        __half* const out = reinterpret_cast<__half*>(smem_raw + STAGES * STAGE_BYTES);
+        act_t* const out = reinterpret_cast<act_t*>(smem_raw + STAGES * STAGE_BYTES);
         tc_gemm_tiles<STAGES, BK, MT, NT>(
             KT, (unsigned)((M + BM - 1) / BM * ntn), load_stage, frags,
             [&]() {
@@ -1468,8 +1470,8 @@ __device__ __forceinline__ void k1g_body(unsigned char* smem_raw, const __half* 
 // blocks x SMs at most; shared memory k1g::PSMEM; 2 with streaming stores)
 #define K1G_KERNEL(NAME, PERSIST)                                                                                \
     extern "C" __global__ void __launch_bounds__(256, k1g::MINB)                                                 \
-        NAME(const __half* __restrict__ x, const __half* __restrict__ w, const float* __restrict__ bias,        \
-             __half* __restrict__ y, int N, int CI, int IH, int IW, int CO, int OH, int OW, int SH, int SW,      \
+        NAME(const act_t* __restrict__ x, const act_t* __restrict__ w, const float* __restrict__ bias,        \
+             act_t* __restrict__ y, int N, int CI, int IH, int IW, int CO, int OH, int OW, int SH, int SW,      \
              int PT, int PL) {                                                                                   \
         HAL_PDL_ENTRY();                                                                                         \
         extern __shared__ __align__(16) unsigned char smem_raw[];                                                \
@@ -1542,9 +1544,9 @@ __device__ __forceinline__ int row_at(int row, int chunk) { return row * B_ROW +
 // tile's epilogue, which stages the results in their own buffer past the stages (k1n::PSMEM). 2: as 1, with
 // streaming stores (st.global.cs: y is not read again by this kernel).
 template <int PERSIST>
-__device__ __forceinline__ void k1n_body(unsigned char* smem_raw, const __half* __restrict__ x,
-                                         const __half* __restrict__ w, const float* __restrict__ bias,
-                                         __half* __restrict__ y, int N, int CI, int HW, int CO) {
+__device__ __forceinline__ void k1n_body(unsigned char* smem_raw, const act_t* __restrict__ x,
+                                         const act_t* __restrict__ w, const float* __restrict__ bias,
+                                         act_t* __restrict__ y, int N, int CI, int HW, int CO) {
     using namespace k1n;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = warp % WARPS_M, wn = warp / WARPS_M;
@@ -1558,7 +1560,7 @@ __device__ __forceinline__ void k1n_body(unsigned char* smem_raw, const __half* 
     // this thread's copies: weight rows co0 + r0 + 64 i at chunk c16 of the stage's 32 channels (NULL: a zero
     // row), and the 8 pixels p0 + 8 pc of k rows kr0 + 16 i (b_src: their channel 0, NULL past the batch)
     const int c16 = tid & 3, r0 = tid >> 2;
-    const __half* a_src[A_LOADS];
+    const act_t* a_src[A_LOADS];
     auto weight_rows = [&]() {
 #pragma unroll
         for (int i = 0; i < A_LOADS; ++i) {
@@ -1568,7 +1570,7 @@ __device__ __forceinline__ void k1n_body(unsigned char* smem_raw, const __half* 
     };
     weight_rows();
     const int pc = tid & (CPR - 1), kr0 = tid / CPR;
-    const __half* b_src;
+    const act_t* b_src;
     long long y_off;  // the chunk's offset in y at output channel 0 (-1: past the batch)
     auto pixel_chunk = [&]() {
         const int pix = p0 + pc * 8;
@@ -1641,8 +1643,8 @@ __device__ __forceinline__ void k1n_body(unsigned char* smem_raw, const __half* 
 #pragma unroll
                 for (int nt = 0; nt < NT; ++nt) {
                     const int ch = wn * (WN / 8) + nt;
-                    *reinterpret_cast<__half2*>(stage + row_at(r, ch) + (lane & 3) * 4) =
-                        __floats2half2_rn(out_act(acc[mt][nt][hsel * 2] + bv[mt][hsel]),
+                    *reinterpret_cast<TC_PAIR_T*>(stage + row_at(r, ch) + (lane & 3) * 4) =
+                        TC_PAIR(out_act(acc[mt][nt][hsel * 2] + bv[mt][hsel]),
                                           out_act(acc[mt][nt][hsel * 2 + 1] + bv[mt][hsel]));
                 }
             }
@@ -1691,8 +1693,8 @@ __device__ __forceinline__ void k1n_body(unsigned char* smem_raw, const __half* 
 // blocks x SMs at most; shared memory k1n::PSMEM; 2 with streaming stores)
 #define K1N_KERNEL(NAME, PERSIST)                                                                                \
     extern "C" __global__ void __launch_bounds__(256, k1n::MINB)                                                 \
-        NAME(const __half* __restrict__ x, const __half* __restrict__ w, const float* __restrict__ bias,        \
-             __half* __restrict__ y, int N, int CI, int HW, int CO) {                                            \
+        NAME(const act_t* __restrict__ x, const act_t* __restrict__ w, const float* __restrict__ bias,        \
+             act_t* __restrict__ y, int N, int CI, int HW, int CO) {                                            \
         HAL_PDL_ENTRY();                                                                                         \
         extern __shared__ __align__(16) unsigned char smem_raw[];                                                \
         k1n_body<PERSIST>(smem_raw, x, w, bias, y, N, CI, HW, CO);                                               \
@@ -1731,14 +1733,14 @@ struct Im2colParams {
     int segs, tiles;           // 32-pixel segments of an output row, N OH segs tiles
 };
 extern "C" __global__ void __launch_bounds__(im2c::WARPS * 32)
-    conv2d_im2col_tc(const __half* __restrict__ x, const __half* __restrict__ w, const float* __restrict__ bias,
-                     __half* __restrict__ y, Im2colParams p) {
+    conv2d_im2col_tc(const act_t* __restrict__ x, const act_t* __restrict__ w, const float* __restrict__ bias,
+                     act_t* __restrict__ y, Im2colParams p) {
     HAL_PDL_ENTRY();
     extern __shared__ __align__(16) unsigned char smem_raw[];
     using namespace im2c;
     int4* s_tab = reinterpret_cast<int4*>(smem_raw);      // per k: dy, dx, x offset, -
-    __half* s_w = reinterpret_cast<__half*>(s_tab + p.KP);  // [co][k], row pitch p.pitch
-    __half* s_a = s_w + TCO * p.pitch;                      // per warp: [pixel][k] rows, then the output stage
+    act_t* s_w = reinterpret_cast<act_t*>(s_tab + p.KP);  // [co][k], row pitch p.pitch
+    act_t* s_a = s_w + TCO * p.pitch;                      // per warp: [pixel][k] rows, then the output stage
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int co0 = blockIdx.y * TCO;
     const int taps = p.KH * p.KW;
@@ -1757,12 +1759,12 @@ extern "C" __global__ void __launch_bounds__(im2c::WARPS * 32)
     }
     for (int f = tid; f < TCO * p.KP; f += blockDim.x) {
         const int co = f / p.KP, k = f - co * p.KP;
-        s_w[co * p.pitch + k] = (k < p.K && co0 + co < p.CO) ? w[(long long)(co0 + co) * p.K + k] : __float2half(0.0f);
+        s_w[co * p.pitch + k] = (k < p.K && co0 + co < p.CO) ? w[(long long)(co0 + co) * p.K + k] : TC_ZERO;
     }
     __syncthreads();
     float bv[8][2];
     tc_bias_frag(bias, co0, p.CO, lane, bv);
-    __half* s_mine = s_a + warp * p.region;
+    act_t* s_mine = s_a + warp * p.region;
     const int ksteps = p.KP >> 4;
 #if LAYOUT_NHWC
     const bool vec_out = aligned16(y) && p.CO % 8 == 0;
@@ -1775,10 +1777,10 @@ extern "C" __global__ void __launch_bounds__(im2c::WARPS * 32)
         const int iy0 = oh * p.SH - p.PT, ix0 = ow * p.SW - p.PL;
         const bool pix_ok = ow < p.OW;
 #if LAYOUT_NHWC
-        const __half* xn = x + (long long)n * p.IH * p.IW * p.CI;
+        const act_t* xn = x + (long long)n * p.IH * p.IW * p.CI;
         const long long pix = ((long long)iy0 * p.IW + ix0) * p.CI;
 #else
-        const __half* xn = x + (long long)n * p.CI * p.IH * p.IW;
+        const act_t* xn = x + (long long)n * p.CI * p.IH * p.IW;
         const long long pix = (long long)iy0 * p.IW + ix0;
 #endif
         __syncwarp();  // every lane is done with the previous tile's stage
@@ -1790,7 +1792,7 @@ extern "C" __global__ void __launch_bounds__(im2c::WARPS * 32)
                 const int iy = iy0 + tb.x, ix = ix0 + tb.y;
                 v[j] = 0;
                 if (pix_ok && (unsigned)iy < (unsigned)p.IH && (unsigned)ix < (unsigned)p.IW)
-                    v[j] = __half_as_ushort(xn[pix + tb.z]);
+                    v[j] = TC_BITS(xn[pix + tb.z]);
             }
             *reinterpret_cast<uint4*>(s_mine + lane * p.pitch + kc) = pack8(v);
         }
@@ -1829,7 +1831,7 @@ extern "C" __global__ void __launch_bounds__(im2c::WARPS * 32)
     }
 }
 // end of the tensor-core section
-#endif  // DTYPE_HALF
+#endif  // HAL_ACT16
 
 
 // ---------------------------------------------------------------------------------

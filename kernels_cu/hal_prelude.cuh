@@ -88,32 +88,31 @@ template <>
 __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 #endif
 
-#if HAL_ACT16
 // 16-bit activations by their bits: one from its 16 bits, the two of a 32-bit word (the low
-// half is the lower address), and two floats rounded to nearest even into one word
+// half is the lower address), and two floats rounded to nearest even into one word (float16's in
+// float32 builds, whose templates of the 16-bit paths name them but never run)
 __device__ __forceinline__ float act16_f(unsigned short h) {
-#if DTYPE_HALF
+#if !DTYPE_BF16
     return __half2float(__ushort_as_half(h));
 #else
     return __bfloat162float(__ushort_as_bfloat16(h));
 #endif
 }
 __device__ __forceinline__ float2 act2_f(uint32_t w) {
-#if DTYPE_HALF
+#if !DTYPE_BF16
     return __half22float2(*reinterpret_cast<const __half2*>(&w));
 #else
     return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w));
 #endif
 }
 __device__ __forceinline__ uint32_t act2_word(float a, float b) {
-#if DTYPE_HALF
+#if !DTYPE_BF16
     const __half2 h = __floats2half2_rn(a, b);
 #else
     const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
 #endif
     return *reinterpret_cast<const uint32_t*>(&h);
 }
-#endif
 
 // the output epilogue: every store of an activation goes through it
 __device__ __forceinline__ float out_act(float v) {

@@ -72,42 +72,30 @@
 // ---------------------------------------------------------------------------------
 #if DTYPE_BF16
 #define WIN_NEG_INF_H2 0xFF80FF80u
-__device__ __forceinline__ float win_h_lo(uint32_t h) { return __uint_as_float(h << 16); }
-__device__ __forceinline__ float win_h_hi(uint32_t h) { return __uint_as_float(h & 0xFFFF0000u); }
-// lane-wise max_nan (max.NaN: the same maximum the float path takes)
-__device__ __forceinline__ uint32_t win_hmax2(uint32_t best, uint32_t v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    uint32_t r;
-    asm("max.NaN.bf16x2 %0, %1, %2;\n" : "=r"(r) : "r"(best), "r"(v));
-    return r;
-#else
-    // the maximum is one of the two values, or a NaN: a float's upper half either way, no rounding
-    const uint32_t lo = __float_as_uint(max_nan(win_h_lo(best), win_h_lo(v))) >> 16;
-    const uint32_t hi = __float_as_uint(max_nan(win_h_hi(best), win_h_hi(v))) & 0xFFFF0000u;
-    return lo | hi;
-#endif
-}
-// both lanes as floats
-__device__ __forceinline__ float2 win_h2f2(uint32_t h) { return make_float2(win_h_lo(h), win_h_hi(h)); }
 #else
 #define WIN_NEG_INF_H2 0xFC00FC00u
-__device__ __forceinline__ float win_h_lo(uint32_t h) { return __half2float(__ushort_as_half((unsigned short)(h & 0xFFFFu))); }
-__device__ __forceinline__ float win_h_hi(uint32_t h) { return __half2float(__ushort_as_half((unsigned short)(h >> 16))); }
+#endif
+__device__ __forceinline__ float win_h_lo(uint32_t h) { return act16_f((unsigned short)(h & 0xFFFFu)); }
+__device__ __forceinline__ float win_h_hi(uint32_t h) { return act16_f((unsigned short)(h >> 16)); }
 // lane-wise max_nan (max.NaN: the same maximum the float path takes)
 __device__ __forceinline__ uint32_t win_hmax2(uint32_t best, uint32_t v) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     uint32_t r;
+#if DTYPE_BF16
+    asm("max.NaN.bf16x2 %0, %1, %2;\n" : "=r"(r) : "r"(best), "r"(v));
+#else
     asm("max.NaN.f16x2 %0, %1, %2;\n" : "=r"(r) : "r"(best), "r"(v));
+#endif
     return r;
+#elif DTYPE_BF16
+    // the maximum is one of the two values, or a NaN: rounding it back changes nothing
+    return act2_word(max_nan(win_h_lo(best), win_h_lo(v)), max_nan(win_h_hi(best), win_h_hi(v)));
 #else
     const __half lo = __float2half_rn(max_nan(win_h_lo(best), win_h_lo(v)));
     const __half hi = __float2half_rn(max_nan(win_h_hi(best), win_h_hi(v)));
     return (uint32_t)__half_as_ushort(lo) | ((uint32_t)__half_as_ushort(hi) << 16);
 #endif
 }
-// both lanes as floats
-__device__ __forceinline__ float2 win_h2f2(uint32_t h) { return __half22float2(*reinterpret_cast<const __half2*>(&h)); }
-#endif
 // store two adjacent 16-bit outputs (the second only when `two`) through the epilogue
 __device__ __forceinline__ void win_st_h2(act_t* p, uint32_t h, bool two) {
 #if HAL_ACT16 && !FUSE_RELU
@@ -502,7 +490,7 @@ __device__ __forceinline__ void win_nchw_h2avg(const act_t* __restrict__ s_in, i
 #pragma unroll
                 for (int k = 0; k < NW; ++k) {
                     const uint32_t m = rp[k] & keep[k];
-                    const float2 v = win_h2f2(m);
+                    const float2 v = act2_f(m);
                     f[2 * k] = v.x;
                     f[2 * k + 1] = v.y;
                 }
@@ -602,7 +590,7 @@ __device__ __forceinline__ void win_nchw_dwh2(const act_t* __restrict__ s_in, co
 #pragma unroll
             for (int k = 0; k < NW; ++k) {
                 const uint32_t m = rp[k] & keep[k];
-                const float2 v = win_h2f2(m);
+                const float2 v = act2_f(m);
                 f[2 * k] = v.x;
                 f[2 * k + 1] = v.y;
             }

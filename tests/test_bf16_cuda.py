@@ -59,16 +59,14 @@ def _tools() -> object:
 
 cuda_emu = _tools()
 
-#: float16's tensor-core kernels that take bfloat16 too (mma .bf16 on sm_80 and newer): dense KH, KW <= 3
-#: stride 1 with C_in <= 64
-BF16_TC = ("conv2d_k3_tc", "conv2d_k3_tc_pipe")
-#: kernels that must never serve bfloat16: float16's other tensor-core and half2 kernels (their mma f16
-#: would read bfloat16 bits as float16) and the float32-only SGEMMs (4-byte elements)
-FLOAT16_ONLY = ("conv2d_tc_wprep", "conv2d_k3_tc_wide", "conv2d_k1_tc_wide",
-                "conv2d_k3s2_tc_wide", "conv2d_k1s2_tc_wide", "conv2d_k1_gemm", "conv2d_k1_gemm_persist",
-                "conv2d_k1_gemm_persist_cs", "conv2d_k1_gemm_nchw", "conv2d_k1_gemm_nchw_persist",
-                "conv2d_k1_gemm_nchw_persist_cs", "conv2d_im2col_tc", "conv2d_grp_tc8", "conv2d_grp_tc16",
-                "conv2d_dw_tc_k3s1", "conv2d_dw_tc_persist_k3s1")
+#: float16's tensor-core kernels that take bfloat16 too (mma .bf16 on sm_80 and newer): every dense one
+BF16_TC = ("conv2d_k3_tc", "conv2d_k3_tc_pipe", "conv2d_tc_wprep", "conv2d_k3_tc_wide", "conv2d_k1_tc_wide",
+           "conv2d_k3s2_tc_wide", "conv2d_k1s2_tc_wide", "conv2d_k1_gemm", "conv2d_k1_gemm_persist",
+           "conv2d_k1_gemm_persist_cs", "conv2d_k1_gemm_nchw", "conv2d_k1_gemm_nchw_persist",
+           "conv2d_k1_gemm_nchw_persist_cs", "conv2d_im2col_tc")
+#: kernels that must never serve bfloat16: float16's grouped and depthwise tensor-core kernels (their mma
+#: f16 would read bfloat16 bits as float16) and the float32-only SGEMMs (4-byte elements)
+FLOAT16_ONLY = ("conv2d_grp_tc8", "conv2d_grp_tc16", "conv2d_dw_tc_k3s1", "conv2d_dw_tc_persist_k3s1")
 FLOAT32_ONLY = ("conv2d_k1_simt", "conv2d_im2col_simt")
 
 
@@ -119,36 +117,47 @@ _TC_SWITCHES = {"CONV_TC": 3, "CONV_K1_GEMM": 1, "CONV_K1_NCHW": 1, "CONV_IM2COL
 
 @pytest.mark.parametrize("case", _CONV_CASES, ids=[c[0] for c in _CONV_CASES])
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
-def test_bfloat16_convs_plan_no_float16_or_float32_only_kernel(case, layout):
-    """Without a GPU: every sm_90 float16 conv entry's parameters, and every tensor-core and SGEMM
-    switch on, plan bfloat16 convs onto CUDA-core kernels built with DTYPE_BF16=1 (the same spec in
-    float16 takes a tensor-core kernel under the switches, so the gate is what keeps bfloat16 off it),
-    or, for a dense KH, KW <= 3 stride-1 conv with C_in <= 64, onto the tensor-core kernels that take
-    bfloat16 (BF16_TC)."""
+def test_bfloat16_convs_plan_float16s_dense_tensor_core_kernels_and_no_other(case, layout):
+    """Without a GPU: under every sm_90 float16 conv entry's parameters, the defaults, and every
+    tensor-core and SGEMM switch on, a bfloat16 conv on sm_90 and sm_80 plans exactly what float16 plans
+    (kernels, grids, blocks, shared memory, arguments; built with DTYPE_BF16=1) wherever float16 takes no
+    float16-only kernel (grouped and depthwise tensor cores), and CUDA-core kernels where it does; on
+    sm_75 (no bfloat16 mma) no tensor-core kernel at all. Float32's SGEMMs never serve it."""
     from hal.backends.cuda import CudaBuffer
     from hal.spec import TensorGeometry, conv2d_spec
 
     _, n, ci, h, w, co, k, stride, pad, groups = case
     buf = CudaBuffer(0x10000, 1 << 30, None)
-    saw_tc = False
-    for dtype in (BF16, np.dtype(np.float16)):
+
+    def plan(dtype, params, cc):
         be, plans = _planner()
-        spec = conv2d_spec(TensorGeometry(n, ci, h, w, layout, dtype), (co, ci // groups, *k), True, (co,),
-                           stride, pad, 1, groups)
-        for params in [*_sm90_float16_entries("conv2d"), {}, _TC_SWITCHES]:
-            be.conv2d(spec, buf, buf, buf, buf, params)
-            kernels = [launch.kernel for launch in plans[-1]]
-            if dtype == BF16:
-                assert not set(kernels) & set(FLOAT16_ONLY + FLOAT32_ONLY), (params, kernels)
-                if set(kernels) & set(BF16_TC):
-                    assert groups == 1 and max(k) <= 3 and stride == 1 and ci <= 64, (params, kernels)
-                for launch in plans[-1]:
-                    defines = dict(launch.defines)
-                    assert defines.get("DTYPE_BF16") == 1 and defines["DTYPE_HALF"] == 0, launch.kernel
-            else:
-                saw_tc = saw_tc or bool(set(kernels) & set(FLOAT16_ONLY + BF16_TC))
-    if not (groups == ci and layout == "NHWC"):  # (float16 NHWC depthwise has no tensor-core kernel)
-        assert saw_tc, "float16 took no tensor-core kernel here: the case does not test the gate"
+        be._cc = cc
+        spec = conv2d_spec(TensorGeometry(n, ci, h, w, layout, np.dtype(dtype)), (co, ci // groups, *k), True,
+                           (co,), stride, pad, 1, groups)
+        be.conv2d(spec, buf, buf, buf, buf, params)
+        return plans[-1]
+
+    saw_shared = saw_float16_only = False
+    for params in [*_sm90_float16_entries("conv2d"), {}, _TC_SWITCHES]:
+        for cc in ((9, 0), (8, 0)):
+            bf, half = plan(BF16, params, cc), plan(np.float16, params, cc)
+            kernels = [launch.kernel for launch in bf]
+            assert not set(kernels) & set(FLOAT16_ONLY + FLOAT32_ONLY), (params, kernels)
+            for launch in bf:
+                defines = dict(launch.defines)
+                assert defines.get("DTYPE_BF16") == 1 and defines["DTYPE_HALF"] == 0, launch.kernel
+            if set(launch.kernel for launch in half) & set(FLOAT16_ONLY):
+                saw_float16_only = True
+                continue
+            assert [(x.kernel, x.grid, x.block, x.shared, x.args) for x in bf] == \
+                [(x.kernel, x.grid, x.block, x.shared, x.args) for x in half], (params, cc)
+            saw_shared = saw_shared or bool(set(kernels) & set(BF16_TC))
+        kernels = [launch.kernel for launch in plan(BF16, params, (7, 5))]
+        assert not set(kernels) & set(BF16_TC + FLOAT16_ONLY + FLOAT32_ONLY), (params, kernels)
+    if groups == 1:
+        assert saw_shared, "bfloat16 took no tensor-core kernel here: the case does not test the planner"
+    elif not (groups == ci and layout == "NHWC"):  # (float16 NHWC depthwise has no tensor-core kernel)
+        assert saw_float16_only, "float16 took no grouped or depthwise tensor-core kernel: the gate is untested"
 
 
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
@@ -156,8 +165,9 @@ def test_bfloat16_dense_3x3_takes_the_tensor_cores_on_sm80_and_newer(layout):
     """Without a GPU: a bfloat16 dense 3x3 (and 2x3, 1x1) stride-1 conv with C_in <= 64 plans float16's CONV_TC
     kernels on sm_90 and sm_80 (CONV_TC 1: conv2d_k3_tc; 2: conv2d_k3_tc_pipe where its copies apply),
     built with DTYPE_BF16=1, with float16's grid, block, shared memory and arguments; on sm_75 (no bfloat16
-    mma) the CUDA-core kernel, where float16 keeps conv2d_k3_tc; C_in > 64 (the streamed-weight kernels'
-    case) and CONV_TC 0 keep bfloat16 on the CUDA cores."""
+    mma) the CUDA-core kernel, where float16 keeps conv2d_k3_tc; C_in > 64 takes the streamed-weight
+    kernels under CONV_TC 2 and 3 (sm_80+), a 1x1 the GEMM under CONV_K1_GEMM; CONV_TC 0 keeps bfloat16 on
+    the CUDA cores."""
     from hal.backends.cuda import CudaBuffer
     from hal.spec import TensorGeometry, conv2d_spec
 
@@ -190,12 +200,15 @@ def test_bfloat16_dense_3x3_takes_the_tensor_cores_on_sm80_and_newer(layout):
     assert plan(BF16, {"CONV_TC": 2}, w=36)[-1].kernel == ("conv2d_k3_tc" if layout == "NCHW"
                                                             else "conv2d_k3_tc_pipe")
     assert plan(BF16, {}, k=(2, 3))[-1].kernel == "conv2d_k3_tc"
-    assert plan(BF16, {}, k=(1, 1))[-1].kernel == "conv2d_k3_tc"  # (no 1x1 GEMM for bfloat16)
+    assert plan(BF16, {}, k=(1, 1))[-1].kernel == "conv2d_k3_tc"
+    assert "conv2d_k1_gemm" in [x.kernel for x in plan(BF16, {"CONV_K1_GEMM": 1}, k=(1, 1))]  # (NCHW: transposed)
     assert plan(BF16, {"CONV_TC": 0})[-1].kernel == "conv2d_k3_simt"
-    assert plan(BF16, {"CONV_TC": 3})[-1].kernel == "conv2d_k3_tc"  # as float16 where the wide kernels are not
-    for params in ({"CONV_TC": 3}, {"CONV_TC": 2}, {}):
-        kernels = [launch.kernel for launch in plan(BF16, params, ci=72)]
-        assert kernels == ["conv2d_k3_simt"], (params, kernels)
+    assert plan(BF16, {"CONV_TC": 3})[-1].kernel == plan(np.float16, {"CONV_TC": 3})[-1].kernel  # wide, or not
+    # C_in > 64: the streamed-weight kernels under CONV_TC 2 and 3, on sm_80+ only
+    for params in ({"CONV_TC": 3}, {"CONV_TC": 2}):
+        assert [x.kernel for x in plan(BF16, params, ci=72)] == ["conv2d_tc_wprep", "conv2d_k3_tc_wide"], params
+        assert [x.kernel for x in plan(BF16, params, cc=(7, 5), ci=72)] == ["conv2d_k3_simt"], params
+    assert [x.kernel for x in plan(BF16, {}, ci=72)] == ["conv2d_k3_simt"]  # CONV_TC 1: C_in <= 64 only
 
 
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
@@ -292,7 +305,8 @@ def test_bfloat16_kernels_match_the_oracle_on_the_emulator(emu, case):
     name, kind, kw = case
     fn = {"pool": cuda_emu.check_pool, "adaptive": cuda_emu.check_adaptive, "gvec": cuda_emu.check_gvec,
           "bn": cuda_emu.check_bn_infer, "bn-train": cuda_emu.check_bn_train, "tiled": cuda_emu.check_tiled,
-          "dwconv": cuda_emu.check_dwconv, "round": cuda_emu.check_bf16_rounding}[kind]
+          "dwconv": cuda_emu.check_dwconv, "round": cuda_emu.check_bf16_rounding, "k1g": cuda_emu.check_k1_gemm,
+          "k1n": cuda_emu.check_k1_nchw}[kind]
     kernel, ok, detail = fn(be, np.random.default_rng(zlib.crc32(name.encode())), work, **kw)
     assert ok, f"{name} ({kernel}): {detail}"
 

@@ -129,11 +129,11 @@ def kernel_source(file: str) -> str:
         # and the depthwise register and pipelined kernels, after the section's #endif
         rest = text.index("\n", text.index("#endif", end)) + 1
         tc = text[start:end]
-        if text.rfind("#if HAL_ACT16", 0, start) < 0 or "#if DTYPE_HALF" not in tc:
+        if text.rfind("#if HAL_ACT16", 0, start) < 0 or "#if HAL_ACT16" not in tc:
             raise ValueError("conv2d.cu: the tensor-core section's dtype guards moved")
-        # the section opens for 16-bit builds (conv2d_k3_tc and conv2d_k3_tc_pipe take bfloat16 too), closes
-        # that guard after them and is float16's from there (its own #if DTYPE_HALF, closed by the section's
-        # #endif): a float32 build leaves it out, a bfloat16 build keeps the first part, as nvcc does
+        # the section is the 16-bit builds' (float16 and bfloat16) in two guarded parts (conv2d_k3_tc and
+        # conv2d_k3_tc_pipe, then the streamed-weight, 1x1 GEMM and im2col kernels, whose own #if HAL_ACT16 the
+        # section's #endif closes): a float32 build leaves it out, as nvcc does
         text = head + simt + "#if HAL_ACT16\n" + tc + "#endif\n" + text[rest:]
         text = _replace_body(text, "ldsm_x4", "emu_ldsm_x4(addr, r0, r1, r2, r3);")
         text = _replace_body(text, "ldsm_x4_trans", "emu_ldsm_x4_trans(addr, r0, r1, r2, r3);")
@@ -463,7 +463,7 @@ def _check_1x1(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, 
     want = ref.conv2d_from_spec(sp, x.astype(np.float64), w.astype(np.float64), b)
     scale = ref.conv2d_from_spec(replace(sp, relu=False), np.abs(x.astype(np.float64)),
                                  np.abs(w.astype(np.float64)), None if b is None else np.abs(b))
-    if np.dtype(dtype) == np.float16:
+    if np.dtype(dtype).itemsize == 2:  # float16, bfloat16: the output's rounding
         scale = scale + np.abs(want)
     n, c, oh, ow = sp.out_shape
     y = np.full((n, oh, ow, c) if layout == "NHWC" else (n, c, oh, ow), np.nan, dtype)
@@ -494,16 +494,22 @@ def _check_1x1(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, 
 _PERSIST_SUFFIX = {0: "", 1: "_persist", 2: "_persist_cs"}
 
 
+#: the 16-bit tensor-core convs' tolerance relative to sum |x||w| + |b| + |y|: float16's rounding of the
+#: output (11 bits) or bfloat16's (8 bits: 2**-8), plus float32 sums
+TC_TOL = {"float16": 1.5e-3, "bfloat16": 8e-3}
+
+
 def check_k1_gemm(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], cout: int,
                   layout: str = "NHWC", stride: Any = 1, padding: Any = 0, params: dict[str, int] | None = None,
-                  bias: bool = True, relu: bool = False, sms: int | None = None) -> tuple[str, bool, str]:
-    """A float16 1x1 conv with CONV_K1_GEMM on (and `params`): ``conv2d_k1_gemm`` (NCHW: between two
-    layout transposes, whose NHWC workspaces are poisoned too), or with K1G_PERSIST its persistent
-    kernel, planned for `sms` multiprocessors; see _check_1x1."""
+                  bias: bool = True, relu: bool = False, sms: int | None = None,
+                  dtype: Any = np.float16) -> tuple[str, bool, str]:
+    """A float16 (or `dtype`: bfloat16) 1x1 conv with CONV_K1_GEMM on (and `params`): ``conv2d_k1_gemm``
+    (NCHW: between two layout transposes, whose NHWC workspaces are poisoned too), or with K1G_PERSIST its
+    persistent kernel, planned for `sms` multiprocessors; see _check_1x1."""
     params = {"CONV_K1_GEMM": 1, **(params or {})}
     kernel = "conv2d_k1_gemm" + _PERSIST_SUFFIX[params.get("K1G_PERSIST", 0)]
-    return _check_1x1(be, rng, work, shape, cout, np.float16, layout, stride, padding, params, bias, relu, kernel,
-                      False, 1.5e-3, sms)
+    return _check_1x1(be, rng, work, shape, cout, dtype, layout, stride, padding, params, bias, relu, kernel,
+                      False, TC_TOL[np.dtype(dtype).name], sms)
 
 
 def check_ldmatrix(work: Path) -> tuple[str, bool, str]:
@@ -548,18 +554,19 @@ def check_ldmatrix(work: Path) -> tuple[str, bool, str]:
 def check_k1_nchw(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], cout: int,
                   params: dict[str, int] | None = None, bias: bool = True,
                   relu: bool = False, sms: int | None = None, stride: Any = 1,
-                  padding: Any = 0) -> tuple[str, bool, str]:
-    """A float16 NCHW 1x1 conv with CONV_K1_NCHW on (and `params`): ``conv2d_k1_gemm_nchw``, or with
-    K1N_PERSIST its persistent kernel, planned for `sms` multiprocessors, alone (no transposes) at stride 1
-    without padding, else after ``sample_planes`` (the sampled input in the poisoned workspace xs); see
-    _check_1x1."""
+                  padding: Any = 0, dtype: Any = np.float16) -> tuple[str, bool, str]:
+    """A float16 (or `dtype`: bfloat16) NCHW 1x1 conv with CONV_K1_NCHW on (and `params`):
+    ``conv2d_k1_gemm_nchw``, or with K1N_PERSIST its persistent kernel, planned for `sms` multiprocessors,
+    alone (no transposes) at stride 1 without padding, else after ``sample_planes`` (the sampled input in
+    the poisoned workspace xs); see _check_1x1."""
     params = {"CONV_K1_NCHW": 1, **(params or {})}
     kernel = "conv2d_k1_gemm_nchw" + _PERSIST_SUFFIX[params.get("K1N_PERSIST", 0)]
+    tol = TC_TOL[np.dtype(dtype).name]
     if stride in (1, (1, 1)) and padding in (0, (0, 0, 0, 0)):
-        return _check_1x1(be, rng, work, shape, cout, np.float16, "NCHW", 1, 0, params, bias, relu, kernel, True,
-                          1.5e-3, sms)
-    return _check_1x1(be, rng, work, shape, cout, np.float16, "NCHW", stride, padding, params, bias, relu, kernel,
-                      False, 1.5e-3, sms,
+        return _check_1x1(be, rng, work, shape, cout, dtype, "NCHW", 1, 0, params, bias, relu, kernel, True,
+                          tol, sms)
+    return _check_1x1(be, rng, work, shape, cout, dtype, "NCHW", stride, padding, params, bias, relu, kernel,
+                      False, tol, sms,
                       ("sample_planes_rows8" if params.get("K1N_SAMPLE") else "sample_planes", kernel))
 
 
@@ -577,8 +584,8 @@ def check_tiled(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int,
                 stride: Any = 1, padding: Any = 1, dilation: Any = 1, bias: bool = True,
                 kernel: str = "", sms: int | None = None) -> tuple[str, bool, str]:
     """A conv the register-tiled direct kernel serves (grouped, strided, dilated, any window;
-    float32 or float16, both layouts), or another kernel the parameters pick (`kernel` names the
-    kernel the plan must pick), against the float64 oracle under the conformance tolerance, the
+    float32 or float16, both layouts), or another kernel the parameters pick (`kernel` names a
+    kernel the plan must launch), against the float64 oracle under the conformance tolerance, the
     output poisoned; `sms` plans for fewer multiprocessors (persistent blocks walk several tiles)."""
     from hal import conformance
     from hal import reference as ref
@@ -598,9 +605,10 @@ def check_tiled(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int,
 
     n, c, oh, ow = sp.out_shape
     y = np.full((n, oh, ow, c) if layout == "NHWC" else (n, c, oh, ow), np.nan, dtype)
-    # the streamed-weight kernels' workspace (float16 3x3 stride 2), and NCHW's NHWC copies of x and
-    # y, poisoned
-    wp = np.full(tc_wide_weight_halves(shape[1], cout, k[0] * k[1]), np.nan, np.float16)
+    # the streamed-weight kernels' workspace (16-bit: float16 or bfloat16), and NCHW's NHWC copies of x
+    # and y, poisoned
+    wp = np.full(tc_wide_weight_halves(shape[1], cout, k[0] * k[1]), np.nan,
+                 dtype if np.dtype(dtype).itemsize == 2 else np.float16)
     xt, yt = np.full(x.size, np.nan, dtype), np.full(y.size, np.nan, dtype)
     dummy = _aligned_buffer()
     r = run_plan(be, lambda: be.conv2d(sp, dummy, dummy, dummy if bias else None, dummy, params),
@@ -610,9 +618,9 @@ def check_tiled(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int,
     detail = "" if cmp.ok else f"{cmp.detail} (max err {cmp.max_error:.3g})"
     if not detail and not np.isfinite(got).all():
         detail = f"{int((~np.isfinite(got)).sum())} unwritten"
-    if not detail and kernel and r.kernel != kernel:
-        detail = f"served by {r.kernel}, not {kernel}"
-    return r.kernel, not detail, detail
+    if not detail and kernel and kernel not in r.kernels:  # (NCHW's tensor-core plans end in a transpose)
+        detail = f"served by {list(r.kernels)}, not {kernel}"
+    return kernel or r.kernel, not detail, detail
 
 
 def check_dwconv(be: Any, rng: np.random.Generator, work: Path, shape: tuple[int, int, int, int], dtype: Any,
@@ -1003,6 +1011,26 @@ def bf16_cases(full: bool = False) -> list[tuple[str, str, dict[str, Any]]]:
         ("bf16 global max 7x7 NCHW", "adaptive",
          dict(shape=(1, 40, 7, 7), dtype=bf, layout="NCHW", kind="max", out=(1, 1),
               kernel="adaptive_pool2d_max_gflat")),
+        # the rest of float16's dense tensor-core kernels (sm_80+, mma .bf16)
+        ("bf16 conv 3x3 wide C104 stages3 3 SMs NCHW", "tiled",
+         dict(shape=(2, 104, 11, 40), cout=70, groups=1, layout="NCHW", dtype=bf, sms=3,
+              params={"CONV_TC": 3, "TC_WIDE_STAGES": 3}, kernel="conv2d_k3_tc_wide")),
+        ("bf16 conv 1x1 wide C264 NHWC", "tiled",
+         dict(shape=(2, 264, 9, 40), cout=130, groups=1, layout="NHWC", dtype=bf, k=(1, 1), padding=0,
+              params={"CONV_TC": 3}, kernel="conv2d_k1_tc_wide")),
+        ("bf16 conv 1x1 s2 wide NHWC", "tiled",
+         dict(shape=(2, 40, 13, 34), cout=72, groups=1, layout="NHWC", dtype=bf, k=(1, 1), stride=2, padding=0,
+              params={"CONV_TC": 1}, kernel="conv2d_k1s2_tc_wide")),
+        ("bf16 k1g persist cs bn64 40->200 1 SM NHWC", "k1g",
+         dict(shape=(2, 40, 11, 13), cout=200, bias=False, sms=1, dtype=bf,
+              params={"K1G_PERSIST": 2, "K1G_BN": 64})),
+        ("bf16 k1n persist 40->70 relu 5x9x16 1 SM", "k1n",
+         dict(shape=(5, 40, 9, 16), cout=70, relu=True, sms=1, dtype=bf, params={"K1N_PERSIST": 1})),
+        ("bf16 k1n sampled s2 pad1 40->70 3x13x17", "k1n",
+         dict(shape=(3, 40, 13, 17), cout=70, stride=2, padding=1, dtype=bf)),
+        ("bf16 im2col 5x3 dil2 s(1,2) 4->24 NHWC", "tiled",
+         dict(shape=(2, 4, 17, 40), cout=24, groups=1, layout="NHWC", dtype=bf, k=(5, 3), stride=(1, 2),
+              dilation=2, padding=2, sms=1, params={"CONV_IM2COL": 1}, kernel="conv2d_im2col_tc")),
         ("bf16 pool max rows2 2x2/2 NCHW", "pool",
          dict(shape=(2, 3, 13, 24), dtype=bf, layout="NCHW", kind="max", kernel_size=2, stride=2,
               ceil_mode=True, params={"POOL_ROWS": 2}, kernel="pool2d_max_rows2_k2s2")),
@@ -1076,6 +1104,18 @@ def bf16_cases(full: bool = False) -> list[tuple[str, str, dict[str, Any]]]:
         ("bf16 conv 3x3 tc pipe C12 NCHW", "tiled",
          dict(shape=(1, 12, 10, 40), cout=16, groups=1, layout="NCHW", dtype=bf, params={"CONV_TC": 2}, sms=1,
               padding=(0, 1, 1, 2), kernel="conv2d_k3_tc_pipe")),
+        ("bf16 conv 3x3 wide C72 NHWC", "tiled",
+         dict(shape=(1, 72, 9, 16), cout=64, groups=1, layout="NHWC", dtype=bf, params={"CONV_TC": 2},
+              kernel="conv2d_k3_tc_wide")),
+        ("bf16 conv 3x3 s2 wide NCHW", "tiled",
+         dict(shape=(1, 24, 11, 35), cout=70, groups=1, layout="NCHW", dtype=bf, stride=2,
+              padding=(1, 0, 2, 1), params={}, kernel="conv2d_k3s2_tc_wide")),
+        ("bf16 k1g s2 pad1 40->70 NHWC", "k1g",
+         dict(shape=(2, 40, 17, 19), cout=70, stride=2, padding=1, dtype=bf)),
+        ("bf16 k1n 40->70 2x9x16", "k1n", dict(shape=(2, 40, 9, 16), cout=70, dtype=bf)),
+        ("bf16 im2col 7x7 s2 stem 3->70 2 SMs NCHW", "tiled",
+         dict(shape=(2, 3, 21, 75), cout=70, groups=1, layout="NCHW", dtype=bf, k=(7, 7), stride=2, padding=3,
+              sms=2, params={"CONV_IM2COL": 1}, kernel="conv2d_im2col_tc")),
         ("bf16 conv grouped 3x3/2 NHWC", "tiled",
          dict(shape=(1, 24, 11, 13), cout=16, groups=4, layout="NHWC", dtype=bf, params={}, stride=2,
               padding=(1, 0, 2, 1), kernel="conv2d_grp_g")),

@@ -62,14 +62,18 @@ inline __half from_f<__half>(float v) { return __float2half_rn(v); }
 inline float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
 template <>
 inline __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-#if HAL_ACT16
-// 16-bit activations by their bits (kernels_cu/hal_prelude.cuh's act16_f, act2_f, act2_word)
-inline float act16_f(unsigned short h) { return to_f(act_t{h}); }
+// 16-bit activations by their bits (kernels_cu/hal_prelude.cuh's act16_f, act2_f, act2_word; float16's in
+// float32 builds, as there)
+#if DTYPE_BF16
+typedef __nv_bfloat16 act16_t;
+#else
+typedef __half act16_t;
+#endif
+inline float act16_f(unsigned short h) { return to_f(act16_t{h}); }
 inline float2 act2_f(uint32_t w) { return {act16_f((unsigned short)(w & 0xffffu)), act16_f((unsigned short)(w >> 16))}; }
 inline uint32_t act2_word(float a, float b) {
-    return (uint32_t)from_f<act_t>(a).x | ((uint32_t)from_f<act_t>(b).x << 16);
+    return (uint32_t)from_f<act16_t>(a).x | ((uint32_t)from_f<act16_t>(b).x << 16);
 }
-#endif
 inline float ld_act(const act_t* p) { return to_f(*p); }
 inline void st_act(act_t* p, float v) { *p = from_f<act_t>(out_act(v)); }
 inline void unpack_vec(const uint4& u, float (&f)[HAL_VEC]) {

@@ -1,12 +1,13 @@
-"""Proof for re-stamping cuda.json's measured entries after the bfloat16 pair paths (kernels_cu/hal_window.cuh:
-POOL_H2, POOL_H2AVG and DW_H2 built for bfloat16 too; session 40).
+"""Proof for re-stamping cuda.json's measured entries after session 40's bfloat16 kernel edits (kernels_cu/:
+hal_window.cuh's pair paths POOL_H2, POOL_H2AVG and DW_H2, conv2d.cu's dense tensor-core section, and the
+prelude's act16_f / act2_f / act2_word in every build).
 
 Compiles, with the kernel sources of BASE (default e27d013, main before the edit) and of the working tree:
   * each measured entry (one with a source_hash) of hal/tuning/tables/cuda.json with its own -D set
     (CudaBackend.compile_defines of its key's dtype and layout and its params), for sm_90 at -O3,
     to PTX and to a cubin; both must be byte-identical;
-  * every float32 and float16 build tools/nvcc_check.py makes of the files that include hal_window.cuh
-    (pool2d.cu, conv2d.cu, adaptive_pool2d.cu) for sm_75 and sm_90 to PTX; identical, or listed.
+  * every float32 and float16 build tools/nvcc_check.py makes of the float files (and the quantized
+    files' builds) for sm_75 and sm_90 to PTX; identical, or listed.
 Run from the repository root: .venv/bin/python benchmarks/results/bf16-pairs-restamp-2026-12-07/pairs_proof.py [BASE]
 """
 
@@ -55,7 +56,7 @@ def main() -> int:
                 jobs.append((f"entry {i} ({e['kernel']} {key['dtype']} {key['layout']})", f"{e['kernel']}.cu", d,
                              "90", kind))
     for path, d, archs in nvcc_check.variants():
-        if d.get("DTYPE_BF16") or path.name not in ("pool2d.cu", "conv2d.cu", "adaptive_pool2d.cu"):
+        if d.get("DTYPE_BF16"):
             continue
         for arch in ("75", "90"):
             if arch in archs:
