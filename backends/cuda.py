@@ -454,9 +454,9 @@ _SCHEMAS: dict[str, KernelSchema] = {
             Param("GRP_TILE_W", (4, 8, 16, 32, 64), 32,
                   "tiled direct kernel: output columns per tile at most (the tile narrows to the output's width)"),
             Param("GRP_TC", (0, 1), 0,
-                  "float16 grouped convs, stride 1, no dilation, KH, KW <= 3, at most 16 channels a group in "
-                  "and out, sm_75+: 1 = on tensor cores (conv2d_grp_tc8 / conv2d_grp_tc16; the sm_90 float16 "
-                  "NHWC groups-8 entry, session 20), 0 = the tiled direct kernel"),
+                  "float16 (sm_75+) and bfloat16 (sm_80+) grouped convs, stride 1, no dilation, KH, KW <= 3, at "
+                  "most 16 channels a group in and out: 1 = on tensor cores (conv2d_grp_tc8 / conv2d_grp_tc16; "
+                  "the sm_90 float16 NHWC groups-8 entry, session 20), 0 = the tiled direct kernel"),
             Param("GRP_TC_ROWS", (4, 8, 16, 32), 16,
                   "with GRP_TC: output rows per tile (tiles are 32 columns wide; no taller than the output)"),
             Param("GRP_OCC", (0, 1024, 1536), 0,
@@ -2024,15 +2024,15 @@ class CudaBackend(Backend):
     def _plan_conv_grouped_tc(
         self, spec: Conv2dSpec, p: Mapping[str, int], defines: tuple[tuple[str, int], ...], aligned: bool
     ) -> tuple[Launch, ...] | None:
-        """float16 grouped convs on tensor cores (conv2d.cu: conv2d_grp_tc8 for at most 8 output
-        channels a group, conv2d_grp_tc16 for at most 16), or None where they do not apply:
-        not float16, groups 1 or depthwise, a stride or dilation, KH or KW above 3, more than 16
-        channels a group in or out, below sm_75, or a grid of 2^31 blocks or more. 128 threads;
+        """float16 and bfloat16 grouped convs on tensor cores (conv2d.cu: conv2d_grp_tc8 for at most 8
+        output channels a group, conv2d_grp_tc16 for at most 16), or None where they do not apply:
+        not float16 (sm_75+) or bfloat16 (sm_80+), groups 1 or depthwise, a stride or dilation, KH or KW
+        above 3, more than 16 channels a group in or out, or a grid of 2^31 blocks or more. 128 threads;
         a tile is GRP_TC_ROWS rows (at most the output's) x 32 columns of one image and group."""
         groups = spec.groups
         cig, cog = spec.c_in // groups, spec.c_out // groups
         kh, kw = spec.kernel
-        if spec.dtype != np.float16 or groups == 1 or (cig == 1 and cog == 1) or cig > 16 or cog > 16 \
+        if not self._tensor_core_dtype(spec.dtype) or groups == 1 or (cig == 1 and cog == 1) or cig > 16 or cog > 16 \
                 or (spec.stride, spec.dilation) != ((1, 1), (1, 1)) or kh > 3 or kw > 3 or self._cc < (7, 5):
             return None
         cigp = cig + cig % 2
@@ -2116,8 +2116,8 @@ class CudaBackend(Backend):
         defines = self.compile_defines("conv2d", spec.dtype, spec.layout, p, spec.relu)
         es = spec.dtype.itemsize
         # the tensor-core kernels take float16 (mma f16, sm_75+) and bfloat16 (mma .bf16, sm_80+), but for
-        # the grouped and depthwise ones (GRP_TC, DW_TC), which stay float16's; elsewhere bfloat16 takes the
-        # CUDA-core kernels, as float32
+        # the depthwise one (DW_TC), which stays float16's; elsewhere bfloat16 takes the CUDA-core kernels,
+        # as float32
         tc16 = self._tensor_core_dtype(spec.dtype)
         f32 = spec.dtype == np.float32
         kh, kw = spec.kernel

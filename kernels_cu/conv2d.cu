@@ -3218,7 +3218,7 @@ extern "C" __global__ void __launch_bounds__(k1s::THREADS, k1s::MINB)
 #endif  // !HAL_ACT16 (conv2d_k1_simt, conv2d_im2col_simt)
 
 // ---------------------------------------------------------------------------------
-// grouped convs in float16 on tensor cores (GRP_TC; session 19, first run on the H200 in
+// grouped convs in float16 (and bfloat16, session 40) on tensor cores (GRP_TC; session 19, first run on the H200 in
 // session 20): stride 1, no dilation, KH, KW <= 3, at most 16 input and 16 output
 // channels a group (ResNeXt, RegNet). Per group the conv is a GEMM of pixels x (C_out / G)
 // x K, K = (kh, kw, ci) with the group's channels padded to an even count cigp, in
@@ -3229,7 +3229,7 @@ extern "C" __global__ void __launch_bounds__(k1s::THREADS, k1s::MINB)
 // lane keeps its B fragments (the group's weights, zero past K and C_out / G) in registers
 // for the whole block; a warp walks m-tiles of 16 pixels of one row.
 // ---------------------------------------------------------------------------------
-#if DTYPE_HALF
+#if HAL_ACT16  // float16's, and bfloat16's on sm_80+ (TC_MMA_AB: the launcher plans no bfloat16 below sm_80)
 struct GrpTcParams {
     int N, CI, IH, IW, CO, OH, OW, KH, KW, PT, PL;
     int G, cig, cog, cigp;  // groups, channels a group in and out, cig rounded up to even
@@ -3240,10 +3240,10 @@ struct GrpTcParams {
 constexpr int GRP_TC_KSMAX = 9;  // 3 x 3 taps x 16 channels
 
 template <int NT>  // n-tiles of 8 output channels: 1 (C_out / G <= 8) or 2 (<= 16)
-__device__ __forceinline__ void grp_tc(unsigned char* smem, const __half* __restrict__ x,
-                                       const __half* __restrict__ w, const float* __restrict__ bias,
-                                       __half* __restrict__ y, const GrpTcParams& p) {
-    __half* s_x = reinterpret_cast<__half*>(smem);
+__device__ __forceinline__ void grp_tc(unsigned char* smem, const act_t* __restrict__ x,
+                                       const act_t* __restrict__ w, const float* __restrict__ bias,
+                                       act_t* __restrict__ y, const GrpTcParams& p) {
+    act_t* s_x = reinterpret_cast<act_t*>(smem);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nwarps = blockDim.x >> 5;
     int b = blockIdx.x;
     const int g = b % p.G;
@@ -3259,7 +3259,7 @@ __device__ __forceinline__ void grp_tc(unsigned char* smem, const __half* __rest
     // the patch: pixel (r, c) at halves (r * iwt + c) * cigp, channel ci at + ci
     const int npix = p.iht * p.iwt;
 #if LAYOUT_NHWC
-    const __half* __restrict__ xn = x + (long long)n * p.IH * p.IW * p.CI + (long long)g * p.cig;
+    const act_t* __restrict__ xn = x + (long long)n * p.IH * p.IW * p.CI + (long long)g * p.cig;
     if (p.vec_in) {  // 8 channels a 16-byte load; cigp == cig
         const int per = p.cig >> 3, total = npix * per;
         for (int f0 = tid; f0 < total; f0 += 4 * blockDim.x) {
@@ -3284,18 +3284,18 @@ __device__ __forceinline__ void grp_tc(unsigned char* smem, const __half* __rest
         }
     } else
 #else
-    const __half* __restrict__ xn = x + ((long long)n * p.CI + (long long)g * p.cig) * p.IH * p.IW;
+    const act_t* __restrict__ xn = x + ((long long)n * p.CI + (long long)g * p.cig) * p.IH * p.IW;
 #endif
     {
         const int total = npix * p.cigp;
         for (int f0 = tid; f0 < total; f0 += GRP_BATCH * blockDim.x) {
-            __half v[GRP_BATCH];
+            act_t v[GRP_BATCH];
             int dst[GRP_BATCH];
 #pragma unroll
             for (int u = 0; u < GRP_BATCH; ++u) {
                 const int f = f0 + u * blockDim.x;
                 dst[u] = -1;
-                v[u] = __float2half(0.0f);
+                v[u] = TC_ZERO;
                 if (f >= total) continue;
 #if LAYOUT_NHWC
                 const int pix = f / p.cigp, ci = f - pix * p.cigp;  // channels fastest
@@ -3344,9 +3344,9 @@ __device__ __forceinline__ void grp_tc(unsigned char* smem, const __half* __rest
                 for (int e = 0; e < 2; ++e) {
                     const int tap = (k + e) / p.cigp, ci = (k + e) - ((k + e) / p.cigp) * p.cigp;
                     if (off >= 0 && co < p.cog && ci < p.cig)
-                        wv[e] = __half2float(w[(((long long)g * p.cog + co) * p.cig + ci) * taps + tap]);
+                        wv[e] = to_f(w[(((long long)g * p.cog + co) * p.cig + ci) * taps + tap]);
                 }
-                __half2 hw = __floats2half2_rn(wv[0], wv[1]);
+                TC_PAIR_T hw = TC_PAIR(wv[0], wv[1]);
                 bfr[ks][nt][h] = *reinterpret_cast<unsigned*>(&hw);
             }
         }
@@ -3366,8 +3366,8 @@ __device__ __forceinline__ void grp_tc(unsigned char* smem, const __half* __rest
         const int row = mt >> 1, col = (mt & 1) * 16 + gq;  // this lane's first pixel; the other is col + 8
         const int oh = oh0 + row;
         if (oh >= p.OH) break;  // m-tiles go row by row: the rest are past the output too
-        const __half* s0 = s_x + (row * p.iwt + col) * p.cigp;
-        const __half* s8 = s0 + 8 * p.cigp;
+        const act_t* s0 = s_x + (row * p.iwt + col) * p.cigp;
+        const act_t* s8 = s0 + 8 * p.cigp;
         float acc[NT][4];
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
@@ -3417,7 +3417,9 @@ __device__ __forceinline__ void grp_tc(unsigned char* smem, const __half* __rest
     }
 GRP_TC_KERNEL(conv2d_grp_tc8, 1)
 GRP_TC_KERNEL(conv2d_grp_tc16, 2)
+#endif  // HAL_ACT16
 
+#if DTYPE_HALF  // the depthwise tensor-core kernel is float16's alone
 // ---------------------------------------------------------------------------------
 // depthwise 3x3 stride 1, float16 NCHW, on tensor cores (DW_TC; session 20). The SIMT
 // depthwise kernels are issue-bound in float16 (about 33 instructions an output where the

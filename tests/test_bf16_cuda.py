@@ -63,10 +63,10 @@ cuda_emu = _tools()
 BF16_TC = ("conv2d_k3_tc", "conv2d_k3_tc_pipe", "conv2d_tc_wprep", "conv2d_k3_tc_wide", "conv2d_k1_tc_wide",
            "conv2d_k3s2_tc_wide", "conv2d_k1s2_tc_wide", "conv2d_k1_gemm", "conv2d_k1_gemm_persist",
            "conv2d_k1_gemm_persist_cs", "conv2d_k1_gemm_nchw", "conv2d_k1_gemm_nchw_persist",
-           "conv2d_k1_gemm_nchw_persist_cs", "conv2d_im2col_tc")
-#: kernels that must never serve bfloat16: float16's grouped and depthwise tensor-core kernels (their mma
-#: f16 would read bfloat16 bits as float16) and the float32-only SGEMMs (4-byte elements)
-FLOAT16_ONLY = ("conv2d_grp_tc8", "conv2d_grp_tc16", "conv2d_dw_tc_k3s1", "conv2d_dw_tc_persist_k3s1")
+           "conv2d_k1_gemm_nchw_persist_cs", "conv2d_im2col_tc", "conv2d_grp_tc8", "conv2d_grp_tc16")
+#: kernels that must never serve bfloat16: float16's depthwise tensor-core kernels (their mma f16 would
+#: read bfloat16 bits as float16) and the float32-only SGEMMs (4-byte elements)
+FLOAT16_ONLY = ("conv2d_dw_tc_k3s1", "conv2d_dw_tc_persist_k3s1")
 FLOAT32_ONLY = ("conv2d_k1_simt", "conv2d_im2col_simt")
 
 
@@ -121,7 +121,7 @@ def test_bfloat16_convs_plan_float16s_dense_tensor_core_kernels_and_no_other(cas
     """Without a GPU: under every sm_90 float16 conv entry's parameters, the defaults, and every
     tensor-core and SGEMM switch on, a bfloat16 conv on sm_90 and sm_80 plans exactly what float16 plans
     (kernels, grids, blocks, shared memory, arguments; built with DTYPE_BF16=1) wherever float16 takes no
-    float16-only kernel (grouped and depthwise tensor cores), and CUDA-core kernels where it does; on
+    float16-only kernel (the depthwise tensor-core one), and CUDA-core kernels where it does; on
     sm_75 (no bfloat16 mma) no tensor-core kernel at all. Float32's SGEMMs never serve it."""
     from hal.backends.cuda import CudaBuffer
     from hal.spec import TensorGeometry, conv2d_spec
@@ -154,10 +154,10 @@ def test_bfloat16_convs_plan_float16s_dense_tensor_core_kernels_and_no_other(cas
             saw_shared = saw_shared or bool(set(kernels) & set(BF16_TC))
         kernels = [launch.kernel for launch in plan(BF16, params, (7, 5))]
         assert not set(kernels) & set(BF16_TC + FLOAT16_ONLY + FLOAT32_ONLY), (params, kernels)
-    if groups == 1:
+    if groups != ci:
         assert saw_shared, "bfloat16 took no tensor-core kernel here: the case does not test the planner"
-    elif not (groups == ci and layout == "NHWC"):  # (float16 NHWC depthwise has no tensor-core kernel)
-        assert saw_float16_only, "float16 took no grouped or depthwise tensor-core kernel: the gate is untested"
+    elif layout == "NCHW":  # (float16 NHWC depthwise has no tensor-core kernel)
+        assert saw_float16_only, "float16 took no depthwise tensor-core kernel: the gate is untested"
 
 
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])

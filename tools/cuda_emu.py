@@ -972,7 +972,8 @@ def bf16_cases(full: bool = False) -> list[tuple[str, str, dict[str, Any]]]:
     NHWC vectors with indices, the flat NCHW kernel with its plane size built in, gvec), BatchNorm
     training (cooperative and two-pass) and inference, the direct convs (dense 3x3 on CUDA cores, the
     tiled grouped kernel), float16's dense KH, KW <= 3 tensor-core kernels that take bfloat16 on sm_80+
-    (conv2d_k3_tc, conv2d_k3_tc_pipe: both layouts, mma .bf16) and depthwise (tiles in both layouts,
+    (conv2d_k3_tc, conv2d_k3_tc_pipe, the streamed-weight, stride-2, 1x1 GEMM, stem and grouped ones: mma
+    .bf16) and depthwise (tiles in both layouts,
     NCHW pairs (DW_H2), the NHWC register walk, the NCHW row strips with halos by shuffles), and the
     stores' rounding (what CI runs);
     `full` adds the other register and pipelined depthwise kernels, the tiled kernel's 4-channel vectors,
@@ -1031,6 +1032,9 @@ def bf16_cases(full: bool = False) -> list[tuple[str, str, dict[str, Any]]]:
         ("bf16 im2col 5x3 dil2 s(1,2) 4->24 NHWC", "tiled",
          dict(shape=(2, 4, 17, 40), cout=24, groups=1, layout="NHWC", dtype=bf, k=(5, 3), stride=(1, 2),
               dilation=2, padding=2, sms=1, params={"CONV_IM2COL": 1}, kernel="conv2d_im2col_tc")),
+        ("bf16 grouped tc cig3 cog5 2x3 NCHW", "tiled",
+         dict(shape=(2, 9, 7, 11), cout=15, groups=3, layout="NCHW", dtype=bf, k=(2, 3), padding=(1, 1, 0, 2),
+              bias=False, params={"GRP_TC": 1, "GRP_TC_ROWS": 4}, kernel="conv2d_grp_tc8")),
         ("bf16 pool max rows2 2x2/2 NCHW", "pool",
          dict(shape=(2, 3, 13, 24), dtype=bf, layout="NCHW", kind="max", kernel_size=2, stride=2,
               ceil_mode=True, params={"POOL_ROWS": 2}, kernel="pool2d_max_rows2_k2s2")),
@@ -1116,6 +1120,9 @@ def bf16_cases(full: bool = False) -> list[tuple[str, str, dict[str, Any]]]:
         ("bf16 im2col 7x7 s2 stem 3->70 2 SMs NCHW", "tiled",
          dict(shape=(2, 3, 21, 75), cout=70, groups=1, layout="NCHW", dtype=bf, k=(7, 7), stride=2, padding=3,
               sms=2, params={"CONV_IM2COL": 1}, kernel="conv2d_im2col_tc")),
+        ("bf16 grouped tc cig16 cog12 NHWC", "tiled",
+         dict(shape=(1, 32, 9, 35), cout=24, groups=2, layout="NHWC", dtype=bf, padding=(0, 2, 1, 0),
+              params={"GRP_TC": 1}, kernel="conv2d_grp_tc16")),
         ("bf16 conv grouped 3x3/2 NHWC", "tiled",
          dict(shape=(1, 24, 11, 13), cout=16, groups=4, layout="NHWC", dtype=bf, params={}, stride=2,
               padding=(1, 0, 2, 1), kernel="conv2d_grp_g")),
