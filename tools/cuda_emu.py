@@ -1180,6 +1180,13 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
                              params={"CONV_TC": 3, "TC_WIDE_STAGES": 3, "TC_WIDE_K1_BLOCKS": 2})))
         out.append(("conv tc2 wide 72->64 NHWC", "conv", dict(shape=(1, 72, 9, 16), cout=64, layout="NHWC",
                                                               padding=1, params={"CONV_TC": 2})))
+        # the stride-2 streamed-weight kernels (wherever CONV_TC > 0; NCHW through the transposes)
+        out.append(("conv tc1 wide s2 3x3 asym NCHW", "tiled",
+                    dict(shape=(1, 24, 11, 35), cout=70, groups=1, layout="NCHW", dtype=np.float16, stride=2,
+                         padding=(1, 0, 2, 1), params={}, kernel="conv2d_k3s2_tc_wide")))
+        out.append(("conv tc1 wide s2 1x1 NHWC", "tiled",
+                    dict(shape=(2, 40, 13, 34), cout=72, groups=1, layout="NHWC", dtype=np.float16, k=(1, 1),
+                         stride=2, padding=0, params={"CONV_TC": 1}, kernel="conv2d_k1s2_tc_wide")))
     for layout in ("NHWC", "NCHW"):
         for tc in (2, 1):
             out.append((f"conv tc{tc} 24->70 {layout}", "conv",
