@@ -443,16 +443,20 @@ _CONVS = [
     ((1, 24, 15, 16), 24, (3, 3), 1, (0, 1, 1, 0), 1, 24),
     ((1, 8, 14, 13), 16, (3, 3), 1, 2, 2, 8),
     ((1, 16, 9, 40), 24, (3, 3), 1, 1, 1, 1),  # conv2d_k3_tc_pipe's copies in both layouts (CONV_TC 2, sm_80+)
+    ((1, 72, 9, 16), 64, (3, 3), 1, 1, 1, 1),  # C_in > 64: the streamed-weight kernels (CONV_TC 2 and 3)
+    ((1, 40, 13, 34), 72, (3, 3), 2, 1, 1, 1),  # the stride-2 streamed-weight kernel (CONV_TC > 0)
+    ((1, 32, 10, 16), 32, (3, 3), 1, 1, 1, 4),  # grouped, 8 channels a group: GRP_TC
 ]
 
 
 @pytest.mark.parametrize("path", _CONV_PATHS, ids=[p[0] for p in _CONV_PATHS])
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
 def test_cuda_bfloat16_conv_paths(device, path, layout):
-    """Dense, 1x1 strided, stem, grouped, depthwise (symmetric and asymmetric padding), dilated with a
-    channel multiplier; with and without bias, fused ReLU; each path forced (on sm_80+ the dense convs
-    with C_in <= 64 take conv2d_k3_tc / conv2d_k3_tc_pipe, mma .bf16; the other tensor-core switches must
-    leave bfloat16 on the CUDA cores and still be right)."""
+    """Dense (C_in up to 72, stride 1 and 2), 1x1 strided, stem, grouped, depthwise (symmetric and
+    asymmetric padding), dilated with a channel multiplier; with and without bias, fused ReLU; each path
+    forced (on sm_80+ bfloat16 takes float16's tensor-core kernels where the parameters send float16 there:
+    conv2d_k3_tc / _pipe, the streamed-weight and stride-2 kernels, the 1x1 GEMMs, the stem GEMM, the
+    grouped ones, mma .bf16; DW_TC must leave it on the CUDA cores and still be right)."""
     _cuda(device)
     _, params = path
     for i, (shape, co, k, stride, pad, dil, groups) in enumerate(_CONVS):
