@@ -2,12 +2,12 @@
 
 Without a GPU (CI runs these):
 
-* the planner: bfloat16 takes the CUDA-core kernels wherever float16 would take a tensor-core kernel
-  (float16's 16-bit pair paths, POOL_H2, POOL_H2AVG and DW_H2, serve both, with the same tile guard),
-  even with every float16 table entry's parameters and every tensor-core switch forced, but for
-  the dense KH, KW <= 3 convs with C_in <= 64 on sm_80 and newer, which take float16's ``conv2d_k3_tc`` /
-  ``conv2d_k3_tc_pipe`` (mma .bf16; sm_75, without a bfloat16 mma, keeps the CUDA cores); its builds
-  carry DTYPE_BF16=1 and DTYPE_HALF=0; float32-only kernels stay float32's;
+* the planner: on sm_80 and newer bfloat16 plans exactly what float16 plans (kernels, grids, shared memory,
+  arguments) under every float16 table entry's parameters and every tensor-core switch, float16's 16-bit
+  pair paths (POOL_H2, POOL_H2AVG, DW_H2, with the same tile guard) and its dense and grouped tensor-core
+  kernels (mma .bf16) included, but for the depthwise tensor-core kernel (DW_TC), where it takes the CUDA
+  cores; on sm_75 (no bfloat16 mma) no tensor-core kernel; its builds carry DTYPE_BF16=1 and
+  DTYPE_HALF=0; float32-only kernels stay float32's;
 * the tuning tables: a bfloat16 lookup matches no float16 (or float32) entry, so on sm_90 the schema
   defaults serve;
 * the host emulator (tools/cuda_emu.py, ``bf16_cases``): pooling in both layouts (the 16-bit pair paths,
