@@ -2104,8 +2104,9 @@ class CudaBackend(Backend):
         )
 
     def _tensor_core_dtype(self, dtype: np.dtype) -> bool:
-        """Whether the dense tensor-core conv kernels take ``dtype`` on this device: float16 (mma f16, which
-        sm_75 has too) or bfloat16 on sm_80 and newer (mma .bf16). Each kernel adds its own conditions."""
+        """Whether the dense and grouped tensor-core conv kernels take ``dtype`` on this device: float16 (mma
+        f16, which sm_75 has too) or bfloat16 on sm_80 and newer (mma .bf16). Each kernel adds its own
+        conditions; the depthwise one (DW_TC) takes float16 alone."""
         return dtype == np.float16 or (is_bfloat16(dtype) and self._cc >= (8, 0))
 
     def _plan_conv2d(self, spec: Conv2dSpec, params: Mapping[str, int], aligned: bool,
