@@ -14,6 +14,7 @@ Quantized tensors export their stored integers (scale and zero point do not trav
 from __future__ import annotations
 
 import ctypes
+import itertools
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -60,7 +61,7 @@ _DLManagedTensor._fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_
 #: exports whose consumer has not let go yet, by their manager_ctx key (keeps tensor and structures alive)
 _LIVE: dict[int, tuple[Any, ...]] = {}
 _LIVE_LOCK = threading.Lock()
-_NEXT_KEY = [1]
+_KEYS = itertools.count(1)  # manager_ctx values (never 0: a null context)
 
 
 def _release(managed: Any) -> None:
@@ -156,10 +157,9 @@ def to_dlpack(tensor: Tensor, stream: Any = None, max_version: Any = None, dl_de
     managed.dl_tensor.strides = ctypes.cast(strides, ctypes.POINTER(ctypes.c_int64))
     managed.dl_tensor.byte_offset = 0
     managed.deleter = _DELETER_FN
+    key = next(_KEYS)
+    managed.manager_ctx = key
     with _LIVE_LOCK:
-        key = _NEXT_KEY[0]
-        _NEXT_KEY[0] += 1
-        managed.manager_ctx = key
         _LIVE[key] = (managed, shape, strides, tensor)
     return _capsule_new(ctypes.addressof(managed), _NAME, ctypes.cast(_CAPSULE_DESTRUCTOR, ctypes.c_void_p))
 
