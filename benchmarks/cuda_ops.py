@@ -429,16 +429,17 @@ K1_SIMT_BN = K1_SIMT + [{"CONV_K1_SIMT": 1, "K1S_BN": 64, "K1S_BK": bk} for bk i
 
 def build_cases(quick: bool, dtypes: tuple[str, ...] = ("float32", "float16")) -> list[Case]:
     """The baseline file's cases, plus the candidates swept for each. bfloat16 (no baseline file; PyTorch
-    timed in the same run) takes float16's case list without the float16-only kernels' extra cases and
-    candidates; its planner sends tensor-core candidates it cannot take to the CUDA cores."""
+    timed in the same run) takes float16's cases and candidates but DW_TC's (float16's alone); where a
+    device cannot take bfloat16 on tensor cores (before sm_80), its planner sends those to the CUDA cores."""
     cases: list[Case] = []
     for dtype in dtypes:
         es = 4 if dtype == "float32" else 2
+        half = dtype in ("float16", "bfloat16")  # the 16-bit kernels: every one takes both but DW_TC (float16)
         pool_c = [{}, {"POOL_OCC": 2048}, {"POOL_OCC": 2048, "POOL_TILE_H": 32}, {"POOL_SPLIT": 1, "POOL_OCC": 2048},
                   {"POOL_OCC": 0}, {"POOL_OCC": 2048, "POOL_SMEM_KB": 24},
                   {"POOL_TILE_H": 32, "POOL_SMEM_KB": 24}, {"POOL_OCC": 2048, "POOL_TILE_H": 32, "POOL_SMEM_KB": 24}]
         # float16 max pooling: the half2 paths (POOL_H2, default 1) against the float ones
-        h2_c = [{"POOL_H2": 0}] if dtype == "float16" else []
+        h2_c = [{"POOL_H2": 0}] if half else []
         # NCHW fixed windows: the register row-strip kernels (POOL_ROWS) against the tiles
         rows_c = [{"POOL_ROWS": 2}, {"POOL_ROWS": 4}, {"POOL_ROWS": 2, "POOL_THREADS": 128},
                   {"POOL_ROWS": 4, "POOL_THREADS": 128}, {"POOL_ROWS": 2, "POOL_THREADS": 512}]
@@ -455,7 +456,7 @@ def build_cases(quick: bool, dtypes: tuple[str, ...] = ("float32", "float16")) -
                 nb = (64 * 64 * 112 * 112 + 64 * 64 * 56 * 56) * es
                 # float16 NCHW average: the half2-word path (POOL_H2AVG, default 1) against the float one
                 h2a = ([{"POOL_H2AVG": 0}, {"POOL_OCC": 2048, "POOL_H2AVG": 0}, {"POOL_OCC": 0}]
-                       if dtype == "float16" and layout == "NCHW" and kind == "avg" else [])
+                       if half and layout == "NCHW" and kind == "avg" else [])
                 cases.append(Case(f"{kind}pool3x3s2p1 64x64x112x112 {layout.lower()}", "pool2d", dtype, layout, nb, 0,
                                   {"shape": shape, "kind": kind, "k": 3, "s": 2, "p": 1},
                                   cand + (h2_c if kind == "max" else h2a)
@@ -502,12 +503,12 @@ def build_cases(quick: bool, dtypes: tuple[str, ...] = ("float32", "float16")) -
             cases.append(Case(f"conv3x3 64->64 256x32x32 {layout.lower()}", "conv2d", dtype, layout,
                               (2 * x + 64 * 64 * 9) * es, 2 * 256 * 64 * 64 * 9 * 32 * 32,
                               {"shape": (256, 64, 32, 32), "cout": 64, "groups": 1}, dense))
-            if dtype == "float16":  # a second shape for the tensor-core kernels: 56 wide, 2 x 32-column tiles
+            if half:  # a second shape for the tensor-core kernels: 56 wide, 2 x 32-column tiles
                 x56 = 64 * 64 * 56 * 56
                 cases.append(Case(f"conv3x3 64->64 64x56x56 {layout.lower()}", "conv2d", dtype, layout,
                                   (2 * x56 + 64 * 64 * 9) * es, 2 * 64 * 64 * 64 * 9 * 56 * 56,
                                   {"shape": (64, 64, 56, 56), "cout": 64, "groups": 1}, dense))
-            if dtype == "float16":  # C_in over 64: CUDA cores, or the streamed weights (2, 3, 4 stage buffers)
+            if half:  # C_in over 64: CUDA cores, or the streamed weights (2, 3, 4 stage buffers)
                 # (TC_WIDE_L2PF 128 / 256 measured no faster in session 14) and, 1x1 only, two blocks per SM
                 wide = [{}, *({"CONV_TC": 3, "TC_WIDE_STAGES": st} for st in (2, 3, 4)),
                         *({"CONV_TC": 3, "TC_WIDE_STAGES": st, "TC_WIDE_K1_BLOCKS": 2} for st in (2, 3))]
@@ -551,7 +552,7 @@ def build_cases(quick: bool, dtypes: tuple[str, ...] = ("float32", "float16")) -
                    {"CONV_THREADS": 128, "GRP_PIX": 2, "GRP_OCC": 1024}]
             if dtype == "float32" and layout == "NCHW":  # one thread per output, for the before / after
                 grp.append({"GRP_TILED": 0})
-            if dtype == "float16":  # on tensor cores (GRP_TC), rows per tile
+            if half:  # on tensor cores (GRP_TC), rows per tile
                 grp += [{"GRP_TC": 1}, {"GRP_TC": 1, "GRP_TC_ROWS": 8}, {"GRP_TC": 1, "GRP_TC_ROWS": 32}]
             cases.append(Case(f"conv3x3 g8 256x64x32x32 {layout.lower()}", "conv2d", dtype, layout, 2 * x * es,
                               2 * 256 * 64 * 8 * 9 * 32 * 32, {"shape": (256, 64, 32, 32), "cout": 64, "groups": 8},
@@ -562,11 +563,11 @@ def build_cases(quick: bool, dtypes: tuple[str, ...] = ("float32", "float16")) -
                               2 * 64 * 128 * 4 * 9 * 56 * 56, {"shape": (64, 128, 56, 56), "cout": 128, "groups": 32},
                               [{}, {"GRP_PIX": 2}, {"CONV_THREADS": 128}, {"CONV_THREADS": 128, "GRP_PIX": 2},
                                {"GRP_TILE_W": 64}, {"GRP_OCC": 1024}, {"GRP_OCC": 1024, "GRP_PIX": 2}]
-                              + ([{"GRP_TC": 1}, {"GRP_TC": 1, "GRP_TC_ROWS": 8}] if dtype == "float16" else [])))
+                              + ([{"GRP_TC": 1}, {"GRP_TC": 1, "GRP_TC_ROWS": 8}] if half else [])))
             # strided dense convs, which the tiled direct kernel took over from one thread per output
             # (session 19; no PyTorch baseline file has them): a ResNet's 3x3/2 downsampling and its stem
             strided = [{}, {"GRP_PIX": 2}, {"CONV_THREADS": 128}, {"GRP_OCC": 1024}, {"GRP_COT": 4}]
-            if dtype == "float16":  # 3x3/2 NHWC on tensor cores by default since session 21: the CUDA cores,
+            if half:  # 3x3/2 NHWC on tensor cores by default since session 21: the CUDA cores,
                 # and L2 fetching the rest of each pixel's channels
                 strided += [{"CONV_TC": 0}, {"TC_WIDE_L2PF": 128}, {"TC_WIDE_L2PF": 256}]
             xs2 = 64 * 64 * 56 * 56
@@ -580,20 +581,21 @@ def build_cases(quick: bool, dtypes: tuple[str, ...] = ("float32", "float16")) -
                               (xp + xp // 2 + 512 * 256) * es, 2 * 32 * 512 * 256 * 28 * 28,
                               {"shape": (32, 256, 56, 56), "cout": 512, "groups": 1, "k": 1, "stride": 2},
                               strided + (K1_GEMM_BN + (K1_NCHW_S2 if layout == "NCHW" else [])
-                                         if dtype == "float16" else K1_SIMT_BN)))
+                                         if half else K1_SIMT_BN)))
             xst = 32 * 3 * 224 * 224
             cases.append(Case(f"conv7x7 s2 3->64 32x224x224 {layout.lower()}", "conv2d", dtype, layout,
                               (xst + 32 * 64 * 112 * 112 + 64 * 3 * 49) * es, 2 * 32 * 64 * 3 * 49 * 112 * 112,
                               {"shape": (32, 3, 224, 224), "cout": 64, "groups": 1, "k": 7, "stride": 2},
-                              strided + ([{"CONV_IM2COL": 1}] if dtype == "float16" else im2col_simt)))
+                              strided + ([{"CONV_IM2COL": 1}] if half else im2col_simt)))
             dwc = [{}, {"DW_SMEM_KB": 16}, {"DW_SMEM_KB": 48}, {"CONV_OCC": 2048}, {"CONV_OCC": 0}]
-            if dtype == "float16":  # NCHW output pairs from half2 words (DW_H2, default 1) against the float path
+            if half:  # NCHW output pairs from half2 words (DW_H2, default 1) against the float path
                 dwc += [{"DW_H2": 0}, {"DW_H2": 0, "DW_SMEM_KB": 16}, {"DW_SMEM_KB": 16, "CONV_OCC": 0}]
-                dwc += [{"DW_TC": 1}, {"DW_TC": 2}]  # on tensor cores (session 20)
+                if dtype == "float16":
+                    dwc += [{"DW_TC": 1}, {"DW_TC": 2}]  # on tensor cores (session 20)
             if layout == "NHWC":
                 dwc = [{}, {"CONV_OCC": 0}, {"CONV_OCC": 1536}, {"DW_TILE_W": 16, "DW_TILE_H": 8, "DW_SMEM_KB": 48},
                        {"DW_TILE_W": 4, "DW_TILE_H": 4}, {"DW_TILE_H": 16, "DW_SMEM_KB": 48}]
-                if dtype == "float16":  # 4 channels per thread, weights in registers (DW_HALF4, default 1) or 8
+                if half:  # 4 channels per thread, weights in registers (DW_HALF4, default 1) or 8
                     dwc += [{"DW_HALF4": 0}, {"DW_HALF4": 0, "CONV_OCC": 0},
                             {"CONV_OCC": 0, "DW_TILE_W": 16, "DW_TILE_H": 8, "DW_SMEM_KB": 48}]
             # the register kernels (no shared memory) against the tiles
@@ -615,11 +617,12 @@ def build_cases(quick: bool, dtypes: tuple[str, ...] = ("float32", "float16")) -
             cases.append(Case(f"dwconv3x3 256x64x32x32 {layout.lower()}", "conv2d", dtype, layout, 2 * x * es,
                               2 * 256 * 64 * 9 * 32 * 32, {"shape": (256, 64, 32, 32), "cout": 64, "groups": 64},
                               dwc))
-            if dtype == "float16" and layout == "NCHW":  # MobileNetV2's 112 x 112 depthwise (session 20)
+            if half and layout == "NCHW":  # MobileNetV2's 112 x 112 depthwise (session 20)
                 x112 = 32 * 96 * 112 * 112
                 cases.append(Case("dwconv3x3 32x96x112x112 nchw", "conv2d", dtype, layout, 2 * x112 * es,
                                   2 * x112 * 9, {"shape": (32, 96, 112, 112), "cout": 96, "groups": 96},
-                                  [{}, {"DW_TC": 1}, {"DW_TC": 2}, {"DW_ROWS": 4, "CONV_THREADS": 128},
+                                  [{}, *([{"DW_TC": 1}, {"DW_TC": 2}] if dtype == "float16" else []),
+                                   {"DW_ROWS": 4, "CONV_THREADS": 128},
                                    {"DW_ROWS": 4, "DW_SHFL": 1, "CONV_THREADS": 128},
                                    {"DW_ROWS": 2, "DW_SHFL": 1, "CONV_THREADS": 128},
                                    {"DW_ROWS": 4, "DW_SHFL": 2, "CONV_THREADS": 128},

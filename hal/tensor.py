@@ -239,14 +239,24 @@ def empty(shape: tuple[int, ...], dtype: Any, device: Device, layout: Layout = "
     return _output(device.backend.allocate(max(count * dt.itemsize, 1)), shape, dt, layout, device)
 
 
-def _from_cuda_interface(data: Any, dev: Device, dtype: Any, layout: Layout) -> Tensor | None:
-    """Zero-copy import of a C-contiguous (or channels-last 4-D) CUDA array."""
+def _from_cuda_interface(
+    data: Any, dev: Device, dtype: Any, layout: Layout, words_are: np.dtype | None = None
+) -> Tensor | None:
+    """Zero-copy import of a C-contiguous (or channels-last 4-D) CUDA array.
+
+    ``words_are`` reads the array's elements as another dtype of the same size (bfloat16 words
+    that PyTorch can only export as int16); hal's dtype check applies to that dtype, not the export's.
+    """
     iface = data.__cuda_array_interface__
     backend = dev.backend
     if not hasattr(backend, "wrap"):
         return None
     shape = tuple(int(s) for s in iface["shape"])
     src_dtype = np.dtype(iface["typestr"])
+    if words_are is not None:
+        if words_are.itemsize != src_dtype.itemsize:
+            return None
+        src_dtype = words_are
     if dtype is not None and as_dtype(dtype) != src_dtype:
         return None
     item = src_dtype.itemsize
@@ -303,9 +313,9 @@ def asarray(
         # else through the host, and are bfloat16 again here
         bf16 = as_dtype("bfloat16", "data")  # without ml_dtypes: a TypeError that says to install it
         if dev.kind == "cuda" and getattr(data, "is_cuda", False) and (dtype is None or as_dtype(dtype) == bf16):
-            words = _from_cuda_interface(data.detach().view(_torch_int16(data)), dev, None, layout)
-            if words is not None:
-                return Tensor(words.buffer, words.shape, bf16, words.layout, dev, owner=data)
+            imported = _from_cuda_interface(data.detach().view(_torch_int16(data)), dev, None, layout, bf16)
+            if imported is not None:
+                return imported
         data = data.detach().cpu().view(_torch_int16(data)).numpy().view(bf16)
     if dev.kind == "cuda" and hasattr(data, "__cuda_array_interface__"):
         imported = _from_cuda_interface(data, dev, dtype, layout)

@@ -107,3 +107,37 @@ def test_bfloat16_calls_reuse_their_plan(device):
     x = hal.asarray(np.random.default_rng().standard_normal((1, 3, 9, 9)), device=device, dtype="bfloat16")
     hal.max_pool2d(x, 3, 2, 1)
     assert any(k[0] is ops._max_pool2d_plan and k[4] == BF16 for k in ops._PLANS if isinstance(k, tuple))
+
+
+class _FakeCudaArray:
+    """What PyTorch's int16 view of a bfloat16 CUDA tensor exports: int16 words and a device pointer."""
+
+    def __init__(self, shape: tuple[int, ...], strides: tuple[int, ...] | None, typestr: str = "<i2") -> None:
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (0xBEEF00, False),
+                                         "strides": strides, "version": 3}
+
+
+class _WrappingBackend:
+    def wrap(self, pointer: int, nbytes: int, owner: object) -> tuple[int, int]:
+        return (pointer, nbytes)
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_cuda_words_are_read_as_bfloat16_without_a_copy(layout):
+    """The import path that tests/test_dlpack.py drives with PyTorch on a GPU, checked here without one:
+    int16 words read as bfloat16 keep their pointer, shape and layout; a dtype of another size is refused."""
+    from types import SimpleNamespace
+
+    from hal.tensor import _from_cuda_interface
+
+    n, c, h, w = 2, 6, 9, 11
+    strides = None if layout == "NCHW" else (h * w * c * 2, 2, w * c * 2, c * 2)
+    dev = SimpleNamespace(backend=_WrappingBackend(), kind="cuda")
+    t = _from_cuda_interface(_FakeCudaArray((n, c, h, w), strides), dev, None, layout, BF16)
+    assert t is not None and t.dtype == BF16 and t.layout == layout and t.shape == (n, c, h, w)
+    assert t.buffer == (0xBEEF00, n * c * h * w * 2)
+    assert _from_cuda_interface(_FakeCudaArray((n, c, h, w), strides), dev, "bfloat16", layout, BF16) is not None
+    assert _from_cuda_interface(_FakeCudaArray((n, c, h, w), strides), dev, "float16", layout, BF16) is None
+    assert _from_cuda_interface(_FakeCudaArray((n, c, h, w), strides, "<f4"), dev, None, layout, BF16) is None
+    with pytest.raises(HalTypeError, match="int16"):  # without the reinterpretation, int16 is no hal dtype
+        _from_cuda_interface(_FakeCudaArray((n, c, h, w), strides), dev, None, layout)
