@@ -6,8 +6,10 @@ For each bfloat16 case of benchmarks/cuda_ops.py the sweep timed every candidate
 against PyTorch first). The entry takes the key of the float16 entry that serves the same case on an
 H200 with its dtype made bfloat16, so it covers the shapes float16's does (a dtype-free key would also
 serve float32 and float16). Where one float16 entry serves two cases, the candidate with the smallest
-worst-case ratio to each case's fastest serves both. No entry where the schema default is within 3 % of
-the fastest (the default serves anyway). Prints what it would add; --write adds it to the table.
+worst-case ratio to each case's fastest serves both, and a case that loses more than 3 % by it gets an
+entry of its own under the sweep's exact key (the more specific entry serves its shapes). No entry where
+the schema default is within 3 % of the fastest (the default serves anyway). Prints what it would add;
+--write adds it to the table.
 """
 
 from __future__ import annotations
@@ -67,6 +69,13 @@ def main() -> None:
                                f"(benchmarks/results/bf16-h100-2026-12-07)"}
         print(f"add {source} -> {entry['key']} {entry['params']}: {names}")
         entries.append(entry)
+        for row, t, b in zip(group, timed, best, strict=True):
+            if len(group) > 1 and t[choice] / b > MARGIN:
+                own = min(t, key=t.__getitem__)
+                note = f"{row['case']} {t[own]:.4f} ms ({t[choice]:.4f} under the shared entry, default {t[default]:.4f})"
+                entries.append({**entry, "key": row["key"], "params": json.loads(own),
+                                "provenance": entry["provenance"].replace(names, note)})
+                print(f"  own entry {row['key']} {own}: {note}")
     if "--write" in sys.argv:
         table = json.loads(TABLE.read_text())
         table["entries"] = [e for e in table["entries"]
