@@ -90,9 +90,8 @@ def test_cuda_allocate_reuses_a_dead_block_of_the_same_size():
     assert other.nbytes == 100
 
 
-def _h200_without_gpu():
-    """A CudaBackend that plans as on an H200 (tools/cuda_emu.py's, which runs the plans on its
-    emulator) and records its launches (kernel names) instead of making them."""
+def _cuda_emu():
+    """tools/cuda_emu.py (its planners without a GPU)."""
     import sys
     from pathlib import Path
 
@@ -101,7 +100,13 @@ def _h200_without_gpu():
         import cuda_emu
     finally:
         sys.path.pop(0)
-    be = cuda_emu.h200_backend()
+    return cuda_emu
+
+
+def _h200_without_gpu():
+    """A CudaBackend that plans as on an H200 (tools/cuda_emu.py's, which runs the plans on its
+    emulator) and records its launches (kernel names) instead of making them."""
+    be = _cuda_emu().h200_backend()
     runs: list[tuple[str, ...]] = []
     be._run = lambda plan, buffers: runs.append(tuple(launch.kernel for launch in plan))
     return be, runs
@@ -1495,3 +1500,62 @@ def test_cuda_bn_training_falls_back_to_two_passes_when_the_driver_refuses_a_coo
     be.cooperative, be._capturing = True, True
     be.batch_norm(sp, x, x, x, x, x, x, {"BN_FUSED": 1})
     assert ran[-1] == two_pass and be.cooperative
+
+
+def test_cuda_other_architectures_send_1x1_convs_and_stems_to_the_gemm_kernels_without_a_gpu():
+    """Without a GPU: on every architecture but sm_90 (whose entries are measured) the shipped per-dtype
+    conv2d defaults (session 41, not measured there) plan float16 and bfloat16 1x1 convs as the tensor-core
+    GEMMs and stems as the implicit GEMM where the architecture has them (bfloat16 sm_80+, cp.async sm_80+)
+    and its shared memory holds them, and float32 1x1 convs as the SGEMM; a kernel that does not fit the
+    architecture's shared memory is never planned (sm_86's 99 KiB: no streamed 3x3 weights; sm_75's 64 KiB:
+    no tensor-core kernel at all). Without the entries these convs ran on the CUDA cores, 10-77x slower on
+    sm_90. float32 3x3 stride-1 convs keep conv2d_k3_simt."""
+    import warnings
+
+    import numpy as np
+
+    from hal import spec as S
+    from hal.backends.cuda import _SCHEMAS
+    from hal.dtypes import BFLOAT16
+    from hal.tuning.table import Tuner
+
+    cuda_emu = _cuda_emu()
+    dtypes = [np.dtype(np.float32), np.dtype(np.float16)] + ([BFLOAT16] if BFLOAT16 is not None else [])
+
+    def kernels(be, tuner, dtype, layout, shape, cout, k, stride):
+        sp = S.conv2d_spec(S.TensorGeometry(*shape, layout, dtype), (cout, shape[1], k, k), True, (cout,),
+                           stride, k // 2, 1, 1)
+        resolved = tuner.resolve_spec(sp)
+        assert resolved.level == "arch" and dict(resolved.params).get("CONV_THREADS"), resolved
+        plan = be._plan_conv2d(sp, resolved.params, True, True)
+        assert all(launch.shared <= be._max_smem() for launch in plan), plan
+        return [launch.kernel for launch in plan if launch.kernel not in ("layout_transpose", "conv2d_tc_wprep")]
+
+    for arch in ("sm_75", "sm_80", "sm_86", "sm_89", "sm_100", "sm_120"):
+        be = cuda_emu.arch_backend(arch)
+        tuner = Tuner(be.info, _SCHEMAS)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no shipped entry is invalid there
+            for dtype in dtypes:
+                tensor_cores = dtype != np.float32 and arch != "sm_75"
+                for layout in ("NCHW", "NHWC"):
+                    k1 = kernels(be, tuner, dtype, layout, (8, 256, 28, 28), 64, 1, 1)
+                    k1s2 = kernels(be, tuner, dtype, layout, (8, 256, 28, 28), 512, 1, 2)
+                    stem = kernels(be, tuner, dtype, layout, (2, 3, 64, 64), 64, 7, 2)
+                    k3 = kernels(be, tuner, dtype, layout, (2, 64, 20, 24), 64, 3, 1)
+                    k3_wide = kernels(be, tuner, dtype, layout, (2, 256, 16, 16), 256, 3, 1)
+                    where = (arch, str(dtype), layout)
+                    if dtype == np.float32:
+                        assert k1 == ["conv2d_k1_simt"] and k1s2 == ["conv2d_k1_simt"], where
+                        assert k3 == ["conv2d_k3_simt"] and stem == ["conv2d_grp_g"], where
+                    elif tensor_cores:
+                        gemm = "conv2d_k1_gemm_nchw" if layout == "NCHW" else "conv2d_k1_gemm"
+                        # stride 2 at 14 x 14 outputs (not a multiple of 8): NCHW through the transposing GEMM
+                        assert k1 == [gemm] and k1s2 == ["conv2d_k1_gemm"], (where, k1, k1s2)
+                        assert stem == ["conv2d_im2col_tc"], (where, stem)
+                        assert k3[0].startswith("conv2d_k3_tc"), (where, k3)
+                        # the streamed weights' 3x3 needs 115-153 KiB (two stages): sm_80, sm_100, not sm_86
+                        assert (k3_wide == ["conv2d_k3_tc_wide"]) == (arch in ("sm_80", "sm_100")), (where, k3_wide)
+                    else:  # sm_75: bfloat16 has no mma there, and float16's kernels need more than 64 KiB
+                        assert not any("tc" in name or "gemm" in name for name in k1 + k1s2 + stem + k3 + k3_wide), \
+                            (where, k1, k1s2, stem, k3, k3_wide)

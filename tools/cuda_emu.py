@@ -81,6 +81,38 @@ def h200_backend() -> Any:
     return be
 
 
+#: each architecture's limits as the planner sees them (shared memory a block may opt into, resident
+#: threads per SM) and one part's SM count (T4, A100, RTX 3080, RTX 4090, H100/H200, B200, RTX 5080)
+ARCH_LIMITS: dict[str, tuple[int, int, int]] = {
+    "sm_75": (64 << 10, 1024, 40), "sm_80": (166912, 2048, 108), "sm_86": (101376, 1536, 68),
+    "sm_89": (101376, 1536, 128), "sm_90": (232448, 2048, 132), "sm_100": (232448, 2048, 148),
+    "sm_120": (101376, 1536, 84),
+}
+
+
+def arch_backend(arch: str) -> Any:
+    """A CudaBackend that plans as on a GPU of ``arch`` (ARCH_LIMITS), without one; its launches are
+    recorded, not made. Its name matches no device entry: the arch, then vendor levels serve it."""
+    from hal.backends.base import Backend
+    from hal.backends.cuda import CudaBackend, CudaBuffer
+    from hal.device import DeviceInfo
+
+    smem, threads, sms = ARCH_LIMITS[arch]
+    cc = (int(arch[3:-1]), int(arch[-1]))
+    info = DeviceInfo("cuda", 0, f"Emulated {arch}", "nvidia", arch, arch, sms, 1024, smem, 16 << 30, True, 32,
+                      "cuda", "580", (("compute_capability", f"{cc[0]}.{cc[1]}"),
+                                      ("shared_memory_per_block_default", "49152"),
+                                      ("shared_memory_per_sm", str(smem + 1024)), ("max_threads_per_sm", str(threads))))
+    be = CudaBackend.__new__(CudaBackend)
+    Backend.__init__(be, info)
+    be.force_generic, be._cc, be._arch, be._sms, be._smem_default = False, cc, arch, sms, 48 * 1024
+    be._lock, be._workspace = threading.RLock(), {}
+    be._workspace_buffer = lambda name, nbytes: CudaBuffer(0x100000, nbytes, None)
+    be._barrier_buffer = lambda: CudaBuffer(0x100000, 256, None)
+    be.cooperative = True
+    return be
+
+
 def _function_span(text: str, name: str) -> tuple[int, int]:
     """The [start, end) of the body braces of the first function whose signature names `name`."""
     m = re.search(r"\b" + re.escape(name) + r"\s*\(", text)
