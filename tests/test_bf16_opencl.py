@@ -119,8 +119,10 @@ POOL_PATHS = [
     ("NCHW", {"LOCAL_TILE": 1, "FIXED_WINDOW": 1}, 1),
     ("NCHW", {"LOCAL_TILE": 2, "BAND_KB": 4}, 2),
     ("NCHW", {"LOCAL_TILE": 3, "VEC": 8, "STRIP_ROWS": 2}, 3),
+    ("NCHW", {"WG": 128, "LOCAL_TILE": 3, "VEC": 8, "STRIP_ROWS": 2}, 3),  # the sm_90 bfloat16 entries' (session 41)
     ("NHWC", {"VEC": 4}, 0),
     ("NHWC", {"VEC": 8, "FIXED_WINDOW": 0}, 0),
+    ("NHWC", {"WG": 128, "VEC": 8}, 0),
 ]
 #: (kind, arguments, fused ReLU); the windows of stride 2 are the ones the row strips take
 POOL_CASES = [
@@ -244,7 +246,7 @@ def test_bf16_adaptive_paths(device, one_compute_unit, layout, params, group, gv
 # conv2d
 # ----------------------------------------------------------------------------
 
-CONV_PATHS = [{"ALGO": 1, "VEC": 4}, {"ALGO": 1, "VEC": 8}, {"ALGO": 2, "TILE": 16, "TK": 8}]
+CONV_PATHS = [{"ALGO": 1, "VEC": 4}, {"ALGO": 1, "VEC": 8}, {"ALGO": 2, "TILE": 16, "TK": 8}, {"ALGO": 2, "TILE": 64}]
 #: (input shape, weight shape, bias, arguments): dense with bias, depthwise with stride, dilation
 #: and asymmetric padding, grouped with a fused ReLU, a strided 1x1
 CONV_CASES = [
@@ -283,7 +285,7 @@ def test_bf16_conv2d_paths(device, layout, params):
 # batch_norm
 # ----------------------------------------------------------------------------
 
-BN_PATHS = [{"VEC": 4}, {"VEC": 8, "INFER_LOOP": 1}, {"VEC": 1, "WG": 32}]
+BN_PATHS = [{"VEC": 4}, {"VEC": 8, "INFER_LOOP": 1}, {"VEC": 1, "WG": 32}, {"WG": 256, "VEC": 8}, {"WG": 128}]
 #: NCHW planes of 391 (no whole vectors: the element paths) and 48 (VEC-aligned) elements;
 #: NHWC channels 5 (element paths) and 8 (aligned; inference's channel loop)
 BN_SHAPES = {"NCHW": [(2, 5, 17, 23), (3, 4, 8, 6)], "NHWC": [(2, 5, 17, 23), (3, 8, 5, 7)]}
@@ -506,9 +508,11 @@ def test_bf16_defines_and_half_params(device):
 
 
 def test_bf16_tuning_lookups_miss_measured_entries(device):
-    """No shipped entry names bfloat16, so a bfloat16 lookup gets the schema defaults or an
-    entry that names no dtype (the vendor-guided WG/VEC entries), on this device and under
-    every emulated profile; what serves is valid on the device."""
+    """No measured entry names bfloat16 (the sm_90 ones of session 41 are float16's parameters
+    without HALF_RAW, not measured, and say so), so a bfloat16 lookup gets the schema defaults,
+    an entry that names no dtype (the vendor-guided WG/VEC entries) or such a bfloat16 entry, on
+    this device and under every emulated profile; never a float16 or float32 entry; what serves
+    is valid on the device."""
     _opencl(device)
     import json
     from importlib import resources
@@ -517,7 +521,10 @@ def test_bf16_tuning_lookups_miss_measured_entries(device):
     from hal.tuning.table import Tuner
 
     raw = json.loads((resources.files("hal.tuning") / "tables" / "opencl.json").read_text(encoding="utf-8"))
-    assert not any(e.get("key", {}).get("dtype") == "bfloat16" for e in raw["entries"])
+    bf16_entries = [e for e in raw["entries"] if e.get("key", {}).get("dtype") == "bfloat16"]
+    assert bf16_entries and all(
+        e["level"] == "arch" and e["match"] == "sm_90" and "not measured" in e["provenance"]
+        and "HALF_RAW" not in e["params"] for e in bf16_entries)
     keys = {
         "pool2d": {"kind": "max", "kernel": "3x3", "stride": "2x2", "dilation": "1x1", "n": 32, "c": 64, "h": 128,
                    "w": 128},
@@ -540,7 +547,7 @@ def test_bf16_tuning_lookups_miss_measured_entries(device):
                 assert SCHEMAS[kernel].validate({**SCHEMAS[kernel].defaults(), **got.params}, info) is None
                 if got.source.startswith("shipped:"):
                     entry = raw["entries"][int(got.source.rsplit("#", 1)[1])]
-                    assert "dtype" not in entry.get("key", {}), (info.arch, kernel, entry)
+                    assert entry.get("key", {}).get("dtype", "bfloat16") == "bfloat16", (info.arch, kernel, entry)
                     assert "measured on" not in entry["provenance"] or "not measured" in entry["provenance"]
                     served_entries += 1
                 else:
