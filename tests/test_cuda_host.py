@@ -1508,7 +1508,7 @@ def test_cuda_other_architectures_send_1x1_convs_and_stems_to_the_gemm_kernels_w
     GEMMs and stems as the implicit GEMM where the architecture has them (bfloat16 sm_80+, cp.async sm_80+)
     and its shared memory holds them, and float32 1x1 convs as the SGEMM; a kernel that does not fit the
     architecture's shared memory is never planned (sm_86's 99 KiB: no streamed 3x3 weights; sm_75's 64 KiB:
-    no tensor-core kernel at all). Without the entries these convs ran on the CUDA cores, 10-77x slower on
+    no tensor-core kernel at all). Without the entries these convs ran on the schema defaults, 3.6-77x slower on
     sm_90. float32 3x3 stride-1 convs keep conv2d_k3_simt."""
     import warnings
 
