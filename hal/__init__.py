@@ -13,6 +13,7 @@ semantics of ``torch.nn.functional`` checked against a float64 oracle
 
 from hal import errors, reference
 from hal.device import Device, backend_status, device, devices, refresh, use_device
+from hal.dlpack import from_dlpack
 from hal.errors import (
     BackendUnavailable,
     DeviceNotFound,
@@ -64,6 +65,7 @@ __all__ = [
     "devices",
     "errors",
     "fold_batch_norm",
+    "from_dlpack",
     "max_pool2d",
     "quantize",
     "reference",

@@ -278,6 +278,18 @@ def _from_cuda_interface(
     return Tensor(buffer, shape, as_dtype(src_dtype), found_layout, dev, owner=data)
 
 
+def _dlpack_on(data: Any) -> tuple[int, int] | None:
+    """(DLPack device type, ordinal) of an object that exports through DLPack alone (no array
+    interface, not a NumPy array), else None."""
+    if isinstance(data, np.ndarray) or hasattr(data, "__cuda_array_interface__") or not hasattr(data, "__dlpack__"):
+        return None
+    try:
+        kind, ordinal = data.__dlpack_device__()
+    except Exception:  # a producer without a usable device answer: not a DLPack import
+        return None
+    return int(kind), int(ordinal)
+
+
 def _torch_int16(tensor: Any) -> Any:
     """torch.int16, from the module that made ``tensor`` (hal does not import PyTorch itself)."""
     import sys
@@ -321,6 +333,17 @@ def asarray(
         imported = _from_cuda_interface(data, dev, dtype, layout)
         if imported is not None:
             return imported
+    if dev.kind == "cuda" and scale is None and zero_point is None and _dlpack_on(data) == (2, dev.info.index):
+        # no array interface but DLPack on this GPU (JAX, bfloat16 anywhere): the memory without a copy where
+        # its strides are a layout's, else (from_dlpack refuses) through the host below
+        from hal.dlpack import from_dlpack
+
+        try:
+            imported = from_dlpack(data, device=dev, layout=layout)
+        except HalValueError:
+            pass
+        else:
+            return imported if dtype is None else imported.to(dtype=dtype)
     if hasattr(data, "__cuda_array_interface__") and not isinstance(data, np.ndarray):
         if hasattr(data, "get"):  # CuPy
             data = data.get()

@@ -151,3 +151,173 @@ def test_torch_bfloat16_on_the_same_gpu_comes_in_without_a_copy(device, layout):
     want = torch.nn.functional.max_pool2d(src, 3, 2, 1)
     np.testing.assert_array_equal(_torch_words(torch, torch.from_dlpack(y)).view(np.uint16),
                                   _torch_words(torch, want).view(np.uint16))
+
+
+# ---------------------------------------------------------------------------------------------------
+# import: hal.from_dlpack
+# ---------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_from_dlpack_takes_host_tensors_of_any_strides(device, dtype, layout):
+    """Host memory (NumPy's, hal's CPU tensors', PyTorch's CPU tensors') is copied onto any device, bit for
+    bit, strided views included; the producer gets its memory back at once."""
+    values = _values(dtype, (2, 3, 5, 7))
+    src = hal.asarray(values, device="cpu", dtype=dtype, layout=layout)  # hal's exporter: bfloat16 too
+    t = hal.from_dlpack(src, device=device, layout=layout)
+    assert (t.dtype, t.layout, t.shape, t.device) == (src.dtype, layout, (2, 3, 5, 7), device)
+    np.testing.assert_array_equal(t.numpy().view(np.uint8), src.numpy().view(np.uint8))
+    assert live_exports() == 0  # the import released the export after its copy
+    if dtype != "bfloat16":  # NumPy's own exporter refuses ml_dtypes' types
+        view = np.asarray(src.numpy())[:, ::2, :, 1::3]  # strides that no layout has
+        t = hal.from_dlpack(view, device=device)
+        np.testing.assert_array_equal(t.numpy().view(np.uint8), np.ascontiguousarray(view).view(np.uint8))
+    torch = pytest.importorskip("torch")
+    tt = torch.from_dlpack(src).clone()
+    if layout == "NHWC":
+        tt = tt.contiguous(memory_format=torch.channels_last)
+    t = hal.from_dlpack(tt[:, :, 1:], device=device)
+    np.testing.assert_array_equal(t.numpy().view(np.uint8), _torch_words(torch, tt[:, :, 1:]).view(np.uint8))
+
+
+def test_from_dlpack_refuses_what_hal_cannot_hold():
+    cpu = hal.device("cpu")
+    with pytest.raises(hal.errors.HalTypeError, match="data: expected an object with __dlpack__"):
+        hal.from_dlpack([1.0, 2.0], device=cpu)
+    with pytest.raises(hal.errors.HalTypeError, match=r"data: DLPack dtype \(code 5, 64 bits"):
+        hal.from_dlpack(np.zeros(3, np.complex64), device=cpu)
+    src = hal.asarray(np.ones((1, 2, 3, 3), np.float32), device=cpu)
+
+    class OnOpenCL:
+        def __dlpack__(self, stream: Any = None) -> Any:
+            raise AssertionError("not asked for: the device type refuses first")
+
+        def __dlpack_device__(self) -> tuple[int, int]:
+            return 4, 0
+
+    with pytest.raises(hal.errors.HalValueError, match="on OpenCL devices cannot come into hal"):
+        hal.from_dlpack(OnOpenCL(), device=cpu)
+    capsule = src.__dlpack__()
+    hal.from_dlpack(_Producer(capsule, KDL_CPU), device=cpu)
+    with pytest.raises(hal.errors.HalTypeError, match="no unused 'dltensor' capsule"):  # a capsule is read once
+        hal.from_dlpack(_Producer(capsule, KDL_CPU), device=cpu)
+    del capsule
+    gc.collect()
+    assert live_exports() == 0
+
+
+class _Producer:
+    """An object that hands out a given capsule, claiming a DLPack device (a CUDA one without a GPU)."""
+
+    def __init__(self, capsule: Any, device_type: int, device_id: int = 0) -> None:
+        self.capsule, self.device = capsule, (device_type, device_id)
+        self.streams: list[Any] = []
+
+    def __dlpack__(self, stream: Any = None) -> Any:
+        self.streams.append(stream)
+        return self.capsule
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self.device
+
+
+def _as_cuda(capsule: Any) -> Any:
+    """The capsule, its DLTensor's device type rewritten to CUDA (hal.dlpack's export writes CPU here)."""
+    import ctypes
+
+    from hal import dlpack
+
+    managed = ctypes.cast(dlpack._obj_pointer(capsule, dlpack._NAME), ctypes.POINTER(dlpack._DLManagedTensor))
+    managed.contents.dl_tensor.device.device_type = KDL_CUDA
+    return capsule
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_from_dlpack_wraps_cuda_memory_without_a_copy(monkeypatch, layout):
+    """Without a GPU: a CUDA DLPack tensor on the hal device of its ordinal is wrapped, not copied (the
+    backend's wrap gets its address and size), in its own layout, with hal's stream passed to the producer;
+    the producer's deleter runs once the Tensor is gone. Other strides, float64 or another ordinal refuse."""
+    import sys
+    from types import SimpleNamespace
+
+    hal_device = sys.modules["hal.device"]  # (hal.device, the attribute, is the function)
+    wrapped: list[tuple[int, int]] = []
+
+    class Backend:
+        stream = SimpleNamespace(handle=0x5EED)
+
+        def wrap(self, pointer: int, nbytes: int, owner: object) -> tuple[int, int, object]:
+            wrapped.append((pointer, nbytes))
+            return (pointer, nbytes, owner)
+
+    gpu = SimpleNamespace(kind="cuda", id="cuda:0", info=SimpleNamespace(index=0), backend=Backend())
+    monkeypatch.setattr(hal_device, "device", lambda d=None: gpu if d in (None, "cuda:0", gpu) else hal.device(d))
+    src = hal.asarray(np.arange(2 * 6 * 5 * 7, dtype=np.float32).reshape(2, 6, 5, 7), device="cpu", layout=layout)
+    producer = _Producer(_as_cuda(src.__dlpack__()), KDL_CUDA)
+    t = hal.from_dlpack(producer)
+    assert producer.streams == [0x5EED]
+    assert wrapped == [(src.device.backend.pointer(src.buffer), src.nbytes)]
+    assert (t.layout, t.shape, t.dtype, t.device) == (layout, (2, 6, 5, 7), np.float32, gpu)
+    assert live_exports() == 1  # hal holds the producer's memory ...
+    del t, producer
+    gc.collect()
+    assert live_exports() == 0  # ... until the Tensor is gone
+    # a strided CUDA view has no layout hal keeps: refused, and the memory handed back at once
+    view = hal.asarray(np.zeros((2, 6, 5, 7), np.float32), device="cpu")
+    capsule = _as_cuda(view.__dlpack__())
+    import ctypes
+
+    from hal import dlpack
+
+    managed = ctypes.cast(dlpack._obj_pointer(capsule, dlpack._NAME), ctypes.POINTER(dlpack._DLManagedTensor))
+    managed.contents.dl_tensor.strides[3] = 2
+    with pytest.raises(hal.errors.HalValueError, match=r"C-contiguous or channels-last 4-D.*element strides"):
+        hal.from_dlpack(_Producer(capsule, KDL_CUDA))
+    assert live_exports() == 0
+    with pytest.raises(hal.errors.HalValueError, match="comes in on cuda:1 only"):
+        hal.from_dlpack(_Producer(None, KDL_CUDA, 1), device=gpu)
+
+
+def test_asarray_takes_a_dlpack_only_cuda_array_without_a_copy(monkeypatch):
+    """Without a GPU: hal.asarray on a CUDA device takes an object that exports through DLPack alone (JAX;
+    bfloat16 from any library) through from_dlpack, without a copy; a strided one, which from_dlpack refuses,
+    comes through the host instead (its __array__)."""
+    import sys
+    from types import SimpleNamespace
+
+    wrapped: list[int] = []
+
+    class Backend:
+        stream = SimpleNamespace(handle=7)
+
+        def wrap(self, pointer: int, nbytes: int, owner: object) -> tuple[int, int, object]:
+            wrapped.append(pointer)
+            return (pointer, nbytes, owner)
+
+        def upload(self, array: np.ndarray) -> str:
+            return "uploaded"
+
+    src = hal.asarray(np.ones((1, 2, 3, 4), np.float32), device="cpu")
+    gpu = SimpleNamespace(kind="cuda", id="cuda:0", info=SimpleNamespace(index=0), backend=Backend())
+    monkeypatch.setattr(sys.modules["hal.device"], "device", lambda d=None: gpu)
+    monkeypatch.setattr(sys.modules["hal.tensor"], "resolve_device", lambda d=None: gpu)
+
+    class JaxLike(_Producer):
+        def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+            return np.full((1, 2, 3, 4), 3.0, np.float32)
+
+    t = hal.asarray(JaxLike(_as_cuda(src.__dlpack__()), KDL_CUDA), device=gpu)
+    assert wrapped == [src.device.backend.pointer(src.buffer)] and t.buffer[0] == wrapped[0]
+    assert (t.shape, t.layout, live_exports()) == ((1, 2, 3, 4), "NCHW", 1)
+    del t
+    gc.collect()
+    assert live_exports() == 0
+    import ctypes
+
+    from hal import dlpack
+
+    capsule = _as_cuda(src.__dlpack__())
+    managed = ctypes.cast(dlpack._obj_pointer(capsule, dlpack._NAME), ctypes.POINTER(dlpack._DLManagedTensor))
+    managed.contents.dl_tensor.strides[1] = 100  # no layout's strides (C is 2)
+    t = hal.asarray(JaxLike(capsule, KDL_CUDA), device=gpu)
+    assert t.buffer == "uploaded" and len(wrapped) == 1
+    assert live_exports() == 0  # from_dlpack handed the refused capsule's memory back
