@@ -321,3 +321,29 @@ def test_asarray_takes_a_dlpack_only_cuda_array_without_a_copy(monkeypatch):
     t = hal.asarray(JaxLike(capsule, KDL_CUDA), device=gpu)
     assert t.buffer == "uploaded" and len(wrapped) == 1
     assert live_exports() == 0  # from_dlpack handed the refused capsule's memory back
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_from_dlpack_takes_torch_cuda_tensors_without_a_copy(device, dtype, layout):
+    """On a GPU: PyTorch's CUDA tensors through DLPack, the same memory, in their layout; hal's op on them
+    matches PyTorch's bit for bit (max pooling); a strided one is refused with the argument named."""
+    torch = pytest.importorskip("torch")
+    if dtype == "bfloat16" and BFLOAT16 is None:
+        pytest.skip("bfloat16 needs ml_dtypes")
+    if device.kind != "cuda":
+        pytest.skip("a CUDA device and PyTorch on it (host tensors: test_from_dlpack_takes_host_tensors_...)")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch sees no GPU")
+    src = torch.randn(2, 6, 9, 11, device=f"cuda:{device.info.index}", dtype=getattr(torch, dtype))
+    if layout == "NHWC":
+        src = src.contiguous(memory_format=torch.channels_last)
+    t = hal.from_dlpack(src, device=device)
+    assert (str(t.dtype), t.layout, t.shape) == (dtype, layout, (2, 6, 9, 11))
+    assert device.backend.pointer(t.buffer) == src.data_ptr()  # the same memory
+    y = hal.max_pool2d(t, 3, 2, 1)
+    want = torch.nn.functional.max_pool2d(src, 3, 2, 1)
+    np.testing.assert_array_equal(_torch_words(torch, torch.from_dlpack(y)).view(np.uint8),
+                                  _torch_words(torch, want).view(np.uint8))
+    with pytest.raises(hal.errors.HalValueError, match="data: a CUDA tensor comes in C-contiguous"):
+        hal.from_dlpack(src[:, :, ::2], device=device)
