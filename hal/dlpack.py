@@ -223,7 +223,8 @@ def _consume(capsule: Any) -> tuple[_Imported, _DLTensor]:
 
 
 def _layout_of(shape: tuple[int, ...], strides: tuple[int, ...]) -> str | None:
-    """"NCHW" for C-contiguous element strides, "NHWC" for channels-last 4-D ones, else None."""
+    """The layout element strides are: NCHW where C-contiguous, NHWC where channels-last 4-D, else None
+    (a dimension of size 1 may have any stride)."""
     dense = tuple(int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(len(shape)))
     if all(a == b or n == 1 for a, b, n in zip(strides, dense, shape, strict=True)):
         return "NCHW"
