@@ -222,20 +222,6 @@ def _consume(capsule: Any) -> tuple[_Imported, _DLTensor]:
     return owner, managed.contents.dl_tensor
 
 
-def _layout_of(shape: tuple[int, ...], strides: tuple[int, ...]) -> str | None:
-    """The layout element strides are: NCHW where C-contiguous, NHWC where channels-last 4-D, else None
-    (a dimension of size 1 may have any stride)."""
-    dense = tuple(int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(len(shape)))
-    if all(a == b or n == 1 for a, b, n in zip(strides, dense, shape, strict=True)):
-        return "NCHW"
-    if len(shape) == 4:
-        _, c, h, w = shape
-        channels_last = (h * w * c, 1, w * c, c)
-        if all(a == b or n == 1 for a, b, n in zip(strides, channels_last, shape, strict=True)):
-            return "NHWC"
-    return None
-
-
 def from_dlpack(data: Any, device: Any = None, layout: Any = None) -> Tensor:
     """A hal Tensor of any object with ``__dlpack__`` (PyTorch, JAX, CuPy, NumPy, hal itself).
 
@@ -252,7 +238,7 @@ def from_dlpack(data: Any, device: Any = None, layout: Any = None) -> Tensor:
     from hal.dtypes import as_dtype
     from hal.errors import HalTypeError, HalValueError
     from hal.spec import layout_arg
-    from hal.tensor import Tensor, asarray
+    from hal.tensor import Tensor, asarray, strides_layout
 
     if not hasattr(data, "__dlpack__"):
         raise HalTypeError(f"data: expected an object with __dlpack__ (a PyTorch, JAX, CuPy or NumPy array), got "
@@ -285,12 +271,12 @@ def from_dlpack(data: Any, device: Any = None, layout: Any = None) -> Tensor:
         shape = tuple(int(dl.shape[i]) for i in range(ndim))
         count = int(np.prod(shape, dtype=np.int64))
         dense = tuple(int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(ndim))
-        strides = tuple(int(dl.strides[i]) for i in range(ndim)) if dl.strides else dense
+        strides = tuple(int(dl.strides[i]) for i in range(ndim)) if dl.strides else dense  # NULL: C-contiguous
         if count and not dl.data:
             raise HalValueError(f"data: a DLPack tensor of shape {shape} with no data pointer")
         address = int(dl.data or 0) + int(dl.byte_offset)
         if dev_type == KDL_CUDA:
-            found = _layout_of(shape, strides)
+            found = strides_layout(shape, strides, want_layout or "NCHW")
             if dtype == np.float64 or found is None:
                 why = "float64 (hal has no float64 kernels)" if found else f"element strides {strides}"
                 raise HalValueError(f"data: a CUDA tensor comes in C-contiguous or channels-last 4-D, as one of "
@@ -300,7 +286,7 @@ def from_dlpack(data: Any, device: Any = None, layout: Any = None) -> Tensor:
                 return asarray(np.empty(shape, dtype), device=target, layout=want_layout)
             cuda_backend: Any = target.backend  # the CUDA backend (its wrap checked above)
             buffer = cuda_backend.wrap(address, count * dtype.itemsize, owner)
-            tensor = Tensor(buffer, shape, dtype, layout_arg(found) if ndim == 4 else "NCHW", target, owner=owner)
+            tensor = Tensor(buffer, shape, dtype, found if ndim == 4 else "NCHW", target, owner=owner)
             if want_layout is not None and ndim == 4 and want_layout != found:
                 return tensor.to(layout=want_layout)
             return tensor

@@ -239,6 +239,20 @@ def empty(shape: tuple[int, ...], dtype: Any, device: Device, layout: Layout = "
     return _output(device.backend.allocate(max(count * dt.itemsize, 1)), shape, dt, layout, device)
 
 
+def strides_layout(shape: tuple[int, ...], strides: tuple[int, ...], prefer: Layout = "NCHW") -> Layout | None:
+    """The layout whose memory order element ``strides`` describe: NCHW where C-contiguous, NHWC where
+    channels-last 4-D (``prefer`` first where both fit: dimensions of size 1 may have any stride), else None."""
+    dense = tuple(int(np.prod(shape[i + 1 :], dtype=np.int64)) for i in range(len(shape)))
+    orders: dict[Layout, tuple[int, ...]] = {"NCHW": dense}
+    if len(shape) == 4:
+        _, c, h, w = shape
+        orders["NHWC"] = (h * w * c, 1, w * c, c)
+    for name in sorted(orders, key=lambda n: n != prefer):
+        if all(a == b or n == 1 for a, b, n in zip(strides, orders[name], shape, strict=True)):
+            return name
+    return None
+
+
 def _from_cuda_interface(
     data: Any, dev: Device, dtype: Any, layout: Layout, words_are: np.dtype | None = None
 ) -> Tensor | None:
@@ -261,17 +275,13 @@ def _from_cuda_interface(
         return None
     item = src_dtype.itemsize
     strides = iface.get("strides")
-    contiguous = tuple(int(np.prod(shape[i + 1 :], dtype=np.int64)) * item for i in range(len(shape)))
-    if strides is None or tuple(strides) == contiguous:
-        found_layout: Layout = "NCHW"
-    elif len(shape) == 4:
-        _, c, h, w = shape
-        if tuple(strides) != (h * w * c * item, item, w * c * item, c * item):
-            return None
-        found_layout = "NHWC"
-    else:
+    if strides is None:
+        found_layout: Layout | None = "NCHW"
+    elif any(int(s) % item for s in strides):
         return None
-    if len(shape) == 4 and found_layout != layout and strides is not None:
+    else:
+        found_layout = strides_layout(shape, tuple(int(s) // item for s in strides), layout)
+    if found_layout is None or (len(shape) == 4 and found_layout != layout and strides is not None):
         return None
     nbytes = max(math.prod(shape) * item, 1)
     buffer = backend.wrap(int(iface["data"][0]), nbytes, data)

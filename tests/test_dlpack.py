@@ -347,3 +347,20 @@ def test_from_dlpack_takes_torch_cuda_tensors_without_a_copy(device, dtype, layo
                                   _torch_words(torch, want).view(np.uint8))
     with pytest.raises(hal.errors.HalValueError, match="data: a CUDA tensor comes in C-contiguous"):
         hal.from_dlpack(src[:, :, ::2], device=device)
+
+
+def test_strides_layout_names_the_memory_order():
+    """The one check both CUDA imports (the array interface, DLPack) use: C-contiguous is NCHW,
+    channels-last is NHWC, a dimension of size 1 may have any stride (the preferred layout wins where
+    both fit), anything else is no layout."""
+    from hal.tensor import strides_layout
+
+    assert strides_layout((2, 3, 4, 5), (60, 20, 5, 1)) == "NCHW"
+    assert strides_layout((2, 3, 4, 5), (60, 1, 15, 3)) == "NHWC"
+    assert strides_layout((2, 3, 4, 5), (60, 1, 15, 3), "NHWC") == "NHWC"
+    assert strides_layout((2, 3, 1, 1), (3, 1, 3, 3)) == "NCHW"  # both fit: NCHW asked first
+    assert strides_layout((2, 3, 1, 1), (3, 1, 3, 3), "NHWC") == "NHWC"
+    assert strides_layout((1, 3, 4, 5), (999, 20, 5, 1)) == "NCHW"
+    assert strides_layout((2, 3, 4, 5), (60, 20, 10, 2)) is None  # every other column
+    assert strides_layout((2, 3, 4, 5), (20, 60, 5, 1)) is None  # N and C swapped
+    assert strides_layout((6, 7), (7, 1)) == "NCHW" and strides_layout((6, 7), (1, 6)) is None

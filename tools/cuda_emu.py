@@ -60,25 +60,34 @@ KERNELS = ROOT / "kernels_cu"
 GUARD = 64  # bytes after each buffer that must stay untouched
 
 
-def h200_backend() -> Any:
-    """A CudaBackend that plans as on an H200 (sm_90, 132 SMs, 227 KiB of shared memory a block),
-    without a GPU; its launches are recorded, not made."""
+def _planning_backend(info: Any) -> Any:
+    """A CudaBackend for ``info`` (compute capability and SM count from it) that plans without a GPU;
+    workspaces are fake addresses, and the driver is taken to allow cooperative launches (as the H200's:
+    batch_norm_train_fused where BN_FUSED asks for it)."""
     from hal.backends.base import Backend
     from hal.backends.cuda import CudaBackend, CudaBuffer
-    from hal.device import DeviceInfo
 
-    info = DeviceInfo("cuda", 0, "NVIDIA H200", "nvidia", "sm_90", "sm_90", 132, 1024, 232448, 140 << 30, True, 32,
-                      "cuda", "580", (("compute_capability", "9.0"), ("shared_memory_per_block_default", "49152"),
-                                      ("shared_memory_per_sm", "233472"), ("max_threads_per_sm", "2048"),
-                                      ("l2_bytes", str(50 << 20))))
+    major, minor = dict(info.extras)["compute_capability"].split(".")
     be = CudaBackend.__new__(CudaBackend)
     Backend.__init__(be, info)
-    be.force_generic, be._cc, be._arch, be._sms, be._smem_default = False, (9, 0), "sm_90", 132, 48 * 1024
+    be.force_generic, be._cc, be._arch = False, (int(major), int(minor)), info.arch
+    be._sms, be._smem_default = info.compute_units, 48 * 1024
     be._lock, be._workspace = threading.RLock(), {}
     be._workspace_buffer = lambda name, nbytes: CudaBuffer(0x100000, nbytes, None)
     be._barrier_buffer = lambda: CudaBuffer(0x100000, 256, None)
-    be.cooperative = True  # as the H200's driver (batch_norm_train_fused where BN_FUSED asks for it)
+    be.cooperative = True
     return be
+
+
+def h200_backend() -> Any:
+    """A CudaBackend that plans as on an H200 (sm_90, 132 SMs, 227 KiB of shared memory a block),
+    without a GPU; its launches are recorded, not made."""
+    from hal.device import DeviceInfo
+
+    return _planning_backend(DeviceInfo(
+        "cuda", 0, "NVIDIA H200", "nvidia", "sm_90", "sm_90", 132, 1024, 232448, 140 << 30, True, 32, "cuda", "580",
+        (("compute_capability", "9.0"), ("shared_memory_per_block_default", "49152"),
+         ("shared_memory_per_sm", "233472"), ("max_threads_per_sm", "2048"), ("l2_bytes", str(50 << 20)))))
 
 
 #: each architecture's limits as the planner sees them (shared memory a block may opt into, resident
@@ -93,24 +102,13 @@ ARCH_LIMITS: dict[str, tuple[int, int, int]] = {
 def arch_backend(arch: str) -> Any:
     """A CudaBackend that plans as on a GPU of ``arch`` (ARCH_LIMITS), without one; its launches are
     recorded, not made. Its name matches no device entry: the arch, then vendor levels serve it."""
-    from hal.backends.base import Backend
-    from hal.backends.cuda import CudaBackend, CudaBuffer
     from hal.device import DeviceInfo
 
     smem, threads, sms = ARCH_LIMITS[arch]
-    cc = (int(arch[3:-1]), int(arch[-1]))
-    info = DeviceInfo("cuda", 0, f"Emulated {arch}", "nvidia", arch, arch, sms, 1024, smem, 16 << 30, True, 32,
-                      "cuda", "580", (("compute_capability", f"{cc[0]}.{cc[1]}"),
-                                      ("shared_memory_per_block_default", "49152"),
-                                      ("shared_memory_per_sm", str(smem + 1024)), ("max_threads_per_sm", str(threads))))
-    be = CudaBackend.__new__(CudaBackend)
-    Backend.__init__(be, info)
-    be.force_generic, be._cc, be._arch, be._sms, be._smem_default = False, cc, arch, sms, 48 * 1024
-    be._lock, be._workspace = threading.RLock(), {}
-    be._workspace_buffer = lambda name, nbytes: CudaBuffer(0x100000, nbytes, None)
-    be._barrier_buffer = lambda: CudaBuffer(0x100000, 256, None)
-    be.cooperative = True
-    return be
+    return _planning_backend(DeviceInfo(
+        "cuda", 0, f"Emulated {arch}", "nvidia", arch, arch, sms, 1024, smem, 16 << 30, True, 32, "cuda", "580",
+        (("compute_capability", f"{arch[3:-1]}.{arch[-1]}"), ("shared_memory_per_block_default", "49152"),
+         ("shared_memory_per_sm", str(smem + 1024)), ("max_threads_per_sm", str(threads)))))
 
 
 def _function_span(text: str, name: str) -> tuple[int, int]:
