@@ -1004,14 +1004,6 @@ __device__ __forceinline__ void fused_cp16(uint4* smem, const act_t* g, uint64_t
 #endif
 }
 
-// cp.async.wait_group N with a "memory" clobber: the shared-memory reads after it stay after it
-template <int N>
-__device__ __forceinline__ void fused_wait() {
-#if HAL_HAS_CP_ASYNC
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-#endif
-}
-
 __device__ __forceinline__ uint4 fused_apply(const uint4& u, const float (&m)[HAL_VEC], const float (&s)[HAL_VEC],
                                              const float (&b)[HAL_VEC]) {
     float f[HAL_VEC];
@@ -1103,9 +1095,9 @@ extern "C" __global__ void __launch_bounds__(BN_FUSED_THREADS, 1)
                 if (k0 + u < k1) fused_add(f, t[u], piv);
         }
     };
-    fused_wait<1>();
+    cp_async_wait<1>();
     add_smem(0, nsm_a);
-    fused_wait<0>();
+    cp_async_wait<0>();
     add_smem(nsm_a, nsm);
     if (f.kc > 0) {
 #pragma unroll

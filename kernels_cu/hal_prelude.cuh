@@ -234,10 +234,13 @@ __device__ __forceinline__ void cp_async_commit() {
     asm volatile("cp.async.commit_group;\n" ::);
 #endif
 }
+// the "memory" clobber keeps the shared-memory reads after the wait after it (the compiler
+// does not know the copies write shared memory); a barrier after it does not make this redundant
+// where a lane reads back its own copies before any barrier
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
 #if HAL_HAS_CP_ASYNC
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 #endif
 }
 
