@@ -180,7 +180,6 @@ def kernel_source(file: str) -> str:
         fused = text[text.index("// Training in one launch (NHWC"):]
         text = stats + text[:text.index("// contract entry point")] + fused
         text = _replace_body(text, "fused_cp16", "(void)pol; cp_async16(smem, g);")
-        text = _replace_body(text, "fused_wait", "cp_async_wait<N>();")
         text = text.replace("extern __shared__ __align__(16) uint4 s_cache[];",
                             "uint4* s_cache = reinterpret_cast<uint4*>(smem_raw);")
         for name in ("s_tab", "s_red"):
