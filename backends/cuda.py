@@ -335,6 +335,10 @@ _SCHEMAS: dict[str, KernelSchema] = {
             Param("TC_WIDE_L2PF", (0, 128, 256), 0,
                   "the streamed-weight kernels' input copies ask L2 to fetch this many aligned bytes around each "
                   "16-byte chunk (cp.async .L2::128B / 256B; 0 = none): the later chunks of an NHWC pixel (-D)"),
+            Param("TC_WIDE_ROWS", (8, 4), 8,
+                  "output rows of the streamed-weight kernels' tiles, a warp each (-D): 8, or 4 (half the "
+                  "threads, about 58 % of the shared memory for 3x3); 8 takes 4 where 8 rows' shared memory "
+                  "does not fit the device (3x3 stride 1 on 99 KB parts, stride 2 on sm_80)"),
             Param("TC_WIDE_K1_BLOCKS", (1, 2), 1,
                   "resident blocks per SM conv2d_k1_tc_wide is built and launched for (2: 128 registers); "
                   "the grid keeps to what the shared memory allows (-D)"),
@@ -522,8 +526,8 @@ _COMPILE_PARAMS = {
     "pool2d": ("POOL_THREADS", "POOL_OCC", "POOL_SPLIT", "POOL_H2", "POOL_H2AVG"),
     "adaptive_pool2d": ("ADAPT_THREADS", "ADAPT_GSTAGES", "ADAPT_VSPLIT_U", "ADAPT_GVEC_U", "ADAPT_GVEC_S"),
     "conv2d": ("CONV_THREADS", "CONV_SIMT_CI", "CONV_OCC", "DW_HALF4", "DW_H2", "DW_PREFETCH", "DW_SHFL_OCC",
-               "TC_WIDE_STAGES", "TC_WIDE_L2PF", "TC_WIDE_K1_BLOCKS", "K1G_STAGES", "K1G_BN", "K1S_BN", "K1S_BK",
-               "K1N_STAGES", "K1N_BM", "GRP_COT", "GRP_PIX", "GRP_OCC"),
+               "TC_WIDE_STAGES", "TC_WIDE_L2PF", "TC_WIDE_ROWS", "TC_WIDE_K1_BLOCKS", "K1G_STAGES", "K1G_BN", "K1S_BN",
+               "K1S_BK", "K1N_STAGES", "K1N_BM", "GRP_COT", "GRP_PIX", "GRP_OCC"),
     "batch_norm": ("BN_THREADS", "BN_UNROLL", "BN_L2_HINT", "BN_INFER_OCC", "BN_INFER_EARLY", "BN_STATS_SUMS"),
     "eltwise": ("ELT_THREADS",),
     "qconv2d": (),
@@ -688,22 +692,25 @@ _TC_SMEM = (9 * 64 * 64 + 6 * 34 * 64) * 2  # conv2d_k3_tc: all weights of 64 ch
 _TC_PIPE_SMEM = {"NHWC": (9 * 64 * 64 + 2 * 10 * 34 * 64) * 2, "NCHW": (9 * 64 * 64 + 10 * 34 * 64 + 64 * 10 * 48) * 2}
 
 
-def _tc_wide_smem(layout: str, k: int, stages: int, stride: int = 1) -> int:
+def _tc_wide_smem(layout: str, k: int, stages: int, stride: int = 1, rows: int = 8) -> int:
     """conv2d_k{3,1}_tc_wide's (and NHWC conv2d_k{3,1}s2_tc_wide's, stride 2) shared memory (tcw::Geo in
-    conv2d.cu): `stages` stage buffers (TC_WIDE_STAGES), each an 8x32 output tile's input patch of
-    32 channels ([pixel][channel] in NHWC, the rows as they lie in NCHW) and those channels'
+    conv2d.cu): `stages` stage buffers (TC_WIDE_STAGES), each a `rows` x 32 output tile's (TC_WIDE_ROWS)
+    input patch of 32 channels ([pixel][channel] in NHWC, the rows as they lie in NCHW) and those channels'
     weights, or the tile's results where they are more; NCHW adds the transposed patch."""
-    patch = (7 * stride + k) * (31 * stride + k) * 64
+    patch = ((rows - 1) * stride + k) * (31 * stride + k) * 64
     weights = k * k * 64 * 64
     if layout == "NHWC":
-        return stages * max(patch + weights, 8 * 32 * 64 * 2)
-    return stages * max(32 * (8 + k - 1) * 48 * 2 + weights, 8 * 64 * 40 * 2) + patch
+        return stages * max(patch + weights, rows * 32 * 64 * 2)
+    return stages * max(32 * (rows + k - 1) * 48 * 2 + weights, rows * 64 * 40 * 2) + patch
 
 
-_TC_WIDE_SMEM = {(layout, k, st): _tc_wide_smem(layout, k, st)
-                 for layout in ("NHWC", "NCHW") for k in (1, 3) for st in (2, 3, 4)}
-#: conv2d_k{3,1}s2_tc_wide (NHWC only) by (K, TC_WIDE_STAGES): 3x3 with two stages 215,168 bytes
-_TC_WIDE_S2_SMEM = {(k, st): _tc_wide_smem("NHWC", k, st, 2) for k in (1, 3) for st in (2, 3, 4)}
+#: conv2d_k{3,1}_tc_wide by (layout, K, TC_WIDE_STAGES, TC_WIDE_ROWS): 3x3 NHWC, two stages, 8 rows 117,248 bytes
+_TC_WIDE_SMEM = {(layout, k, st, rows): _tc_wide_smem(layout, k, st, rows=rows)
+                 for layout in ("NHWC", "NCHW") for k in (1, 3) for st in (2, 3, 4) for rows in (8, 4)}
+#: conv2d_k{3,1}s2_tc_wide (NHWC only) by (K, TC_WIDE_STAGES, TC_WIDE_ROWS): 3x3 with two stages and 8 rows
+#: 215,168 bytes, with 4 rows 148,608
+_TC_WIDE_S2_SMEM = {(k, st, rows): _tc_wide_smem("NHWC", k, st, 2, rows)
+                    for k in (1, 3) for st in (2, 3, 4) for rows in (8, 4)}
 
 
 def _transposes_fit(spec: Conv2dSpec) -> bool:
@@ -2109,6 +2116,70 @@ class CudaBackend(Backend):
         conditions; the depthwise one (DW_TC) takes float16 alone."""
         return dtype == np.float16 or (is_bfloat16(dtype) and self._cc >= (8, 0))
 
+    def _tc_wide_rows(self, p: Mapping[str, int], smem_of: Callable[[int], int]) -> tuple[int, int]:
+        """(rows, shared memory) of a streamed-weight kernel's tile: TC_WIDE_ROWS, or 4 where 8 rows'
+        shared memory (``smem_of(rows)``) does not fit the device and 4 rows' does."""
+        rows = int(p["TC_WIDE_ROWS"])
+        if rows == 8 and smem_of(8) > self._max_smem() and smem_of(4) <= self._max_smem():
+            rows = 4
+        return rows, smem_of(rows)
+
+    def _plan_conv_tc_wide(self, spec: Conv2dSpec, p: Mapping[str, int], aligned: bool,
+                           tc16: bool) -> tuple[Launch, ...] | None:
+        """The streamed-weight tensor-core kernels (conv2d_tc_wprep, then conv2d_k{3,1}[s2]_tc_wide) for a dense
+        16-bit 3x3 or 1x1 conv on sm_80+, or None where they do not apply. Stride 1: CONV_TC 3, or 2 past 64
+        input channels (the pipelined and all-weights-resident kernels cannot hold them); NHWC C_in % 8 == 0, NCHW
+        W % 8 == 0, aligned buffers; an NCHW conv whose own build does not fit the shared memory (3x3 on the 99 KiB
+        parts) runs the NHWC build between two transposes. Stride 2 (a ResNet's downsampling 3x3 and projection
+        1x1): any CONV_TC but 0, C_in % 8 == 0, NHWC builds only (NCHW through the transposes): the CUDA-core
+        kernels took 0.8-2 ms for 3x3 against cuDNN's 0.02-0.06 on the H200, the transposing path 0.69x PyTorch.
+        Tiles of TC_WIDE_ROWS rows, 4 where 8 do not fit (_tc_wide_rows)."""
+        kh, kw = spec.kernel
+        sh, sw = spec.stride
+        dh, dw = spec.dilation
+        pt, _, pl, _ = spec.pads
+        n, ci, co, ih, iw, oh, ow = spec.n, spec.c_in, spec.c_out, spec.in_h, spec.in_w, spec.out_h, spec.out_w
+        if not (spec.groups == 1 and tc16 and p["CONV_TC"] and kh == kw and kh in (1, 3) and self._cc >= (8, 0)
+                and tc_wide_weight_halves(ci, co, kh * kw) < 2**31):
+            return None
+        stages = int(p["TC_WIDE_STAGES"])
+        nchw = spec.layout == "NCHW"
+        if (sh, sw, dh, dw) == (1, 1, 1, 1):
+            if not (p["CONV_TC"] == 3 or (p["CONV_TC"] == 2 and ci > 64)):
+                return None
+            layout = spec.layout
+            rows, smem = self._tc_wide_rows(p, lambda r: _TC_WIDE_SMEM[layout, kh, stages, r])
+            # the copies: NHWC 16-byte channel chunks (C_in % 8), NCHW row chunks (W % 8)
+            copies = ci % 8 == 0 if layout == "NHWC" else iw % 8 == 0
+            if nchw and smem > self._max_smem() and ci % 8 == 0 and _transposes_fit(spec):
+                # NCHW's build does not fit (its staged rows and transposed patch: 3x3 on the 99 KiB parts)
+                layout, copies = "NHWC", True
+                rows, smem = self._tc_wide_rows(p, lambda r: _TC_WIDE_SMEM["NHWC", kh, stages, r])
+            name = f"conv2d_k{kh}_tc_wide"
+        elif (sh, sw, dh, dw) == (2, 2, 1, 1):
+            layout, name = "NHWC", f"conv2d_k{kh}s2_tc_wide"
+            copies = ci % 8 == 0 and (not nchw or _transposes_fit(spec))
+            rows, smem = self._tc_wide_rows(p, lambda r: _TC_WIDE_S2_SMEM[kh, stages, r])
+        else:
+            return None
+        via_nhwc = layout != spec.layout
+        if not (copies and (aligned or via_nhwc) and smem <= self._max_smem()
+                and n * _cdiv(oh, rows) * _cdiv(ow, 32) < 2**31):
+            return None
+        defines = self.compile_defines("conv2d", spec.dtype, layout, {**p, "TC_WIDE_ROWS": rows}, spec.relu)
+        tiles_h, tiles_w, co_tiles, nchunk = _cdiv(oh, rows), _cdiv(ow, 32), _cdiv(co, 64), _cdiv(ci, 32)
+        total = tc_wide_weight_halves(ci, co, kh * kw)
+        per_sm = self._resident_blocks(smem, int(p["TC_WIDE_K1_BLOCKS"]) if kh == 1 else 1)
+        grid = (max(1, min(n * tiles_h * tiles_w, _cdiv(self._sms * per_sm, co_tiles))), co_tiles, 1)
+        xs, ys = ("xt", "yt") if via_nhwc else ("x", "y")
+        plan = (
+            Launch("conv2d.cu", defines, "conv2d_tc_wprep", "PPiiiii", self._grid_1d(total, 256), (256, 1, 1), 0,
+                   ("w", "wp", ci, co, kh * kw, nchunk, total)),
+            Launch("conv2d.cu", defines, name, "PPPP" + "i" * 12, grid, (rows * 32, 1, 1), smem,
+                   (xs, "wp", "b", ys, n, ci, ih, iw, co, oh, ow, pt, pl, tiles_h, tiles_w, nchunk)),
+        )
+        return self._through_nhwc(spec, plan) if via_nhwc else plan
+
     def _plan_conv2d(self, spec: Conv2dSpec, params: Mapping[str, int], aligned: bool,
                      w_aligned: bool = True) -> tuple[Launch, ...]:
         p = {**_SCHEMAS["conv2d"].defaults(), **params}
@@ -2145,52 +2216,11 @@ class CudaBackend(Backend):
                 sgemm = self._plan_conv_k1_simt(spec, p)
                 if sgemm is not None:
                     return sgemm
-            # the streamed-weight kernels' copies: NHWC 16-byte channel chunks (C_in % 8), NCHW row chunks (W % 8)
-            wide_copies = ci % 8 == 0 if spec.layout == "NHWC" else iw % 8 == 0
-            # CONV_TC 3: the streamed-weight kernels wherever they apply; 2: where the pipelined and
-            # all-weights-resident kernels cannot (C_in > 64)
-            wide_smem = _TC_WIDE_SMEM[spec.layout, kh, int(p["TC_WIDE_STAGES"])] if kh in (1, 3) else 0
-            wide_wanted = p["CONV_TC"] == 3 or (p["CONV_TC"] == 2 and ci > 64)
-            if spec.groups == 1 and unit and tc16 and wide_wanted and kh == kw and kh in (1, 3) \
-                    and wide_copies and aligned and self._cc >= (8, 0) and wide_smem <= self._max_smem() \
-                    and n * _cdiv(oh, 8) * _cdiv(ow, 32) < 2**31 and tc_wide_weight_halves(ci, co, kh * kw) < 2**31:
-                tiles_h, tiles_w, co_tiles, nchunk = _cdiv(oh, 8), _cdiv(ow, 32), _cdiv(co, 64), _cdiv(ci, 32)
-                ntiles = n * tiles_h * tiles_w
-                total = tc_wide_weight_halves(ci, co, kh * kw)
-                per_sm = self._resident_blocks(wide_smem, int(p["TC_WIDE_K1_BLOCKS"]) if kh == 1 else 1)
-                grid = (max(1, min(ntiles, _cdiv(self._sms * per_sm, co_tiles))), co_tiles, 1)
-                return (
-                    Launch("conv2d.cu", defines, "conv2d_tc_wprep", "PPiiiii", self._grid_1d(total, 256),
-                           (256, 1, 1), 0, ("w", "wp", ci, co, kh * kw, nchunk, total)),
-                    Launch("conv2d.cu", defines, f"conv2d_k{kh}_tc_wide", "PPPP" + "i" * 12, grid, (256, 1, 1),
-                           wide_smem, ("x", "wp", "b", "y", n, ci, ih, iw, co, oh, ow, pt, pl,
-                                                             tiles_h, tiles_w, nchunk)),
-                )
-            # 3x3 and 1x1 stride 2 on the streamed-weight kernel's stride-2 builds (NHWC), wherever tensor
-            # cores are allowed (CONV_TC > 0): the CUDA-core kernels take 0.8-2 ms for 3x3 against cuDNN's
-            # 0.02-0.06. NCHW: x transposed into an NHWC workspace, the NHWC launches, the result
-            # transposed back (0.69x PyTorch for 3x3 on the H200, where the CUDA cores gave 0.03x)
-            s2_smem = _TC_WIDE_S2_SMEM.get((kh, int(p["TC_WIDE_STAGES"])), 0)
-            nchw = spec.layout == "NCHW"
-            if spec.groups == 1 and tc16 and p["CONV_TC"] and kh == kw and kh in (1, 3) \
-                    and (sh, sw, dh, dw) == (2, 2, 1, 1) and ci % 8 == 0 and (aligned or nchw) \
-                    and self._cc >= (8, 0) and s2_smem <= self._max_smem() \
-                    and n * _cdiv(oh, 8) * _cdiv(ow, 32) < 2**31 and tc_wide_weight_halves(ci, co, kh * kw) < 2**31 \
-                    and (not nchw or _transposes_fit(spec)):
-                tiles_h, tiles_w, co_tiles, nchunk = _cdiv(oh, 8), _cdiv(ow, 32), _cdiv(co, 64), _cdiv(ci, 32)
-                total = tc_wide_weight_halves(ci, co, kh * kw)
-                minb = int(p["TC_WIDE_K1_BLOCKS"]) if kh == 1 else 1
-                grid = (max(1, min(n * tiles_h * tiles_w, _cdiv(self._sms * self._resident_blocks(s2_smem, minb),
-                                                                co_tiles))), co_tiles, 1)
-                nhwc_defines = self.compile_defines("conv2d", spec.dtype, "NHWC", p, spec.relu) if nchw else defines
-                xs, ys = ("xt", "yt") if nchw else ("x", "y")
-                plan = (
-                    Launch("conv2d.cu", nhwc_defines, "conv2d_tc_wprep", "PPiiiii", self._grid_1d(total, 256),
-                           (256, 1, 1), 0, ("w", "wp", ci, co, kh * kw, nchunk, total)),
-                    Launch("conv2d.cu", nhwc_defines, f"conv2d_k{kh}s2_tc_wide", "PPPP" + "i" * 12, grid, (256, 1, 1),
-                           s2_smem, (xs, "wp", "b", ys, n, ci, ih, iw, co, oh, ow, pt, pl, tiles_h, tiles_w, nchunk)),
-                )
-                return self._through_nhwc(spec, plan) if nchw else plan
+            # the streamed-weight kernels: 3x3 and 1x1 at stride 1 (CONV_TC 3, or 2 past 64 input channels), and
+            # at stride 2 wherever tensor cores are allowed
+            wide = self._plan_conv_tc_wide(spec, p, aligned, tc16)
+            if wide is not None:
+                return wide
             # the pipelined kernel's copies: NHWC 16-byte channel chunks, NCHW 16-byte row chunks
             pipe_copies = ci % 8 == 0 if spec.layout == "NHWC" else iw % 8 == 0
             if spec.groups == 1 and unit and tc16 and p["CONV_TC"] == 2 and (kh, kw) == (3, 3) and ci <= 64 \

@@ -655,6 +655,18 @@ def conv_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
                            params=k1b, **c)
                 check_conv(dev, rng, f"1x1 tc wide 2 blocks stages{st}", (2, 264, 9, 40), 130, 1, params=k1b, **c)
             check_conv(dev, rng, "1x1 tc2 wide 96->70", (2, 96, 9, 40), 70, 1, params=tc2, **c)
+            # TC_WIDE_ROWS 4 (session 42: 4 x 32 tiles of 4 warps, what the 99 KiB parts get past 64 input
+            # channels): partial row tiles (13 and 10 output rows), chunks and output tiles, asymmetric padding,
+            # three stages over many tiles, 1x1; float16 must plan the streamed-weight kernel
+            r4 = {"CONV_TC": 3, "TC_WIDE_ROWS": 4}
+            e3, e1 = ({"expect": "conv2d_k3_tc_wide"}, {"expect": "conv2d_k1_tc_wide"}) if dtype == np.float16 \
+                else ({}, {})
+            check_conv(dev, rng, "3x3 tc wide rows4 136->70", (2, 136, 13, 40), 70, 3, padding=1, params=r4, **c, **e3)
+            check_conv(dev, rng, "3x3 tc wide rows4 72->64 asym", (1, 72, 10, 40), 64, 3, padding=(0, 2, 1, 0),
+                       params=r4, **c, **e3)
+            check_conv(dev, rng, "3x3 tc wide rows4 stages3 many tiles", (9, 96, 40, 72), 64, 3, padding=1,
+                       params={**r4, "TC_WIDE_STAGES": 3}, **c, **e3)
+            check_conv(dev, rng, "1x1 tc wide rows4 264->130", (2, 264, 9, 40), 130, 1, params=r4, **c, **e1)
             # NCHW: widths that are multiples of 8 (C_in any), padding 3 (the rows' column shift 5)
             check_conv(dev, rng, "3x3 tc pipe 20->70 w40", (3, 20, 13, 40), 70, 3, padding=1, params=tc2, **c)
             check_conv(dev, rng, "3x3 tc pipe pad3", (2, 24, 11, 16), 32, 3, padding=3, params=tc2, **c)
@@ -730,6 +742,13 @@ def conv_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
             for st in (3, 4):  # stage counts whose shared memory does not fit: the next kernel serves
                 check_conv(dev, rng, f"3x3 s2 stages{st}", (2, 64, 21, 35), 72, 3, stride=2, padding=1,
                            params={"TC_WIDE_STAGES": st}, **c)
+            # TC_WIDE_ROWS 4 (session 42; sm_80's stride 2): 4 x 32 tiles of 4 warps, 7 and 10 row tiles
+            s4 = {"params": {"TC_WIDE_ROWS": 4}, **c}
+            x3, x1 = ({"expect": "conv2d_k3s2_tc_wide"}, {"expect": "conv2d_k1s2_tc_wide"}) if dtype == np.float16 \
+                else ({}, {})
+            check_conv(dev, rng, "3x3 s2 rows4 64->128", (2, 64, 56, 56), 128, 3, stride=2, padding=1, **s4, **x3)
+            check_conv(dev, rng, "3x3 s2 rows4 40->70 odd", (3, 40, 19, 71), 70, 3, stride=2, padding=1, **s4, **x3)
+            check_conv(dev, rng, "1x1 s2 rows4 256->130", (2, 256, 28, 29), 130, 1, stride=2, **s4, **x1)
             # 1x1 stride 2 (conv2d_k1s2_tc_wide): only even patch rows and columns are copied
             check_conv(dev, rng, "1x1 s2 256->130", (2, 256, 28, 29), 130, 1, stride=2, **c)
             check_conv(dev, rng, "1x1 s2 40->24 pad1", (3, 40, 13, 70), 24, 1, stride=2, padding=1, bias=False, **c)

@@ -900,7 +900,8 @@ extern "C" __global__ void __launch_bounds__(256, 1)
 // mma.sync (two stage buffers of 64-byte rows, swizzled as qconv2d_k3_tc's). A warp owns one
 // output row of the tile (32 pixels x 64 channels), the accumulators persist over a tile's
 // chunks, and the results leave through the consumed stage buffer as conv2d_k3_tc_pipe's do.
-// Shared memory tcw::Geo<K>::SMEM: 117,248 bytes (3x3), 65,536 (1x1).
+// Shared memory tcw::Geo<K>::SMEM: 117,248 bytes (3x3), 65,536 (1x1); with TC_WIDE_ROWS 4 (a
+// 4 x 32 tile, 4 warps) 99,840 and 32,768.
 // ---------------------------------------------------------------------------------
 // TC_WIDE_STAGES [2]: stage buffers of conv2d_k{3,1}_tc_wide; STAGES - 1 stages' copies are in
 // flight while the warps multiply one (a 1x1 stage is a few mma per warp: its loads' latency,
@@ -908,8 +909,17 @@ extern "C" __global__ void __launch_bounds__(256, 1)
 #ifndef TC_WIDE_STAGES
 #define TC_WIDE_STAGES 2
 #endif
+// TC_WIDE_ROWS [8]: output rows of a tile, one warp each (8 or 4): 4 rows take about 58 % of the
+// shared memory for 3x3 (99,840 bytes at stride 1, 148,608 at stride 2, two stages), so the
+// streamed-weight kernels fit sm_86/89/120's 99 KB a block (stride 1) and sm_80's 163 KB
+// (stride 2), at half the block's threads and each stage's weights shared by half the outputs
+#ifndef TC_WIDE_ROWS
+#define TC_WIDE_ROWS 8
+#endif
+static_assert(TC_WIDE_ROWS == 8 || TC_WIDE_ROWS == 4, "TC_WIDE_ROWS: 8 or 4");
+#define TC_WIDE_THREADS (TC_WIDE_ROWS * 32)
 namespace tcw {
-constexpr int TCO = 64, KC = 32, TR = 8, TCOL = 32, STAGES = TC_WIDE_STAGES;
+constexpr int TCO = 64, KC = 32, TR = TC_WIDE_ROWS, TCOL = 32, STAGES = TC_WIDE_STAGES;
 template <int K, int S = 1>  // K x K taps, stride S (2: NHWC only)
 struct Geo {
     static constexpr int TAPS = K * K, IROWS = (TR - 1) * S + K, ICOLS = (TCOL - 1) * S + K, NPIX = IROWS * ICOLS;
@@ -931,7 +941,7 @@ struct Geo {
     // column]) and the chunk's weights; one more buffer takes the transposed patch; a stage
     // buffer also holds the results as [co][40 halves] rows at the end of a tile
     static constexpr int SCOLS = 48, ROWS_BYTES = KC * IROWS * SCOLS * 2, W_OFF = ROWS_BYTES;
-    static constexpr int STAGE_BYTES = ROWS_BYTES + W_BYTES, OUT_BYTES = 8 * TCO * (TCOL + 8) * 2;
+    static constexpr int STAGE_BYTES = ROWS_BYTES + W_BYTES, OUT_BYTES = TR * TCO * (TCOL + 8) * 2;
     static constexpr int BUF_BYTES = STAGE_BYTES > OUT_BYTES ? STAGE_BYTES : OUT_BYTES;
     static constexpr int SMEM = STAGES * BUF_BYTES + IN_BYTES;
 #endif
@@ -1000,7 +1010,7 @@ __device__ __forceinline__ void tc_wide_body(unsigned char* smem_raw, const act_
             cp_async16(s_w + tcw_at(f >> 2, f & 3), wc + f * 8);
     };
     // stage s = (tile blockIdx.x + (s / nchunk) * gridDim.x, chunk s % nchunk) into buffer `buf`:
-    // NHWC: the patch's 32 channels (thread -> 16-byte chunk tid & 3 of pixels tid / 4, + 64,
+    // NHWC: the patch's 32 channels (thread -> 16-byte chunk tid & 3 of pixels tid / 4, + threads / 4,
     // ..., zero outside); NCHW: its rows as they lie; then the chunk's weights
 #if LAYOUT_NHWC
     constexpr int W_OFF = G::IN_BYTES;
@@ -1011,14 +1021,14 @@ __device__ __forceinline__ void tc_wide_body(unsigned char* smem_raw, const act_
         const int ih0 = thi * TR * S - PT, iw0 = twi * TCOL * S - PL;
         const int c16 = tid & 3, ci = chunk * KC + c16 * 8;
         int pix = tid >> 2, r = pix / ICOLS, c = pix - r * ICOLS;
-        for (; pix < NPIX; pix += 64) {
+        for (; pix < NPIX; pix += TC_WIDE_THREADS / 4) {
             const int ih = ih0 + r, iw = iw0 + c;
             const bool valid = ci < CI && (unsigned)ih < (unsigned)IH && (unsigned)iw < (unsigned)IW;
             const act_t* src = valid ? x + (((long long)n * IH + ih) * IW + iw) * CI + ci : x;
             // 1x1 stride 2 reads even rows and columns of the patch only: the rest is never copied
             if (!(K == 1 && S == 2 && ((r | c) & 1)))
                 tcw_copy16(s_in + tcw_at(S == 1 ? pix : r * ICOLS + G::col_pos(c), c16), src, valid);
-            c += 64;
+            c += TC_WIDE_THREADS / 4;
             while (c >= ICOLS) {
                 c -= ICOLS;
                 ++r;
@@ -1157,7 +1167,7 @@ __device__ __forceinline__ void tc_wide_body(unsigned char* smem_raw, const act_
 #define TC_WIDE_K1_BLOCKS 1
 #endif
 #define TC_WIDE_KERNEL(NAME, K, S, MINB)                                                                              \
-    extern "C" __global__ void __launch_bounds__(256, MINB)                                                           \
+    extern "C" __global__ void __launch_bounds__(TC_WIDE_THREADS, MINB)                                               \
         NAME(const act_t* __restrict__ x, const act_t* __restrict__ wp, const float* __restrict__ bias,            \
              act_t* __restrict__ y, int N, int CI, int IH, int IW, int CO, int OH, int OW, int PT, int PL,           \
              int tiles_h, int tiles_w, int nchunk) { HAL_PDL_ENTRY();                                                 \
@@ -1248,8 +1258,8 @@ __device__ __forceinline__ void tc_gemm_tiles(int KT, unsigned ntiles, LoadStage
 #if LAYOUT_NHWC
 // 3x3 stride 2 (a ResNet's downsampling conv; session 21): the patch of an 8 x 32 output tile is
 // 17 x 65 input pixels, 107,584 bytes a stage with the weights (two stages: 215,168 bytes, sm_90's
-// 227 KB; the launcher checks the device's limit). NCHW's staged rows and transposed patch do
-// not fit beside them.
+// 227 KB; the launcher checks the device's limit); with TC_WIDE_ROWS 4, 9 x 65 pixels, 74,304 bytes
+// (two stages fit sm_80's 163 KB). NCHW's staged rows and transposed patch do not fit beside them.
 TC_WIDE_KERNEL(conv2d_k3s2_tc_wide, 3, 2, 1)
 // 1x1 stride 2 (a ResNet's projection shortcut): a 15 x 63 patch of which the even rows and
 // columns (8 x 32 pixels) are copied, 60,480 + 4,096 bytes a stage

@@ -244,6 +244,18 @@ def test_batch_norm_training_matches_the_oracle_on_the_emulator(emu, shape, dtyp
     ("1x1 stride 2 float16 NHWC on tensor cores", dict(shape=(1, 40, 17, 70), cout=70, groups=1, layout="NHWC",
                                                      dtype=np.float16, params={}, k=(1, 1), stride=2, padding=0,
                                                      kernel="conv2d_k1s2_tc_wide")),
+    # TC_WIDE_ROWS 4 (session 42: the streamed-weight kernels on 99 KB parts and stride 2 on sm_80): 4 x 32
+    # tiles, 4 warps; 11 or 10 output rows (a partial last tile), partial column and channel tiles
+    ("3x3 wide 4 rows float16 NHWC", dict(shape=(1, 72, 11, 35), cout=70, groups=1, layout="NHWC", dtype=np.float16,
+                                         params={"CONV_TC": 3, "TC_WIDE_ROWS": 4}, kernel="conv2d_k3_tc_wide")),
+    ("3x3 wide 4 rows float16 NCHW", dict(shape=(2, 40, 10, 40), cout=24, groups=1, layout="NCHW", dtype=np.float16,
+                                         params={"CONV_TC": 3, "TC_WIDE_ROWS": 4}, kernel="conv2d_k3_tc_wide")),
+    ("1x1 wide 4 rows float16 NHWC", dict(shape=(2, 40, 9, 40), cout=70, groups=1, layout="NHWC", dtype=np.float16,
+                                         params={"CONV_TC": 3, "TC_WIDE_ROWS": 4}, k=(1, 1), padding=0,
+                                         kernel="conv2d_k1_tc_wide")),
+    ("3x3 stride 2 4 rows float16 NHWC", dict(shape=(1, 40, 19, 70), cout=70, groups=1, layout="NHWC",
+                                             dtype=np.float16, params={"TC_WIDE_ROWS": 4}, stride=2,
+                                             kernel="conv2d_k3s2_tc_wide")),
     # NCHW: transposed to NHWC and back around the same kernel (its last launch is the transpose)
     ("3x3 stride 2 float16 NCHW on tensor cores", dict(shape=(2, 16, 13, 37), cout=24, groups=1, layout="NCHW",
                                                      dtype=np.float16, params={}, stride=2, padding=(1, 0, 0, 2),

@@ -587,25 +587,25 @@ def test_cuda_streamed_weight_tensor_core_conv_plans_without_a_gpu():
     (prep, wide), buffers = plan()
     assert tc_wide_weight_halves(256, 256) == 4 * 8 * 9 * 64 * 32
     assert prep.kernel == "conv2d_tc_wprep" and prep.args == ("w", "wp", 256, 256, 9, 8, 4 * 8 * 9 * 64 * 32)
-    assert wide.kernel == "conv2d_k3_tc_wide" and wide.shared == _TC_WIDE_SMEM["NHWC", 3, 2] == 117248
+    assert wide.kernel == "conv2d_k3_tc_wide" and wide.shared == _TC_WIDE_SMEM["NHWC", 3, 2, 8] == 117248
     assert wide.grid == (33, 4, 1) and wide.args[4:] == (32, 256, 28, 28, 256, 28, 28, 1, 1, 4, 1, 8)
     assert buffers["wp"].nbytes >= 2 * tc_wide_weight_halves(256, 256)
     (only,), _ = plan(ci=64, co=64, layout="NCHW")
     assert only.kernel == "conv2d_k3_tc"  # as CONV_TC=2: NCHW rows are copied in 16-byte chunks, W % 8 == 0 (28)
     (prep, wide), _ = plan(ci=256, co=256, layout="NCHW", w=32)
-    assert wide.kernel == "conv2d_k3_tc_wide" and wide.shared == _TC_WIDE_SMEM["NCHW", 3, 2] <= 232448
+    assert wide.kernel == "conv2d_k3_tc_wide" and wide.shared == _TC_WIDE_SMEM["NCHW", 3, 2, 8] <= 232448
     (only,), _ = plan(ci=12, co=64)
     assert only.kernel == "conv2d_k3_tc"
     (prep, wide), buffers = plan(ci=1024, co=96, k=1)  # 1x1: one tap, no halo
     assert prep.args == ("w", "wp", 1024, 96, 1, 32, 2 * 32 * 1 * 64 * 32) and wide.kernel == "conv2d_k1_tc_wide"
-    assert wide.shared == _TC_WIDE_SMEM["NHWC", 1, 2] == 65536
+    assert wide.shared == _TC_WIDE_SMEM["NHWC", 1, 2, 8] == 65536
     assert buffers["wp"].nbytes >= 2 * tc_wide_weight_halves(1024, 96, 1)
     # deeper pipelines: three or four stage buffers where they fit 227 KiB
     (_, wide), _ = plan(TC_WIDE_STAGES=3)
-    assert wide.kernel == "conv2d_k3_tc_wide" and wide.shared == 3 * 58624 == _TC_WIDE_SMEM["NHWC", 3, 3]
+    assert wide.kernel == "conv2d_k3_tc_wide" and wide.shared == 3 * 58624 == _TC_WIDE_SMEM["NHWC", 3, 3, 8]
     assert ("TC_WIDE_STAGES", 3) in wide.defines
     (_, wide), _ = plan(layout="NCHW", w=32, TC_WIDE_STAGES=3)
-    assert wide.shared == _TC_WIDE_SMEM["NCHW", 3, 3] <= 232448
+    assert wide.shared == _TC_WIDE_SMEM["NCHW", 3, 3, 8] <= 232448
     (_, wide), _ = plan(k=1, TC_WIDE_STAGES=4)
     assert wide.kernel == "conv2d_k1_tc_wide" and wide.shared == 4 * 32768
     # the 1x1 kernel built for two blocks per SM: twice the grid where two fit the SM's shared memory
@@ -615,8 +615,16 @@ def test_cuda_streamed_weight_tensor_core_conv_plans_without_a_gpu():
     assert wide.grid == (33, 4, 1)
     (_, wide), _ = plan(TC_WIDE_K1_BLOCKS=2)  # 3x3: one block per SM whatever the parameter
     assert wide.grid == (33, 4, 1)
-    (only,), _ = plan(TC_WIDE_STAGES=4)  # 234,496 bytes do not fit: C_in 256 leaves the CUDA-core kernel
-    assert _TC_WIDE_SMEM["NHWC", 3, 4] > 232448 and only.kernel == "conv2d_k3_simt"
+    # four stages of 8 rows (234,496 bytes) do not fit: tiles of 4 rows (TC_WIDE_ROWS 4, 128 threads) do
+    (_, wide), _ = plan(TC_WIDE_STAGES=4)
+    assert _TC_WIDE_SMEM["NHWC", 3, 4, 8] > 232448 and wide.kernel == "conv2d_k3_tc_wide"
+    assert wide.shared == _TC_WIDE_SMEM["NHWC", 3, 4, 4] == 4 * 49920 and wide.block == (128, 1, 1)
+    assert ("TC_WIDE_ROWS", 4) in wide.defines and wide.args[-3:] == (7, 1, 8)  # 28 rows: 7 tiles of 4
+    # TC_WIDE_ROWS 4 asked for: 4-row tiles where 8 would fit too
+    (_, wide), _ = plan(TC_WIDE_ROWS=4)
+    assert wide.shared == 99840 and wide.block == (128, 1, 1) and ("TC_WIDE_ROWS", 4) in wide.defines
+    (_, wide), _ = plan()
+    assert wide.block == (256, 1, 1) and ("TC_WIDE_ROWS", 8) in wide.defines
     # CONV_TC=2: the pipelined kernel up to 64 input channels, the streamed weights past them
     (only,), _ = plan(ci=64, co=64, CONV_TC=2)
     assert only.kernel == "conv2d_k3_tc_pipe"
@@ -972,8 +980,9 @@ def test_cuda_strided_float16_nhwc_conv_plans_the_stride_2_tensor_core_kernel():
     be, plans, buf, odd, source = _conv_plans_on_h200()
     assert "TC_WIDE_KERNEL(conv2d_k3s2_tc_wide, 3, 2, 1)" in source
     assert "TC_WIDE_KERNEL(conv2d_k1s2_tc_wide, 1, 2, TC_WIDE_K1_BLOCKS)" in source
-    assert _TC_WIDE_S2_SMEM[3, 2] == 2 * (17 * 65 * 64 + 9 * 64 * 64) == 215_168
-    assert _TC_WIDE_S2_SMEM[1, 2] == 2 * (15 * 63 * 64 + 64 * 64) == 129_152
+    assert _TC_WIDE_S2_SMEM[3, 2, 8] == 2 * (17 * 65 * 64 + 9 * 64 * 64) == 215_168
+    assert _TC_WIDE_S2_SMEM[1, 2, 8] == 2 * (15 * 63 * 64 + 64 * 64) == 129_152
+    assert _TC_WIDE_S2_SMEM[3, 2, 4] == 2 * (9 * 65 * 64 + 9 * 64 * 64) == 148_608  # TC_WIDE_ROWS 4
 
     def kernels(shape=(64, 64, 56, 56), cout=128, dtype=np.float16, layout="NHWC", stride=2, x=buf, k=3, **params):
         sp = S.conv2d_spec(S.TensorGeometry(*shape, layout, np.dtype(dtype)), (cout, shape[1], k, k), True, (cout,),
@@ -1006,9 +1015,20 @@ def test_cuda_strided_float16_nhwc_conv_plans_the_stride_2_tensor_core_kernel():
     assert kernels((32, 256, 56, 56), 512, k=1, TC_WIDE_K1_BLOCKS=2)[1].grid == (17, 8, 1)
     assert [launch.kernel for launch in kernels((32, 256, 56, 56), 512, k=1, layout="NCHW")] == [
         "layout_transpose", "conv2d_tc_wprep", "conv2d_k1s2_tc_wide", "layout_transpose"]
+    # TC_WIDE_ROWS 4: 4 x 32 tiles of 4 warps, twice the row tiles
+    _, conv4 = kernels(TC_WIDE_ROWS=4)
+    assert (conv4.kernel, conv4.shared, conv4.block) == ("conv2d_k3s2_tc_wide", 148_608, (128, 1, 1))
+    assert conv4.args[4:] == (64, 64, 56, 56, 128, 28, 28, 1, 1, 7, 1, 2) and ("TC_WIDE_ROWS", 4) in conv4.defines
     be.info = be.info.__class__(**{**be.info.__dict__, "local_mem_bytes": 163 * 1024})  # sm_80's opt-in limit
-    assert all(launch.kernel != "conv2d_k3s2_tc_wide" for launch in kernels())
+    # 8 rows' 215,168 bytes do not fit there: 4 rows' 148,608 do (NCHW through the transposes as well)
+    _, conv80 = kernels()
+    assert (conv80.kernel, conv80.shared, conv80.block) == ("conv2d_k3s2_tc_wide", 148_608, (128, 1, 1))
+    assert ("TC_WIDE_ROWS", 4) in conv80.defines
+    assert [launch.kernel for launch in kernels(layout="NCHW", x=odd)] == [
+        "layout_transpose", "conv2d_tc_wprep", "conv2d_k3s2_tc_wide", "layout_transpose"]
     assert kernels((32, 256, 56, 56), 512, k=1)[1].kernel == "conv2d_k1s2_tc_wide"  # 129 KB fits there
+    be.info = be.info.__class__(**{**be.info.__dict__, "local_mem_bytes": 99 * 1024})  # sm_86/89/120: neither fits
+    assert all(launch.kernel != "conv2d_k3s2_tc_wide" for launch in kernels())
 
 
 def test_cuda_float16_1x1_conv_plans_the_gemm_kernel_with_conv_k1_gemm():
@@ -1507,9 +1527,11 @@ def test_cuda_other_architectures_send_1x1_convs_and_stems_to_the_gemm_kernels_w
     conv2d defaults (session 41, not measured there) plan float16 and bfloat16 1x1 convs as the tensor-core
     GEMMs and stems as the implicit GEMM where the architecture has them (bfloat16 sm_80+, cp.async sm_80+)
     and its shared memory holds them, and float32 1x1 convs as the SGEMM; a kernel that does not fit the
-    architecture's shared memory is never planned (sm_86's 99 KiB: no streamed 3x3 weights; sm_75's 64 KiB:
-    no tensor-core kernel at all). Without the entries these convs ran on the schema defaults, 3.6-77x slower on
-    sm_90. float32 3x3 stride-1 convs keep conv2d_k3_simt."""
+    architecture's shared memory is never planned (sm_75's 64 KiB: no tensor-core kernel at all). Without the
+    entries these convs ran on the schema defaults, 3.6-77x slower on sm_90. float32 3x3 stride-1 convs keep
+    conv2d_k3_simt. Since session 42 the streamed-weight kernels take 4-row tiles where 8 rows do not fit:
+    3x3 convs past 64 input channels on the 99 KiB parts (NCHW through NHWC transposes there) and 3x3 stride 2
+    on sm_80 (163 KiB) reach the tensor cores; 3x3 stride 2 on the 99 KiB parts still does not."""
     import warnings
 
     import numpy as np
@@ -1544,6 +1566,7 @@ def test_cuda_other_architectures_send_1x1_convs_and_stems_to_the_gemm_kernels_w
                     stem = kernels(be, tuner, dtype, layout, (2, 3, 64, 64), 64, 7, 2)
                     k3 = kernels(be, tuner, dtype, layout, (2, 64, 20, 24), 64, 3, 1)
                     k3_wide = kernels(be, tuner, dtype, layout, (2, 256, 16, 16), 256, 3, 1)
+                    k3s2 = kernels(be, tuner, dtype, layout, (2, 64, 28, 28), 128, 3, 2)
                     where = (arch, str(dtype), layout)
                     if dtype == np.float32:
                         assert k1 == ["conv2d_k1_simt"] and k1s2 == ["conv2d_k1_simt"], where
@@ -1554,8 +1577,11 @@ def test_cuda_other_architectures_send_1x1_convs_and_stems_to_the_gemm_kernels_w
                         assert k1 == [gemm] and k1s2 == ["conv2d_k1_gemm"], (where, k1, k1s2)
                         assert stem == ["conv2d_im2col_tc"], (where, stem)
                         assert k3[0].startswith("conv2d_k3_tc"), (where, k3)
-                        # the streamed weights' 3x3 needs 115-153 KiB (two stages): sm_80, sm_100, not sm_86
-                        assert (k3_wide == ["conv2d_k3_tc_wide"]) == (arch in ("sm_80", "sm_100")), (where, k3_wide)
+                        # the streamed weights' 3x3 needs 115-153 KiB with 8 rows (two stages), 98-121 KiB with
+                        # 4: on every arch here (NHWC 4 rows, 99,840 bytes, on the 99 KiB parts)
+                        assert k3_wide == ["conv2d_k3_tc_wide"], (where, k3_wide)
+                        # stride 2: 210 KiB with 8 rows (sm_100), 145 KiB with 4 (sm_80), no fit on 99 KiB
+                        assert (k3s2 == ["conv2d_k3s2_tc_wide"]) == (arch in ("sm_80", "sm_100")), (where, k3s2)
                     else:  # sm_75: bfloat16 has no mma there, and float16's kernels need more than 64 KiB
                         assert not any("tc" in name or "gemm" in name for name in k1 + k1s2 + stem + k3 + k3_wide), \
                             (where, k1, k1s2, stem, k3, k3_wide)
