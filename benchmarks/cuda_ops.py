@@ -510,8 +510,11 @@ def build_cases(quick: bool, dtypes: tuple[str, ...] = ("float32", "float16")) -
                                   {"shape": (64, 64, 56, 56), "cout": 64, "groups": 1}, dense))
             if half:  # C_in over 64: CUDA cores, or the streamed weights (2, 3, 4 stage buffers)
                 # (TC_WIDE_L2PF 128 / 256 measured no faster in session 14) and, 1x1 only, two blocks per SM
+                # (stages 4 of 3x3: 4-row tiles, 8 rows' do not fit), 4-row tiles (TC_WIDE_ROWS 4, what the 99 KiB
+                # parts get; session 42)
                 wide = [{}, *({"CONV_TC": 3, "TC_WIDE_STAGES": st} for st in (2, 3, 4)),
-                        *({"CONV_TC": 3, "TC_WIDE_STAGES": st, "TC_WIDE_K1_BLOCKS": 2} for st in (2, 3))]
+                        *({"CONV_TC": 3, "TC_WIDE_STAGES": st, "TC_WIDE_K1_BLOCKS": 2} for st in (2, 3)),
+                        *({"CONV_TC": 3, "TC_WIDE_STAGES": st, "TC_WIDE_ROWS": 4} for st in (2, 3))]
                 x32 = 32 * 256 * 32 * 32
                 cases.append(Case(f"conv3x3 256->256 32x32x32 {layout.lower()}", "conv2d", dtype, layout,
                                   (2 * x32 + 256 * 256 * 9) * es, 2 * 32 * 256 * 256 * 9 * 32 * 32,
@@ -569,7 +572,8 @@ def build_cases(quick: bool, dtypes: tuple[str, ...] = ("float32", "float16")) -
             strided = [{}, {"GRP_PIX": 2}, {"CONV_THREADS": 128}, {"GRP_OCC": 1024}, {"GRP_COT": 4}]
             if half:  # 3x3/2 NHWC on tensor cores by default since session 21: the CUDA cores,
                 # and L2 fetching the rest of each pixel's channels
-                strided += [{"CONV_TC": 0}, {"TC_WIDE_L2PF": 128}, {"TC_WIDE_L2PF": 256}]
+                strided += [{"CONV_TC": 0}, {"TC_WIDE_L2PF": 128}, {"TC_WIDE_L2PF": 256},
+                            {"TC_WIDE_ROWS": 4}]  # 4-row tiles: what sm_80 gets (session 42)
             xs2 = 64 * 64 * 56 * 56
             cases.append(Case(f"conv3x3 s2 64->128 64x56x56 {layout.lower()}", "conv2d", dtype, layout,
                               (xs2 + xs2 // 2 + 128 * 64 * 9) * es, 2 * 64 * 128 * 64 * 9 * 28 * 28,
