@@ -329,9 +329,11 @@ _SCHEMAS: dict[str, KernelSchema] = {
                   "3 = the streamed-weight kernels for every 3x3 and 1x1 they take, else 1's kernel; "
                   "0 = CUDA cores; every value but 0 sends 3x3 and 1x1 stride 2 (C_in % 8 == 0) to "
                   "conv2d_k{3,1}s2_tc_wide"),
-            Param("TC_WIDE_STAGES", (2, 3, 4), 2,
-                  "stage buffers of the streamed-weight tensor-core kernels: stages - 1 in flight under the mma; "
-                  "a count whose shared memory does not fit the device serves the next kernel in line (-D)"),
+            Param("TC_WIDE_STAGES", (1, 2, 3, 4), 2,
+                  "stage buffers of the streamed-weight tensor-core kernels: stages - 1 in flight under the mma "
+                  "(1: none, the next stage loads after the mma); a count whose shared memory does not fit the "
+                  "device takes 4-row tiles (TC_WIDE_ROWS), else, at stride 2, one stage, else serves the next "
+                  "kernel in line (-D)"),
             Param("TC_WIDE_L2PF", (0, 128, 256), 0,
                   "the streamed-weight kernels' input copies ask L2 to fetch this many aligned bytes around each "
                   "16-byte chunk (cp.async .L2::128B / 256B; 0 = none): the later chunks of an NHWC pixel (-D)"),
@@ -706,11 +708,11 @@ def _tc_wide_smem(layout: str, k: int, stages: int, stride: int = 1, rows: int =
 
 #: conv2d_k{3,1}_tc_wide by (layout, K, TC_WIDE_STAGES, TC_WIDE_ROWS): 3x3 NHWC, two stages, 8 rows 117,248 bytes
 _TC_WIDE_SMEM = {(layout, k, st, rows): _tc_wide_smem(layout, k, st, rows=rows)
-                 for layout in ("NHWC", "NCHW") for k in (1, 3) for st in (2, 3, 4) for rows in (8, 4)}
+                 for layout in ("NHWC", "NCHW") for k in (1, 3) for st in (1, 2, 3, 4) for rows in (8, 4)}
 #: conv2d_k{3,1}s2_tc_wide (NHWC only) by (K, TC_WIDE_STAGES, TC_WIDE_ROWS): 3x3 with two stages and 8 rows
-#: 215,168 bytes, with 4 rows 148,608
+#: 215,168 bytes, with 4 rows 148,608, with 4 rows and one stage 74,304
 _TC_WIDE_S2_SMEM = {(k, st, rows): _tc_wide_smem("NHWC", k, st, 2, rows)
-                    for k in (1, 3) for st in (2, 3, 4) for rows in (8, 4)}
+                    for k in (1, 3) for st in (1, 2, 3, 4) for rows in (8, 4)}
 
 
 def _transposes_fit(spec: Conv2dSpec) -> bool:
@@ -2116,13 +2118,17 @@ class CudaBackend(Backend):
         conditions; the depthwise one (DW_TC) takes float16 alone."""
         return dtype == np.float16 or (is_bfloat16(dtype) and self._cc >= (8, 0))
 
-    def _tc_wide_rows(self, p: Mapping[str, int], smem_of: Callable[[int], int]) -> tuple[int, int]:
-        """(rows, shared memory) of a streamed-weight kernel's tile: TC_WIDE_ROWS, or 4 where 8 rows'
-        shared memory (``smem_of(rows)``) does not fit the device and 4 rows' does."""
-        rows = int(p["TC_WIDE_ROWS"])
-        if rows == 8 and smem_of(8) > self._max_smem() and smem_of(4) <= self._max_smem():
-            rows = 4
-        return rows, smem_of(rows)
+    def _tc_wide_fit(self, p: Mapping[str, int], smem_of: Callable[[int, int], int],
+                     one_stage: bool = False) -> tuple[int, int, int]:
+        """(rows, stages, shared memory) of a streamed-weight kernel: TC_WIDE_ROWS and TC_WIDE_STAGES, else
+        4-row tiles where 8 rows' shared memory (``smem_of(rows, stages)``) does not fit the device, else
+        (``one_stage``: 3x3 stride 2 on the 99 KiB parts) 4 rows in one stage; the asked pair where none fits."""
+        rows, stages = int(p["TC_WIDE_ROWS"]), int(p["TC_WIDE_STAGES"])
+        tries = [(rows, stages), (4, stages)] + ([(4, 1)] if one_stage else [])
+        for r, st in tries:
+            if smem_of(r, st) <= self._max_smem():
+                return r, st, smem_of(r, st)
+        return rows, stages, smem_of(rows, stages)
 
     def _plan_conv_tc_wide(self, spec: Conv2dSpec, p: Mapping[str, int], aligned: bool,
                            tc16: bool) -> tuple[Launch, ...] | None:
@@ -2133,7 +2139,8 @@ class CudaBackend(Backend):
         parts) runs the NHWC build between two transposes. Stride 2 (a ResNet's downsampling 3x3 and projection
         1x1): any CONV_TC but 0, C_in % 8 == 0, NHWC builds only (NCHW through the transposes): the CUDA-core
         kernels took 0.8-2 ms for 3x3 against cuDNN's 0.02-0.06 on the H200, the transposing path 0.69x PyTorch.
-        Tiles of TC_WIDE_ROWS rows, 4 where 8 do not fit (_tc_wide_rows)."""
+        Tiles of TC_WIDE_ROWS rows in TC_WIDE_STAGES stages, 4 rows where 8 do not fit, one stage where two do
+        not at stride 2 (_tc_wide_fit)."""
         kh, kw = spec.kernel
         sh, sw = spec.stride
         dh, dw = spec.dilation
@@ -2142,31 +2149,31 @@ class CudaBackend(Backend):
         if not (spec.groups == 1 and tc16 and p["CONV_TC"] and kh == kw and kh in (1, 3) and self._cc >= (8, 0)
                 and tc_wide_weight_halves(ci, co, kh * kw) < 2**31):
             return None
-        stages = int(p["TC_WIDE_STAGES"])
         nchw = spec.layout == "NCHW"
         if (sh, sw, dh, dw) == (1, 1, 1, 1):
             if not (p["CONV_TC"] == 3 or (p["CONV_TC"] == 2 and ci > 64)):
                 return None
             layout = spec.layout
-            rows, smem = self._tc_wide_rows(p, lambda r: _TC_WIDE_SMEM[layout, kh, stages, r])
+            rows, stages, smem = self._tc_wide_fit(p, lambda r, st: _TC_WIDE_SMEM[layout, kh, st, r])
             # the copies: NHWC 16-byte channel chunks (C_in % 8), NCHW row chunks (W % 8)
             copies = ci % 8 == 0 if layout == "NHWC" else iw % 8 == 0
             if nchw and smem > self._max_smem() and ci % 8 == 0 and _transposes_fit(spec):
                 # NCHW's build does not fit (its staged rows and transposed patch: 3x3 on the 99 KiB parts)
                 layout, copies = "NHWC", True
-                rows, smem = self._tc_wide_rows(p, lambda r: _TC_WIDE_SMEM["NHWC", kh, stages, r])
+                rows, stages, smem = self._tc_wide_fit(p, lambda r, st: _TC_WIDE_SMEM["NHWC", kh, st, r])
             name = f"conv2d_k{kh}_tc_wide"
         elif (sh, sw, dh, dw) == (2, 2, 1, 1):
             layout, name = "NHWC", f"conv2d_k{kh}s2_tc_wide"
             copies = ci % 8 == 0 and (not nchw or _transposes_fit(spec))
-            rows, smem = self._tc_wide_rows(p, lambda r: _TC_WIDE_S2_SMEM[kh, stages, r])
+            rows, stages, smem = self._tc_wide_fit(p, lambda r, st: _TC_WIDE_S2_SMEM[kh, st, r], one_stage=True)
         else:
             return None
         via_nhwc = layout != spec.layout
         if not (copies and (aligned or via_nhwc) and smem <= self._max_smem()
                 and n * _cdiv(oh, rows) * _cdiv(ow, 32) < 2**31):
             return None
-        defines = self.compile_defines("conv2d", spec.dtype, layout, {**p, "TC_WIDE_ROWS": rows}, spec.relu)
+        defines = self.compile_defines("conv2d", spec.dtype, layout,
+                                       {**p, "TC_WIDE_ROWS": rows, "TC_WIDE_STAGES": stages}, spec.relu)
         tiles_h, tiles_w, co_tiles, nchunk = _cdiv(oh, rows), _cdiv(ow, 32), _cdiv(co, 64), _cdiv(ci, 32)
         total = tc_wide_weight_halves(ci, co, kh * kw)
         per_sm = self._resident_blocks(smem, int(p["TC_WIDE_K1_BLOCKS"]) if kh == 1 else 1)

@@ -667,6 +667,8 @@ def conv_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
             check_conv(dev, rng, "3x3 tc wide rows4 stages3 many tiles", (9, 96, 40, 72), 64, 3, padding=1,
                        params={**r4, "TC_WIDE_STAGES": 3}, **c, **e3)
             check_conv(dev, rng, "1x1 tc wide rows4 264->130", (2, 264, 9, 40), 130, 1, params=r4, **c, **e1)
+            check_conv(dev, rng, "3x3 tc wide rows4 stages1 136->70", (2, 136, 13, 40), 70, 3, padding=1,
+                       params={**r4, "TC_WIDE_STAGES": 1}, **c, **e3)
             # NCHW: widths that are multiples of 8 (C_in any), padding 3 (the rows' column shift 5)
             check_conv(dev, rng, "3x3 tc pipe 20->70 w40", (3, 20, 13, 40), 70, 3, padding=1, params=tc2, **c)
             check_conv(dev, rng, "3x3 tc pipe pad3", (2, 24, 11, 16), 32, 3, padding=3, params=tc2, **c)
@@ -749,6 +751,12 @@ def conv_suite(dev: Dev, rng: np.random.Generator, quick: bool) -> None:
             check_conv(dev, rng, "3x3 s2 rows4 64->128", (2, 64, 56, 56), 128, 3, stride=2, padding=1, **s4, **x3)
             check_conv(dev, rng, "3x3 s2 rows4 40->70 odd", (3, 40, 19, 71), 70, 3, stride=2, padding=1, **s4, **x3)
             check_conv(dev, rng, "1x1 s2 rows4 256->130", (2, 256, 28, 29), 130, 1, stride=2, **s4, **x1)
+            # one stage (TC_WIDE_STAGES 1, the 99 KiB parts' 3x3 stride 2): the next stage loads after the mma
+            s1 = {"params": {"TC_WIDE_ROWS": 4, "TC_WIDE_STAGES": 1}, **c}
+            check_conv(dev, rng, "3x3 s2 rows4 stages1 64->128", (2, 64, 56, 56), 128, 3, stride=2, padding=1, **s1,
+                       **x3)
+            check_conv(dev, rng, "3x3 s2 rows4 stages1 40->70 odd", (3, 40, 19, 71), 70, 3, stride=2, padding=1,
+                       **s1, **x3)
             # 1x1 stride 2 (conv2d_k1s2_tc_wide): only even patch rows and columns are copied
             check_conv(dev, rng, "1x1 s2 256->130", (2, 256, 28, 29), 130, 1, stride=2, **c)
             check_conv(dev, rng, "1x1 s2 40->24 pad1", (3, 40, 13, 70), 24, 1, stride=2, padding=1, bias=False, **c)

@@ -572,8 +572,9 @@ def build_cases(quick: bool, dtypes: tuple[str, ...] = ("float32", "float16")) -
             strided = [{}, {"GRP_PIX": 2}, {"CONV_THREADS": 128}, {"GRP_OCC": 1024}, {"GRP_COT": 4}]
             if half:  # 3x3/2 NHWC on tensor cores by default since session 21: the CUDA cores,
                 # and L2 fetching the rest of each pixel's channels
+                # 4-row tiles: what sm_80 gets, in one stage what the 99 KiB parts get (session 42)
                 strided += [{"CONV_TC": 0}, {"TC_WIDE_L2PF": 128}, {"TC_WIDE_L2PF": 256},
-                            {"TC_WIDE_ROWS": 4}]  # 4-row tiles: what sm_80 gets (session 42)
+                            {"TC_WIDE_ROWS": 4}, {"TC_WIDE_ROWS": 4, "TC_WIDE_STAGES": 1}]
             xs2 = 64 * 64 * 56 * 56
             cases.append(Case(f"conv3x3 s2 64->128 64x56x56 {layout.lower()}", "conv2d", dtype, layout,
                               (xs2 + xs2 // 2 + 128 * 64 * 9) * es, 2 * 64 * 128 * 64 * 9 * 28 * 28,

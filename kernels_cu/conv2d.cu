@@ -905,7 +905,8 @@ extern "C" __global__ void __launch_bounds__(256, 1)
 // ---------------------------------------------------------------------------------
 // TC_WIDE_STAGES [2]: stage buffers of conv2d_k{3,1}_tc_wide; STAGES - 1 stages' copies are in
 // flight while the warps multiply one (a 1x1 stage is a few mma per warp: its loads' latency,
-// not the tensor cores, set the pace with 2)
+// not the tensor cores, set the pace with 2); 1: none in flight, the next stage loads after
+// the mma (what 3x3 stride 2 fits in on the 99 KB parts)
 #ifndef TC_WIDE_STAGES
 #define TC_WIDE_STAGES 2
 #endif
@@ -1069,9 +1070,11 @@ __device__ __forceinline__ void tc_wide_body(unsigned char* smem_raw, const act_
     const int b_row = (lane & 7) + (lane >> 4) * 8;
 
     // stage s lives in buffer s % STAGES; the first STAGES - 1 go out before the loop (one
-    // commit group each, empty past the last tile, so the group count stays exact)
+    // commit group each, empty past the last tile, so the group count stays exact). One stage
+    // (TC_WIDE_STAGES 1) loads stage 0 here and each next stage once every warp is done with the
+    // buffer: no copy in flight under the mma, in half the shared memory of two
 #pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
+    for (int s = 0; s < (STAGES > 1 ? STAGES - 1 : 1); ++s) {
         const int t = blockIdx.x + (s / nchunk) * gridDim.x;
         if (t < ntiles) load_stage(t, s % nchunk, s);
         cp_async_commit();
@@ -1081,7 +1084,7 @@ __device__ __forceinline__ void tc_wide_body(unsigned char* smem_raw, const act_
     for (int s = 0;; ++s) {
         const int t = blockIdx.x + (s / nchunk) * gridDim.x, chunk = s % nchunk;
         if (t >= ntiles) break;
-        cp_async_wait<STAGES - 2>();
+        cp_async_wait<(STAGES > 1 ? STAGES - 2 : 0)>();
         __syncthreads();  // stage s has landed; every warp is done with stage s - 1's buffer
         unsigned char* s_buf = smem_raw + buf * BUF_BYTES;
 #if LAYOUT_NHWC
@@ -1105,7 +1108,7 @@ __device__ __forceinline__ void tc_wide_body(unsigned char* smem_raw, const act_
         const unsigned in_u = smem_u32(s_tin);
 #endif
         const unsigned w_u = smem_u32(s_buf) + W_OFF;
-        {  // stage s + STAGES - 1 into stage s - 1's buffer
+        if (STAGES > 1) {  // stage s + STAGES - 1 into stage s - 1's buffer
             const int sn = s + STAGES - 1, tn = blockIdx.x + (sn / nchunk) * gridDim.x;
             if (tn < ntiles) load_stage(tn, sn % nchunk, buf == 0 ? STAGES - 1 : buf - 1);
             cp_async_commit();
@@ -1154,6 +1157,12 @@ __device__ __forceinline__ void tc_wide_body(unsigned char* smem_raw, const act_
             tc_store_row_nchw(reinterpret_cast<act_t*>(s_buf) + warp * (TCO * TC_NCHW_CO_STRIDE), acc, bv, lane, y, n,
                               oh, ow0, co0, OH, OW, CO, vec_out);
 #endif
+        }
+        if (STAGES == 1) {  // stage s + 1 into the one buffer, once every warp is done with it
+            __syncthreads();
+            const int sn = s + 1, tn = blockIdx.x + (sn / nchunk) * gridDim.x;
+            if (tn < ntiles) load_stage(tn, sn % nchunk, 0);
+            cp_async_commit();
         }
         buf = buf + 1 == STAGES ? 0 : buf + 1;
     }

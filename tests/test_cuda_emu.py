@@ -256,6 +256,15 @@ def test_batch_norm_training_matches_the_oracle_on_the_emulator(emu, shape, dtyp
     ("3x3 stride 2 4 rows float16 NHWC", dict(shape=(1, 40, 19, 70), cout=70, groups=1, layout="NHWC",
                                              dtype=np.float16, params={"TC_WIDE_ROWS": 4}, stride=2,
                                              kernel="conv2d_k3s2_tc_wide")),
+    # one stage (TC_WIDE_STAGES 1: the 99 KiB parts' 3x3 stride 2): each next stage loads after the mma into
+    # the one buffer; two chunks, two tiles a block (1 SM), a partial row tile; NCHW stride 1 too
+    ("3x3 stride 2 4 rows 1 stage float16 NHWC", dict(shape=(2, 40, 17, 35), cout=24, groups=1, layout="NHWC",
+                                                     dtype=np.float16, params={"TC_WIDE_ROWS": 4,
+                                                                               "TC_WIDE_STAGES": 1},
+                                                     stride=2, sms=1, kernel="conv2d_k3s2_tc_wide")),
+    ("3x3 wide 1 stage float16 NCHW", dict(shape=(1, 40, 10, 40), cout=24, groups=1, layout="NCHW",
+                                          dtype=np.float16, params={"CONV_TC": 3, "TC_WIDE_STAGES": 1}, sms=1,
+                                          kernel="conv2d_k3_tc_wide")),
     # NCHW: transposed to NHWC and back around the same kernel (its last launch is the transpose)
     ("3x3 stride 2 float16 NCHW on tensor cores", dict(shape=(2, 16, 13, 37), cout=24, groups=1, layout="NCHW",
                                                      dtype=np.float16, params={}, stride=2, padding=(1, 0, 0, 2),

@@ -7,9 +7,9 @@ sm_80, NHWC for sm_120) for sm_80 and sm_120 (whose code differs from sm_90's in
 only), and with the fused-ReLU epilogue (FUSE_RELU=1) for sm_90 (bfloat16's too), as is
 adaptive_pool2d.cu with a plane size fixed at build time (ADAPT_GHW, the launcher's; in all three
 dtypes) and with two lanes a pair (ADAPT_GVEC_S 2, the sm_90 float16 entry's, also for sm_75 and
-for bfloat16), and as conv2d.cu with the streamed-weight kernels' 4-row tiles (TC_WIDE_ROWS 4; float16 NHWC for
-sm_80, sm_90 and sm_120, bfloat16 NCHW for sm_90). bfloat16 (cuda_bf16.h) builds for sm_75 too, its
-conversions in software there.
+for bfloat16), and as conv2d.cu with the streamed-weight kernels' 4-row tiles (TC_WIDE_ROWS 4;
+float16 NHWC for sm_80, sm_90 and sm_120, bfloat16 NCHW for sm_90; one stage, TC_WIDE_STAGES 1,
+for sm_120). bfloat16 (cuda_bf16.h) builds for sm_75 too, its conversions in software there.
 The quantized kernels (quant_pool2d.cu, quant_conv2d.cu) build instead per integer type
 (DTYPE_UINT8, W_UINT8, Y_KIND) and layout, the same way (every combination for sm_75 and sm_90,
 the first and last for the others). Tuning parameters take the kernels' defaults. Without nvcc
@@ -81,6 +81,8 @@ def variants() -> list[tuple[Path, dict[str, int], tuple[str, ...]]]:
     if conv.exists():
         out.append((conv, {"DTYPE_HALF": 1, "LAYOUT_NHWC": 1, "TC_WIDE_ROWS": 4}, ("80", "90", "120")))
         out.append((conv, {"DTYPE_BF16": 1, "DTYPE_HALF": 0, "LAYOUT_NHWC": 0, "TC_WIDE_ROWS": 4}, ("90",)))
+        # ... in one stage (TC_WIDE_STAGES 1: the 99 KiB parts' 3x3 stride 2)
+        out.append((conv, {"DTYPE_HALF": 1, "LAYOUT_NHWC": 1, "TC_WIDE_ROWS": 4, "TC_WIDE_STAGES": 1}, ("120",)))
     # a shape the launcher fixes at build time: global pooling's plane size (ADAPT_GHW); and the
     # NHWC global pooling's lanes a pair that the sm_90 float16 entry asks for (ADAPT_GVEC_S 2,
     # ADAPT_GVEC_U 4), whose shuffles the default build leaves out
