@@ -41,7 +41,7 @@ def test_bucket_shapes_cover_largest_smallest_and_odd():
 
 def test_wrong_hanging_and_crashing_candidates_are_rejected(monkeypatch, tmp_path):
     monkeypatch.setenv("HAL_TUNE_INJECT", "wrong:2,hang:3,crash:4")
-    monkeypatch.setattr(tuner, "CANDIDATE_TIMEOUT", 20.0)
+    monkeypatch.setattr(tuner, "CANDIDATE_TIMEOUT", 10.0)  # the hang waits it out; a tiny candidate takes < 1 s
     outcomes = tuner.tune(hal.device("cpu"), _plan(), mode="rapid", size="tiny", repeats=3, seed=1,
                           journal_path=tmp_path / "j.jsonl")
     (o,) = outcomes
