@@ -1706,9 +1706,9 @@ def _fuzz_1x1(rng: np.random.Generator, i: int, layout: str) -> tuple[str, str, 
 def fuzz_cases(rng: np.random.Generator, count: int) -> list[tuple[str, str, dict[str, Any]]]:
     """`count` random cases for the served tensor-core kernels (and CONV_TC=3's, in one to four stages of 8- or
     4-row tiles): shapes, channel counts, padding up to 3 per side, both layouts, every int8 type pair and
-    output type; every fourth
-    a float16 1x1 GEMM (NHWC conv2d_k1_gemm, NCHW conv2d_k1_gemm_nchw, sampled where strided or padded)
-    at strides 1-3, padding up to 2 a side, any stage count, tile width and persistence."""
+    output type; every fourth a float16 1x1 GEMM (NHWC conv2d_k1_gemm, NCHW conv2d_k1_gemm_nchw, sampled
+    where strided or padded) at strides 1-3, padding up to 2 a side, any stage count, tile width and
+    persistence."""
     out: list[tuple[str, str, dict[str, Any]]] = []
     types = [(np.int8, np.int8), (np.uint8, np.int8), (np.uint8, np.uint8), (np.int8, np.uint8)]
     for i in range(count):
