@@ -160,6 +160,36 @@ inline uint qp_ties2(uint T, uint Q, uint d, uint h2, uint zpar)
     const uint nz = ((rem + 0x7fff7fffu) >> 15) & 0x00010001u; /* 1 where the remainder is > 0 */
     return Q - (~nz & (Q ^ zpar) & 0x00010001u);
 }
+/* The 16 stored bytes of an average by a rule divisor d (1 .. 9, at least taps_in): ev / od hold
+ * the even / odd channels' sums S of the flipped bytes of the taps_in taps inside, as 16-bit
+ * lanes. S' = S + (d - taps_in)(ZP + QP_BIAS) counts the missing taps as zero points, so
+ * s = S' - d (ZP + QP_BIAS) and the packed division above (d = the taps S' holds) applies;
+ * 0 <= S' <= 255 d since ZP + QP_BIAS <= 255 (session 37: one division for every rule divisor,
+ * where the kernels before divided unpacked lanes unless d == taps_in). */
+inline uint4 qp_avg16(uint4 ev, uint4 od, int d, int taps_in, int zp)
+{
+    const uint fill = (uint)((d - taps_in) * (zp + QP_BIAS)) * 0x00010001u;
+    ev += fill;
+    od += fill;
+    const uint m = QMAGIC16[d];
+    const ulong c = (ulong)((uint)(d >> 1) << 16) * m;
+    uint4 qe = (uint4)(qp_div2(ev.x, m, c), qp_div2(ev.y, m, c), qp_div2(ev.z, m, c), qp_div2(ev.w, m, c));
+    uint4 qo = (uint4)(qp_div2(od.x, m, c), qp_div2(od.y, m, c), qp_div2(od.z, m, c), qp_div2(od.w, m, c));
+    if (!(d & 1)) {
+        const uint h2 = (uint)(d >> 1) * 0x00010001u, zpar = ((uint)zp & 1u) * 0x00010001u;
+        qe = (uint4)(qp_ties2(ev.x, qe.x, d, h2, zpar), qp_ties2(ev.y, qe.y, d, h2, zpar),
+                     qp_ties2(ev.z, qe.z, d, h2, zpar), qp_ties2(ev.w, qe.w, d, h2, zpar));
+        qo = (uint4)(qp_ties2(od.x, qo.x, d, h2, zpar), qp_ties2(od.y, qo.y, d, h2, zpar),
+                     qp_ties2(od.z, qo.z, d, h2, zpar), qp_ties2(od.w, qo.w, d, h2, zpar));
+    }
+    return (qe | (qo << 8)) ^ QP_FLIP;
+}
+/* QP_DIVISOR_RULE [1]: the NHWC averages divide by the rules (count_include_pad); 0 = by the
+ * divisor_override DIVISOR (the launcher's, from the spec), QDIV_ROUND_EVEN's float path */
+#ifndef QP_DIVISOR_RULE
+#define QP_DIVISOR_RULE 1
+#endif
+
 /* the low bytes of a's and b's two 16-bit lanes, in order: a.lo0, a.lo1, b.lo0, b.lo1 */
 #if HAL_PTX_U16X2
 inline uint qp_lobytes(uint a, uint b)
@@ -537,8 +567,9 @@ void pool2d_avg(__global const qtype_t* restrict x, __global qtype_t* restrict y
  * work mapping, loads and stores: one output pixel's 16-channel group a work-item, the
  * window fixed at build time, every tap one 16-byte vector loaded before the reduction),
  * with the reductions above: max on the high bytes of 16-bit lanes (no bias, no masks), and
- * an average whose divisor (the same for the 16 channels) divides in integers; a window
- * wholly inside the input sums its taps without the per-tap select.
+ * an average whose divisor (the same for the 16 channels) divides on packed 16-bit lane pairs
+ * (qp_avg16), the taps outside the input masked to 0 (session 37; before, a border branch and
+ * a division of unpacked lanes).
  * ---------------------------------------------------------------------------------- */
 #if !POOL_FIXED || POOL_DH != 1 || POOL_DW != 1 || POOL_KH > 3 || POOL_KW > 3
 #error "qpool2d_pack.cl: QVEC16=2 is built with a fixed window of at most 3x3 without dilation"
@@ -644,46 +675,27 @@ void pool2d_avg(__global const qtype_t* restrict x, __global qtype_t* restrict y
         rows_in += (ih >= 0 && ih < IH);
         rows_pad += (ih >= -PT && ih < IH + PB);
     }
+    /* taps outside the input masked to 0: no border branch for a warp to diverge on */
     uint4 ev = (uint4)0, od = (uint4)0;
-    if (rows_in == POOL_KH && cols_in == POOL_KW) { /* the window inside the input */
-        _Pragma("unroll") for (int u = 0; u < Q16_TAPS; ++u) {
-            const uint4 w = tap[u] ^ QP_FLIP;
-            ev += w & QP_LO;
-            od += (w >> 8) & QP_LO;
-        }
-    } else {
-        _Pragma("unroll") for (int kh = 0; kh < POOL_KH; ++kh) {
-            const int row_ok = h0 + kh >= 0 && h0 + kh < IH;
-            _Pragma("unroll") for (int kw = 0; kw < POOL_KW; ++kw) {
-                const int ok = row_ok && w0 + kw >= 0 && w0 + kw < IW;
-                const uint4 w = ok ? tap[kh * POOL_KW + kw] ^ QP_FLIP : (uint4)0; /* outside adds 0 */
-                ev += w & QP_LO;
-                od += (w >> 8) & QP_LO;
-            }
+    _Pragma("unroll") for (int kh = 0; kh < POOL_KH; ++kh) {
+        const uint rm = h0 + kh >= 0 && h0 + kh < IH ? QP_LO : 0u;
+        _Pragma("unroll") for (int kw = 0; kw < POOL_KW; ++kw) {
+            const uint m = rm & (w0 + kw >= 0 && w0 + kw < IW ? QP_LO : 0u);
+            const uint4 w = tap[kh * POOL_KW + kw] ^ QP_FLIP;
+            ev += w & m;
+            od += (w >> 8) & m;
         }
     }
     const int taps_in = rows_in * cols_in;
+#if QP_DIVISOR_RULE
+    const uint4 out = qp_avg16(ev, od, max(COUNT_INCLUDE_PAD ? rows_pad * cols_pad : taps_in, 1), taps_in, ZP);
+#else
     const int8 se = convert_int8(as_ushort8(ev)), so = convert_int8(as_ushort8(od));
     const int8 z = (int8)(taps_in * (ZP + QP_BIAS)); /* the flip's +128 a tap, then the zero point */
-    uint4 out;
-    if (DIVISOR > 0) {
-        const float inv = 1.0f / (float)DIVISOR;
-        out = qp_bytes16(clamp(qp_div_float(se - z, DIVISOR, inv) + ZP, QMIN, QMAX),
-                         clamp(qp_div_float(so - z, DIVISOR, inv) + ZP, QMIN, QMAX));
-    } else {
-        const int d = max(COUNT_INCLUDE_PAD ? rows_pad * cols_pad : taps_in, 1);
-        const int8 dv = (int8)d;
-        const uint8 m = (uint8)QMAGIC2[d];
-        int8 qe, qo;
-        if (d & 1) {
-            qe = qp_div_odd(se, z, dv, m);
-            qo = qp_div_odd(so, z, dv, m);
-        } else {
-            qe = qp_div_ties(se, z, dv, m);
-            qo = qp_div_ties(so, z, dv, m);
-        }
-        out = qp_bytes16(qe + ZP, qo + ZP);
-    }
+    const float inv = 1.0f / (float)DIVISOR;
+    const uint4 out = qp_bytes16(clamp(qp_div_float(se - z, DIVISOR, inv) + ZP, QMIN, QMAX),
+                                 clamp(qp_div_float(so - z, DIVISOR, inv) + ZP, QMIN, QMAX));
+#endif
     q16_store(y, obase, nvalid, aligned, out);
 }
 #else
@@ -693,10 +705,20 @@ void pool2d_avg(__global const qtype_t* restrict x, __global qtype_t* restrict y
  * stride 1: two of three), so the work-item loads the Q16P_SPAN columns of the KH window rows
  * once, reduces every column over the rows first, then each output over its KW columns:
  * fewer loads, address computations, unpacks and index divisions per output than QVEC16=2.
- * The average divides as the file's header says where the divisor is the count of taps
- * inside (the window inside the input, or count_include_pad = 0), else as QVEC16=2.
+ * The average (session 37) masks the taps outside the input instead of branching on the
+ * border (in session 23's version a warp holding one border work-item ran both paths, and
+ * count_include_pad's borders a third, unpacked division) and divides every rule divisor on
+ * 16-bit lane pairs as the file's header says, the missing taps counted as zero points; the
+ * divisor_override (QP_DIVISOR_RULE=0) divides as QVEC16=2.
  * ---------------------------------------------------------------------------------- */
 #define Q16P_SPAN ((QP_PIX - 1) * POOL_SW + POOL_KW)
+/* Q16_ALIGNED=1 (the launcher's, where C % 16 == 0): every tap one aligned 16-byte load, the
+ * other path not built; else decided per call */
+#if defined(Q16_ALIGNED) && Q16_ALIGNED
+#define Q16_ALIGNED_TEST 1
+#else
+#define Q16_ALIGNED_TEST (C % 16 == 0)
+#endif
 #define Q16P_PROLOGUE                                                                      \
     const int CG = CEIL_DIV(C, 16);                                                        \
     const int OWB = CEIL_DIV(OW, QP_PIX);                                                  \
@@ -714,7 +736,7 @@ void pool2d_avg(__global const qtype_t* restrict x, __global qtype_t* restrict y
     const int h0 = oh * POOL_SH - PT;                                                      \
     const int w0 = ow0 * POOL_SW - PL;                                                     \
     const int obase = ((n * OH + oh) * OW + ow0) * C + c0;                                 \
-    const int aligned = C % 16 == 0;                                                       \
+    const int aligned = Q16_ALIGNED_TEST;                                                  \
     uint4 tap[POOL_KH][Q16P_SPAN];                                                         \
     if (aligned) {                                                                         \
         Q16P_LOAD(*(__global const uint4*)(x + p))                                         \
@@ -766,39 +788,33 @@ void pool2d_avg(__global const qtype_t* restrict x, __global qtype_t* restrict y
                 int PT, int PB, int PL, int PR, int DH, int DW, int DIVISOR, int COUNT_INCLUDE_PAD, int ZP)
 {
     Q16P_PROLOGUE
+    /* which window rows and span columns lie inside the input: a tap outside is masked to 0
+     * (the same instructions for every work-item: no border branch to diverge on) */
     int rows_in = 0, rows_pad = 0;
+    uint rmask[POOL_KH], cmask[Q16P_SPAN];
     _Pragma("unroll") for (int kh = 0; kh < POOL_KH; ++kh) {
         const int ih = h0 + kh;
-        rows_in += (ih >= 0 && ih < IH);
+        const int in = ih >= 0 && ih < IH;
+        rmask[kh] = in ? QP_LO : 0u;
+        rows_in += in;
         rows_pad += (ih >= -PT && ih < IH + PB);
     }
-    /* every column summed over the window rows (a tap outside the input adds 0) */
+    _Pragma("unroll") for (int i = 0; i < Q16P_SPAN; ++i) cmask[i] = (w0 + i >= 0 && w0 + i < IW) ? QP_LO : 0u;
+    /* every column summed over the window rows, the flipped bytes as clean 16-bit lanes */
     uint4 se[Q16P_SPAN], so[Q16P_SPAN];
-    if (rows_in == POOL_KH && w0 >= 0 && w0 + Q16P_SPAN <= IW) { /* every tap inside the input */
-        _Pragma("unroll") for (int i = 0; i < Q16P_SPAN; ++i) {
-            se[i] = (uint4)0;
-            so[i] = (uint4)0;
-            _Pragma("unroll") for (int kh = 0; kh < POOL_KH; ++kh) {
-                const uint4 w = tap[kh][i] ^ QP_FLIP;
-                se[i] += w & QP_LO;
-                so[i] += (w >> 8) & QP_LO;
-            }
-        }
-    } else {
-        _Pragma("unroll") for (int i = 0; i < Q16P_SPAN; ++i) {
-            const int col_ok = w0 + i >= 0 && w0 + i < IW;
-            se[i] = (uint4)0;
-            so[i] = (uint4)0;
-            _Pragma("unroll") for (int kh = 0; kh < POOL_KH; ++kh) {
-                const int ok = col_ok && h0 + kh >= 0 && h0 + kh < IH;
-                const uint4 w = ok ? tap[kh][i] ^ QP_FLIP : (uint4)0;
-                se[i] += w & QP_LO;
-                so[i] += (w >> 8) & QP_LO;
-            }
+    _Pragma("unroll") for (int i = 0; i < Q16P_SPAN; ++i) {
+        se[i] = (uint4)0;
+        so[i] = (uint4)0;
+        _Pragma("unroll") for (int kh = 0; kh < POOL_KH; ++kh) {
+            const uint m = rmask[kh] & cmask[i];
+            const uint4 w = tap[kh][i] ^ QP_FLIP;
+            se[i] += w & m;
+            so[i] += (w >> 8) & m;
         }
     }
-    const float inv = DIVISOR > 0 ? 1.0f / (float)DIVISOR : 1.0f;
-    const uint zpar = ((uint)ZP & 1u) * 0x00010001u;
+#if !QP_DIVISOR_RULE
+    const float inv = 1.0f / (float)DIVISOR;
+#endif
     _Pragma("unroll") for (int q = 0; q < QP_PIX; ++q) {
         int cols_in = 0, cols_pad = 0;
         _Pragma("unroll") for (int kw = 0; kw < POOL_KW; ++kw) {
@@ -812,41 +828,16 @@ void pool2d_avg(__global const qtype_t* restrict x, __global qtype_t* restrict y
             od += so[q * POOL_SW + kw];
         }
         const int taps_in = rows_in * cols_in;
-        const int d = DIVISOR > 0 ? DIVISOR : max(COUNT_INCLUDE_PAD ? rows_pad * cols_pad : taps_in, 1);
         uint4 out;
-        if (DIVISOR == 0 && d == taps_in) { /* s / d = S / d - (ZP + QP_BIAS): the packed division */
-            const uint m = QMAGIC16[d];
-            const ulong c = (ulong)((uint)(d >> 1) << 16) * m;
-            uint4 qe = (uint4)(qp_div2(ev.x, m, c), qp_div2(ev.y, m, c), qp_div2(ev.z, m, c), qp_div2(ev.w, m, c));
-            uint4 qo = (uint4)(qp_div2(od.x, m, c), qp_div2(od.y, m, c), qp_div2(od.z, m, c), qp_div2(od.w, m, c));
-            if (!(d & 1)) {
-                const uint h2 = (uint)(d >> 1) * 0x00010001u;
-                qe = (uint4)(qp_ties2(ev.x, qe.x, d, h2, zpar), qp_ties2(ev.y, qe.y, d, h2, zpar),
-                             qp_ties2(ev.z, qe.z, d, h2, zpar), qp_ties2(ev.w, qe.w, d, h2, zpar));
-                qo = (uint4)(qp_ties2(od.x, qo.x, d, h2, zpar), qp_ties2(od.y, qo.y, d, h2, zpar),
-                             qp_ties2(od.z, qo.z, d, h2, zpar), qp_ties2(od.w, qo.w, d, h2, zpar));
-            }
-            out = (qe | (qo << 8)) ^ QP_FLIP;
-        } else {
-            const int8 se8 = convert_int8(as_ushort8(ev)), so8 = convert_int8(as_ushort8(od));
-            const int8 z = (int8)(taps_in * (ZP + QP_BIAS)); /* the flip's +128 a tap, then the zero point */
-            if (DIVISOR > 0) {
-                out = qp_bytes16(clamp(qp_div_float(se8 - z, DIVISOR, inv) + ZP, QMIN, QMAX),
-                                 clamp(qp_div_float(so8 - z, DIVISOR, inv) + ZP, QMIN, QMAX));
-            } else {
-                const int8 dv = (int8)d;
-                const uint8 mv = (uint8)QMAGIC2[d];
-                int8 qe, qo;
-                if (d & 1) {
-                    qe = qp_div_odd(se8, z, dv, mv);
-                    qo = qp_div_odd(so8, z, dv, mv);
-                } else {
-                    qe = qp_div_ties(se8, z, dv, mv);
-                    qo = qp_div_ties(so8, z, dv, mv);
-                }
-                out = qp_bytes16(qe + ZP, qo + ZP);
-            }
-        }
+#if QP_DIVISOR_RULE
+        out = qp_avg16(ev, od, max(COUNT_INCLUDE_PAD ? rows_pad * cols_pad : taps_in, 1), taps_in, ZP);
+#else
+        /* the divisor_override: QDIV_ROUND_EVEN's float path, saturated */
+        const int8 se8 = convert_int8(as_ushort8(ev)), so8 = convert_int8(as_ushort8(od));
+        const int8 z = (int8)(taps_in * (ZP + QP_BIAS)); /* the flip's +128 a tap, then the zero point */
+        out = qp_bytes16(clamp(qp_div_float(se8 - z, DIVISOR, inv) + ZP, QMIN, QMAX),
+                         clamp(qp_div_float(so8 - z, DIVISOR, inv) + ZP, QMIN, QMAX));
+#endif
         if (q < np) q16_store(y, obase + q * C, nvalid, aligned, out);
     }
 }
