@@ -154,9 +154,11 @@ def test_opencl_pool_paths_write_only_their_outputs(device, path, window):
 @contextlib.contextmanager
 def _kernels_built(device: hal.Device, files: tuple[str, ...], pick: Callable[[str, Mapping[str, int]], int]
                    ) -> Iterator[list[int]]:
-    """pick(file, defines) of every kernel from `files` the OpenCL launcher asks for, in order (a
-    launch planned before, with the same spec and parameters, asks for none)."""
+    """pick(file, defines) of every kernel from `files` the OpenCL launcher asks for, in order. The
+    backend's launch plans are dropped first: a launch planned before, with the same spec and
+    parameters (by an earlier test: the order is pytest's), would otherwise ask for none."""
     backend = device.backend
+    backend._plans.clear()
     original = backend._kernel
     seen: list[int] = []
 
