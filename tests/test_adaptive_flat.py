@@ -51,10 +51,12 @@ def one_compute_unit(device, monkeypatch):
 
 
 @contextlib.contextmanager
-def built(device: hal.Device) -> Iterator[list[dict[str, int]]]:
-    """The defines of every kernel the backend looks up inside the block (its launch plans dropped
-    first, or a call an earlier test planned with the same spec and parameters would look up none)."""
-    device.backend._plans.clear()
+def built(device: hal.Device, drop_plans: bool = True) -> Iterator[list[dict[str, int]]]:
+    """The defines of every kernel the backend looks up inside the block; its launch plans dropped
+    first unless ``drop_plans`` is False (a call an earlier test planned with the same spec and
+    parameters looks up none: the tests' order is pytest's)."""
+    if drop_plans:
+        device.backend._plans.clear()
     seen: list[dict[str, int]] = []
     original = device.backend._kernel
 
