@@ -158,9 +158,13 @@ class Backend(ABC):
         # launch plans depend on it (compute units, limits): a replaced description (tests
         # emulate other devices so) must not be served plans made for the old one
         self._info = value
-        self._plans.clear()
+        self.drop_plans()
 
     # -- launch plans (helpers for launchers) ---------------------------------------------
+    def drop_plans(self) -> None:
+        """Forget every stored launch plan: the next call of each op plans (and looks its kernels up) again."""
+        self._plans.clear()
+
     def _pkey(self, params: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
         """A plan-cache key for ``params``; the tuner hands out the same dict each call, so memoise by identity."""
         hit = self._param_keys.get(id(params))

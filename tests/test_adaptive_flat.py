@@ -56,7 +56,7 @@ def built(device: hal.Device, drop_plans: bool = True) -> Iterator[list[dict[str
     first unless ``drop_plans`` is False (a call an earlier test planned with the same spec and
     parameters looks up none: the tests' order is pytest's)."""
     if drop_plans:
-        device.backend._plans.clear()
+        device.backend.drop_plans()
     seen: list[dict[str, int]] = []
     original = device.backend._kernel
 

@@ -511,12 +511,12 @@ def test_bf16_defines_and_half_params(device):
     assert strip == seen["float32"]
 
 
-def test_bf16_tuning_lookups_miss_measured_entries(device):
-    """The only entries that name bfloat16 are sm_90's: float16's parameters without HALF_RAW (session 41),
-    each now measured for bfloat16 on an H100 or saying it is not; so a bfloat16 lookup gets the schema
-    defaults, an entry that names no dtype (the vendor-guided WG/VEC entries) or such a bfloat16 entry, on
-    this device and under every emulated profile; never a float16 or float32 entry; what serves is valid on
-    the device."""
+def test_bf16_tuning_lookups_serve_only_bfloat16_or_dtype_free_entries(device):
+    """The only entries that name bfloat16 are sm_90's (session 41: float16's parameters without HALF_RAW;
+    sessions 42-43: measured for bfloat16 on an H100, or saying they are not); so a bfloat16 lookup gets the
+    schema defaults, an entry that names no dtype (the vendor-guided WG/VEC entries) or such a bfloat16 entry,
+    on this device and under every emulated profile; never a float16 or float32 entry; what serves is valid
+    on the device."""
     _opencl(device)
     import json
     from importlib import resources

@@ -158,7 +158,7 @@ def _kernels_built(device: hal.Device, files: tuple[str, ...], pick: Callable[[s
     backend's launch plans are dropped first: a launch planned before, with the same spec and
     parameters (by an earlier test: the order is pytest's), would otherwise ask for none."""
     backend = device.backend
-    backend._plans.clear()
+    backend.drop_plans()
     original = backend._kernel
     seen: list[int] = []
 
@@ -573,7 +573,6 @@ def test_opencl_quantized_nhwc16_divisors(device, dtype, qvec):
     rng = np.random.default_rng(1600)
     info = np.iinfo(dtype)
     lo, hi = int(info.min), int(info.max)
-    device.backend._plans.clear()  # every spec below planned here, so built_q16 sees its build
     divisors = (None, 1, 2, 6, 11, 300, 1000, 2**31 - 1)
     zps = (lo, lo + 1, hi - 1, hi, (lo + hi) // 2)
     cases = []  # (shape, q, zp, windows, divisors)
@@ -686,7 +685,6 @@ def test_opencl_quantized_packed_ties(device, dtype):
     rng = np.random.default_rng(1800)
     info = np.iinfo(dtype)
     lo, hi = int(info.min), int(info.max)
-    device.backend._plans.clear()  # specs other tests planned too: built_qpack must see every build
     for layout, params, sizes in (("NCHW", {"QROWS16": 1, "STRIP_ROWS": 2}, [(1, 3, 10, 20), (2, 2, 6, 16)]),
                                   ("NCHW", {"QROWS16": 2, "STRIP_ROWS": 4}, [(1, 3, 10, 20), (2, 2, 6, 16)]),
                                   ("NHWC", {"QVEC16": 2}, [(1, 32, 10, 14), (2, 19, 6, 10)]),
@@ -768,7 +766,7 @@ def test_opencl_pool_plans_keep_the_launch_limits(device, monkeypatch):
     from hal.errors import LaunchLimitExceeded
 
     be = device.backend
-    be._plans.clear()
+    be.drop_plans()
     _limit_work_groups(be, monkeypatch)
     x = random_input(21, (2, 5, 13, 11), "float32")
     xt = hal.asarray(x, device=device)
@@ -797,7 +795,7 @@ def test_opencl_batch_norm_plans_keep_the_launch_limits(device, monkeypatch, tra
     from hal.errors import LaunchLimitExceeded
 
     be = device.backend
-    be._plans.clear()
+    be.drop_plans()
     _limit_work_groups(be, monkeypatch)
     shape = (3, 5, 7, 9)
     x = random_input(22, shape, "float32", mean=2.0)
