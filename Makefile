@@ -49,7 +49,7 @@ lint: $(STAMP)
 # PoCL builds without its optimiser here (-cl-opt-disable: a cold build 2.5x faster, one BatchNorm
 # grid case 15.9 -> 6.9 s); the whole-pool run below builds optimised, as a driver does
 unit: $(STAMP)
-	$(POCL_1) HAL_OPENCL_BUILD_OPTIONS=-cl-opt-disable $(BIN)/python -m pytest -q -p no:cacheprovider -n $(JOBS)
+	$(POCL_1) HAL_OPENCL_BUILD_OPTIONS=-cl-opt-disable $(BIN)/python -m pytest -q -p no:cacheprovider -n $(JOBS) --dist worksteal
 
 cuda-compile: $(STAMP)
 	$(BIN)/python tools/nvcc_check.py

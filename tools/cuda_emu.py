@@ -28,7 +28,7 @@ guard bytes), and missing cp.async waits (a copy lands only when its thread wait
 group). What it cannot show: races that its one schedule does not expose, timing, and
 anything of the GPU's own arithmetic order (mma sums in float in k order here).
 
-    python3 tools/cuda_emu.py [--quick] [--only SUBSTR] [--seed N] [--fuzz N | --fuzz-bn N] [--asan]
+    python3 tools/cuda_emu.py [--quick] [--only SUBSTR] [--seed N] [--fuzz N | --fuzz-bn N] [--asan] [--optimise]
 
 --asan builds with g++'s AddressSanitizer and poisons each buffer's bytes outside its tensor (the
 guard, the alignment slack): a read or write of global memory outside the tensors, which the
@@ -280,7 +280,10 @@ def _main_source(kernel: str, fmt: str, cooperative: bool = False) -> str:
 
 
 _BUILT: dict[str, Path] = {}
-_GXX = ["g++", "-std=c++20", "-O1", "-pthread", "-w"]
+# -O0: the tests' builds are most of their time, and an unoptimised build pays for its slower run
+# (session 44: the emulator's CI test files 148 s on two cores against 208 s at -O1); --optimise
+# (-O1) is for long fuzz runs, where the run outweighs the build
+_GXX = ["g++", "-std=c++20", "-O0", "-pthread", "-w"]
 #: --asan: AddressSanitizer over every build; each buffer's bytes outside the tensor (the guard,
 #: the alignment slack) are poisoned, so a kernel's read or write there stops the run
 _ASAN = ["-fsanitize=address", "-fno-omit-frame-pointer", f"-DEMU_GUARD={GUARD}"]
@@ -1777,12 +1780,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="build with AddressSanitizer; a read or write outside a buffer's tensor stops the case")
     ap.add_argument("--fuzz-bn", type=int, default=0,
                     help="instead of the list, this many random cases of BatchNorm training in one cooperative launch")
+    ap.add_argument("--optimise", action="store_true",
+                    help="build at -O1 instead of -O0: slower builds, faster runs (long fuzz runs)")
     args = ap.parse_args(argv)
     if shutil.which("g++") is None:
         print("cuda_emu: g++ not found")
         return 2
     if args.asan:
         _SANITIZE[:] = _ASAN
+    if args.optimise:
+        _GXX[_GXX.index("-O0")] = "-O1"
     be = h200_backend()
     rng = np.random.default_rng(args.seed)
     failed = 0
