@@ -39,7 +39,12 @@ conformance: $(STAMP)
 	$(BIN)/hal devices
 	$(BIN)/hal conformance
 
-test: lint cuda-compile opencl-nvptx wheel-test opencl-profiles unit opencl-whole-pool opencl-intel opencl-oclgrind
+# The targets one after another, each followed by its wall time, so that a CI log shows where the 15 minutes go
+TEST_TARGETS := lint cuda-compile opencl-nvptx wheel-test opencl-profiles unit opencl-whole-pool opencl-intel opencl-oclgrind
+test: $(STAMP)
+	@start=$$(date +%s); for t in $(TEST_TARGETS); do s=$$(date +%s); \
+		$(MAKE) --no-print-directory $$t || exit 1; echo "make test: $$t took $$(( $$(date +%s) - s )) s"; done; \
+		echo "make test: all passed in $$(( $$(date +%s) - start )) s"
 
 # ruff, then mypy over hal as installed, backends/ as hal.backends ([tool.mypy] in pyproject.toml)
 lint: $(STAMP)
