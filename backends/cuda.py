@@ -500,6 +500,10 @@ _SCHEMAS: dict[str, KernelSchema] = {
             Param("BN_STATS_SUMS", (0, 16, 32, 64, 128), 64,
                   "training statistics: 0 = a Chan merge per batch of loads; N = shifted sums over chunks of "
                   "about N values per channel and thread, a merge per chunk (-D; session 18)"),
+            Param("BN_PIVOT_N", (0, 4), 4,
+                  "training statistics' shifted sums: each chunk re-centres on the mean of its first N values "
+                  "(-D; session 45); 0 = keeps its first value as the pivot, where an outlier leaves M2 good to "
+                  "only about n (n + 1) eps / 2 (never offered by the tuner)", untuned=(0,)),
             Param("BN_FUSED", (0, 1), 0,
                   "NHWC training: 1 = one cooperative launch (batch_norm_train_fused) that keeps x on chip between "
                   "the statistics and the apply where it fits (what does not is re-read, from L2 where it fits)"),
@@ -530,7 +534,8 @@ _COMPILE_PARAMS = {
     "conv2d": ("CONV_THREADS", "CONV_SIMT_CI", "CONV_OCC", "DW_HALF4", "DW_H2", "DW_PREFETCH", "DW_SHFL_OCC",
                "TC_WIDE_STAGES", "TC_WIDE_L2PF", "TC_WIDE_ROWS", "TC_WIDE_K1_BLOCKS", "K1G_STAGES", "K1G_BN", "K1S_BN",
                "K1S_BK", "K1N_STAGES", "K1N_BM", "GRP_COT", "GRP_PIX", "GRP_OCC"),
-    "batch_norm": ("BN_THREADS", "BN_UNROLL", "BN_L2_HINT", "BN_INFER_OCC", "BN_INFER_EARLY", "BN_STATS_SUMS"),
+    "batch_norm": ("BN_THREADS", "BN_UNROLL", "BN_L2_HINT", "BN_INFER_OCC", "BN_INFER_EARLY", "BN_STATS_SUMS",
+                   "BN_PIVOT_N"),
     "eltwise": ("ELT_THREADS",),
     "qconv2d": (),
 }

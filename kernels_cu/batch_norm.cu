@@ -64,6 +64,13 @@
 #ifndef BN_STATS_SUMS
 #define BN_STATS_SUMS 64
 #endif
+// BN_PIVOT_N [4]: each shifted-sum chunk starts about its first value and, once it holds
+// BN_PIVOT_N values, re-centres on their mean (bn_sums_recentre); 0 = keeps the first value.
+// Why: with an outlier as the pivot, M2's error grew as n (n + 1) eps / 2 (session 28: 5e-5
+// for chunks of 64); about the mean of m values the cancellation is at most 1 + n / m
+#ifndef BN_PIVOT_N
+#define BN_PIVOT_N 4
+#endif
 // resident threads per multiprocessor the register budget must allow (enough loads in
 // flight); 16-bit NHWC keeps 3 x 8 per-channel constants per thread, so a little less
 #if HAL_ACT16 && LAYOUT_NHWC
@@ -155,6 +162,23 @@ __device__ __forceinline__ void bn_sums_flush(Stat& st, float& s1, float& s2, fl
     st = stat_merge(st, b);
     s1 = 0.0f;
     s2 = 0.0f;
+}
+
+// BN_PIVOT_N: move a chunk's sums (s1, s2 about cp, kc values so far) to a pivot at their
+// mean, cp' = cp + s1 / kc: s1' = s1 - kc (cp' - cp) (rounding's residue, about 0) and
+// s2' = M2 + s1'^2 / kc, with M2 = s2 - s1 s1 / kc their M2 (cancelling at most 1 + kc, as
+// in bn_sums_flush, over kc <= BN_PIVOT_N + BN_UNROLL values). Why: the chunk's later
+// values then add to s2 about the mean of its first kc, and (p - mean)^2 <= M2 / kc
+// (Cauchy-Schwarz over those kc), so the flush's s2 / M2 is at most 1 + n / kc instead
+// of 1 + n, whatever the data (docs/backend-cuda.md, "The shifted sums' error bound")
+__device__ __forceinline__ void bn_sums_recentre(float& s1, float& s2, float& cp, int kc) {
+    const float n = (float)kc;
+    const float mb = s1 / n;
+    const float m2 = fmaxf(fmaf(-s1, mb, s2), 0.0f);
+    const float moved = cp + mb;
+    s1 = fmaf(-n, moved - cp, s1);
+    s2 = fmaf(s1, s1 / n, m2);
+    cp = moved;
 }
 
 __device__ __forceinline__ Stat warp_merge(Stat s) {
@@ -303,6 +327,9 @@ __device__ __forceinline__ void bn_stats(const act_t* __restrict__ x, int N, int
 #pragma unroll
                 for (int j = 0; j < VE; ++j) cp[j] = val(0, j);
             }
+            // BN_PIVOT_N: re-centre at the chunk's BN_PIVOT_N-th value inside its first batch,
+            // or after the batch that brings it there when batches are shorter
+            const bool fresh = kc == 0;
 #pragma unroll
             for (int j = 0; j < VE; ++j) {
 #pragma unroll
@@ -310,7 +337,13 @@ __device__ __forceinline__ void bn_stats(const act_t* __restrict__ x, int N, int
                     const float d = u < k ? val(u, j) - cp[j] : 0.0f;
                     s1[j] += d;
                     s2[j] = fmaf(d, d, s2[j]);
+                    if (BN_PIVOT_N > 0 && u + 1 == BN_PIVOT_N && fresh && u < k)
+                        bn_sums_recentre(s1[j], s2[j], cp[j], BN_PIVOT_N);
                 }
+            }
+            if (BN_PIVOT_N > U && kc < BN_PIVOT_N && kc + k >= BN_PIVOT_N) {
+#pragma unroll
+                for (int j = 0; j < VE; ++j) bn_sums_recentre(s1[j], s2[j], cp[j], kc + k);
             }
             kc += k;
             if (kc >= BN_STATS_SUMS) flush();
@@ -416,13 +449,18 @@ __device__ __forceinline__ void bn_stats(const act_t* __restrict__ x, int N, int
         }
         // loads past the end are the last ones, so the first k*VE values are valid
 #if BN_STATS_SUMS
-        if (kc == 0) cp = v[0];
+        const bool fresh = kc == 0;
+        if (fresh) cp = v[0];
 #pragma unroll
         for (int i = 0; i < UB * VE; ++i) {
             const float d = i < k * VE ? v[i] - cp : 0.0f;
             s1 += d;
             s2 = fmaf(d, d, s2);
+            if (BN_PIVOT_N > 0 && i + 1 == BN_PIVOT_N && fresh && i < k * VE)  // as in NHWC
+                bn_sums_recentre(s1, s2, cp, BN_PIVOT_N);
         }
+        if (BN_PIVOT_N > UB * VE && kc < BN_PIVOT_N && kc + k * VE >= BN_PIVOT_N)
+            bn_sums_recentre(s1, s2, cp, kc + k * VE);
         kc += k * VE;
         if (kc >= BN_STATS_SUMS) {
             bn_sums_flush(st, s1, s2, cp, kc);
@@ -986,7 +1024,12 @@ __device__ __forceinline__ void fused_add(FusedSums& f, const uint4& u, const fl
         f.s1[j] += d;
         f.s2[j] = fmaf(d, d, f.s2[j]);
     }
-    if (++f.kc >= (BN_STATS_SUMS > 0 ? BN_STATS_SUMS : 64)) {
+    ++f.kc;
+    if (BN_PIVOT_N > 0 && f.kc == BN_PIVOT_N) {  // (see BN_PIVOT_N)
+#pragma unroll
+        for (int j = 0; j < HAL_VEC; ++j) bn_sums_recentre(f.s1[j], f.s2[j], f.cp[j], BN_PIVOT_N);
+    }
+    if (f.kc >= (BN_STATS_SUMS > 0 ? BN_STATS_SUMS : 64)) {
 #pragma unroll
         for (int j = 0; j < HAL_VEC; ++j) bn_sums_flush(f.st[j], f.s1[j], f.s2[j], f.cp[j], f.kc);
         f.kc = 0;

@@ -339,20 +339,31 @@ def test_batch_norm_training_in_one_cooperative_launch_matches_the_oracle_on_the
     assert ok, f"{name}: {kernel}: {detail}"
 
 
-@pytest.mark.xfail(strict=True, reason="known (session 28): with an outlier as a 64-value chunk's pivot the "
-                   "shifted sums' M2 is good to about n(n+1)eps/2; chunks of 32 pass (docs/backend-cuda.md, "
-                   "'The shifted sums' error bound'); strict, so a fix shows here")
 @pytest.mark.parametrize("params, sms", [
     ({"BN_FUSED": 1, "BN_FUSED_THREADS": 256, "BN_FUSED_REGS": 16}, 2),  # the fused kernel, 133 values a thread
     ({"BN_THREADS": 128, "BN_BLOCKS_PER_SM": 2}, 1),  # the two-pass kernels, 266 values a thread
+    ({"BN_THREADS": 128, "BN_BLOCKS_PER_SM": 2, "BN_UNROLL": 1}, 1),  # one load a batch: re-centred after 4
 ])
 def test_batch_norm_training_variance_with_an_outlier_pivot_on_the_emulator(emu, params, sms):
-    """Float32 NHWC 2x348x14x19 with every channel's first element at 1e3: full 64-value chunks whose
-    pivot is the outlier; the running variance within 2e-5 of its scale (currently 5e-5 off)."""
+    """Float32 NHWC 2x348x14x19 with every channel's first element at 1e3: full 64-value chunks that
+    start at the outlier; re-centred on the mean of their first BN_PIVOT_N values, the running
+    variance within 2e-5 of its scale (session 28 found 5e-5 with the first value as the pivot)."""
     cuda_emu, be, work = emu
     kernel, ok, detail = cuda_emu.check_bn_train(be, np.random.default_rng(1), work, (2, 348, 14, 19), np.float32,
                                                  "NHWC", params, sms=sms, data="outlier")
     assert ok, f"{kernel}: {detail}"
+
+
+def test_batch_norm_training_outlier_pivot_case_fails_with_the_first_value_as_pivot_on_the_emulator(emu):
+    """The case above with BN_PIVOT_N 0 (each chunk's first value the pivot, as before session 45)
+    fails on the running variance, as session 28 found: so it is the outlier case, not a lenient check,
+    that the re-centring passes."""
+    cuda_emu, be, work = emu
+    params = {"BN_FUSED": 1, "BN_FUSED_THREADS": 256, "BN_FUSED_REGS": 16, "BN_PIVOT_N": 0}
+    kernel, ok, detail = cuda_emu.check_bn_train(be, np.random.default_rng(1), work, (2, 348, 14, 19), np.float32,
+                                                 "NHWC", params, sms=2, data="outlier")
+    assert kernel == "batch_norm_train_fused"
+    assert not ok and "running_var" in detail, f"{kernel}: {detail or 'passed'}"
 
 
 def _asan_builds() -> bool:

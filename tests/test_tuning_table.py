@@ -176,3 +176,25 @@ def test_device_entry_with_an_arch_serves_only_that_arch(monkeypatch, tmp_path):
     assert (same.level, same.params["WG"]) == ("device", 256)
     emulated = Tuner(info(arch="fk2"), SCHEMAS).resolve_spec(spec())
     assert (emulated.level, emulated.params["WG"]) == ("arch", 128)
+
+
+def test_untuned_values_are_allowed_but_never_candidates():
+    """``Param.untuned``: a caller or a table may ask for such a value (validate accepts it), the
+    tuner's candidates never hold it; a default cannot be untuned, nor can a value not allowed."""
+    schema = KernelSchema("opencl", "k", (Param("A", (1, 2), 1), Param("B", (0, 4), 4, untuned=(0,))))
+    cands = schema.candidates()
+    assert cands == [{"A": 1, "B": 4}, {"A": 2, "B": 4}]
+    assert schema.validate({"A": 2, "B": 0}, info()) is None
+    with pytest.raises(ValueError, match="untuned"):
+        Param("B", (0, 4), 4, untuned=(4,))
+    with pytest.raises(ValueError, match="untuned"):
+        Param("B", (0, 4), 4, untuned=(8,))
+
+
+def test_cuda_batch_norm_pivot_zero_is_never_a_tuning_candidate():
+    """CUDA's BN_PIVOT_N 0 (shifted sums about each chunk's first value) trades a precision bound,
+    so it is untuned (no candidate holds it: the test above), while the default re-centres (4)."""
+    from hal.backends.cuda import _SCHEMAS
+
+    pivot = next(p for p in _SCHEMAS["batch_norm"].params if p.name == "BN_PIVOT_N")
+    assert pivot.default == 4 and pivot.untuned == (0,)

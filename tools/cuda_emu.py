@@ -1513,8 +1513,8 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
     # without pixels, channel groups that share a warp (C 64) or not (C 24, 40)
     fk = "batch_norm_train_fused"
     fused_cases = [("f32 3x64x9x7 3SM", (3, 64, 9, 7), np.float32, {}, 3, "normal", True),
-                   # (not "outlier": with 38 values a thread an outlier pivot meets the shifted sums' known
-                   # n(n+1)eps/2 limit, test_cuda_emu's strict xfail)
+                   # (a mean of 1e4; an outlier as the first value of full 64-value chunks: test_cuda_emu's
+                   # outlier-pivot tests, which BN_PIVOT_N 0 fails)
                    ("f16 8x64x30x30 re-read 3SM", (8, 64, 30, 30), np.float16, {}, 3, "big_mean", True),
                    ("f32 C24 fin1 big mean 2SM", (4, 24, 7, 9), np.float32, {"BN_FUSED_FIN": 1}, 2, "big_mean", False),
                    ("f16 C40 256 threads regs 12 2SM", (3, 40, 11, 13), np.float16,

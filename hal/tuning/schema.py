@@ -27,10 +27,16 @@ class Param:
     values: tuple[int, ...]
     default: int
     doc: str = ""
+    #: allowed values the tuner never offers (served only where a table entry or a caller names
+    #: them): they give up a guarantee the others keep, such as a precision bound, which a
+    #: timing cannot weigh
+    untuned: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if self.default not in self.values:
             raise ValueError(f"{self.name}: default {self.default} not among {self.values}")
+        if self.default in self.untuned or not set(self.untuned) <= set(self.values):
+            raise ValueError(f"{self.name}: untuned values {self.untuned} must be allowed ones other than the default")
 
 
 @dataclass(frozen=True)
@@ -69,10 +75,11 @@ class KernelSchema:
         return None
 
     def candidates(self) -> list[dict[str, int]]:
-        """Every combination of allowed values, one per distinct kernel (the tuner filters by constraints)."""
+        """Every combination of allowed values other than untuned ones, one per distinct kernel (the
+        tuner filters by constraints)."""
         combos: list[dict[str, int]] = [{}]
         for p in self.params:
-            combos = [{**c, p.name: v} for c in combos for v in p.values]
+            combos = [{**c, p.name: v} for c in combos for v in p.values if v not in p.untuned]
         if self.canonical is None:
             return combos
         unique: dict[tuple[tuple[str, int], ...], dict[str, int]] = {}
