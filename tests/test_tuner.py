@@ -268,6 +268,60 @@ def test_candidates_name_each_kernel_once():
     assert all(schema.canonical(c) == c for c in cands)
 
 
+def _h200_info():
+    """An H200's DeviceInfo as the CUDA planner sees it (no GPU needed: only the schema's constraints read it)."""
+    from hal.device import DeviceInfo
+
+    return DeviceInfo("cuda", 0, "NVIDIA H200", "nvidia", "sm_90", "sm_90", 132, 1024, 232448, 140 << 30, True, 32,
+                      "cuda", "580", (("compute_capability", "9.0"), ("shared_memory_per_block_default", "49152"),
+                                      ("shared_memory_per_sm", "233472"), ("max_threads_per_sm", "2048")))
+
+
+@pytest.mark.parametrize("family", ["conv2d", "batch_norm"])
+@pytest.mark.parametrize("mode", ["rapid", "exhaustive"])
+def test_cuda_candidates_are_drawn_from_spaces_too_large_to_list(family, mode):
+    """CUDA's conv2d (about 3e19 combinations) and batch_norm (5e6) schemas: the tuner's candidate
+    order draws them at random instead of listing every combination (which never ended for conv2d
+    and took 15 s for batch_norm): distinct, valid on the device, never the default, never an untuned
+    value, enough spares, the same order for the same seed, in well under a second each."""
+    import random
+
+    from hal.backends.cuda import _SCHEMAS
+
+    schema, info = _SCHEMAS[family], _h200_info()
+    assert schema.size() > tuner.ENUMERATED_UP_TO
+    default = schema.defaults()
+    limit = tuner.MODES[mode]
+    start = time.monotonic()
+    order = tuner.candidate_order(schema, info, default, random.Random("7-w-float32-NCHW"), limit)
+    took = time.monotonic() - start
+    want = tuner.DRAWN_EXHAUSTIVE if limit is None else tuner.DRAWN_PER_MEASURED * limit
+    assert len(order) == want
+    assert len({tuple(sorted(c.items())) for c in order}) == len(order)
+    assert all(c != default and schema.validate(c, info) is None for c in order)
+    untuned = {p.name: p.untuned for p in schema.params if p.untuned}
+    assert all(c[name] not in values for c in order for name, values in untuned.items())
+    assert order == tuner.candidate_order(schema, info, default, random.Random("7-w-float32-NCHW"), limit)
+    assert took < 5.0, f"{took:.1f} s"
+
+
+def test_small_spaces_are_still_listed_and_shuffled():
+    """A space of at most ENUMERATED_UP_TO combinations (OpenCL's batch_norm) keeps the listed order:
+    every valid candidate but the default, shuffled by the seed, as before the draws."""
+    import random
+
+    from hal.backends.opencl import SCHEMAS
+    from hal.device import DeviceInfo
+
+    schema = SCHEMAS["batch_norm"]
+    info = DeviceInfo("opencl", 0, "Fake GPU", "fakeco", "fakefam", "fk1", 8, 256, 65536, 2**30, False, 32)
+    default = schema.defaults()
+    want = [c for c in schema.candidates() if c != default and schema.validate(c, info) is None]
+    assert len(want) > 8
+    random.Random("3").shuffle(want)
+    assert tuner.candidate_order(schema, info, default, random.Random("3"), 8) == want
+
+
 def test_ops_select_families_or_workload_names():
     from hal.errors import HalValueError
     from hal.tuning import workloads

@@ -8,6 +8,8 @@ against the schema and the current device first (MIOpen's
 
 from __future__ import annotations
 
+import math
+import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -73,6 +75,30 @@ class KernelSchema:
             if reason:
                 return reason
         return None
+
+    def size(self) -> int:
+        """How many combinations ``candidates`` would enumerate (before ``canonical``'s merging)."""
+        return math.prod(len([v for v in p.values if v not in p.untuned]) for p in self.params)
+
+    def draw(
+        self, rng: random.Random, count: int, accept: Callable[[dict[str, int]], bool], attempts: int | None = None
+    ) -> list[dict[str, int]]:
+        """Up to ``count`` distinct candidates (canonical where the schema merges them), each a uniform
+        random pick among every parameter's tuned values, kept where ``accept`` says so; at most
+        ``attempts`` draws (64 per wanted one by default). For spaces too large to enumerate: CUDA's
+        conv2d has about 3e19 combinations, its batch_norm 5e6 (15 s and gigabytes as a list)."""
+        tuned = [(p.name, [v for v in p.values if v not in p.untuned]) for p in self.params]
+        found: dict[tuple[tuple[str, int], ...], dict[str, int]] = {}
+        for _ in range(64 * count if attempts is None else attempts):
+            if len(found) >= count:
+                break
+            combo = {name: rng.choice(values) for name, values in tuned}
+            if self.canonical is not None:
+                combo = self.canonical(combo)
+            key = tuple(sorted(combo.items()))
+            if key not in found and accept(combo):
+                found[key] = combo
+        return list(found.values())
 
     def candidates(self) -> list[dict[str, int]]:
         """Every combination of allowed values other than untuned ones, one per distinct kernel (the

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -43,8 +43,18 @@ from hal.errors import KernelCompileError, LaunchLimitExceeded
 from hal.tuning.table import TABLE_FORMAT, TABLE_VERSION, bucket, kernel_key
 from hal.tuning.workloads import Workload
 
+if TYPE_CHECKING:
+    from hal.backends.base import DeviceInfo
+    from hal.tuning.schema import KernelSchema
+
 MARGIN = 0.03
 MODES = {"rapid": 8, "normal": 32, "exhaustive": None}
+#: spaces of at most this many combinations are enumerated, larger ones drawn at random (KernelSchema.draw)
+ENUMERATED_UP_TO = 200_000
+#: candidates an exhaustive run measures where the space is drawn, not enumerated
+DRAWN_EXHAUSTIVE = 1024
+#: drawn candidates per measured one (spares for sets over a kernel limit or launching an earlier set's kernel)
+DRAWN_PER_MEASURED = 8
 #: seconds one candidate may take (build, three checks, timing) before it is cut off
 CANDIDATE_TIMEOUT = float(os.environ.get("HAL_TUNE_TIMEOUT", "120"))
 
@@ -469,6 +479,21 @@ def parse_faults() -> dict[int, str]:
     return faults
 
 
+def candidate_order(
+    schema: KernelSchema, info: DeviceInfo, default: dict[str, int], rng: random.Random, limit: int | None
+) -> list[dict[str, int]]:
+    """The valid candidates other than ``default``, in the order the tuner measures them (those past
+    ``limit - 1`` are spares): all of them shuffled where the schema has at most ENUMERATED_UP_TO
+    combinations; else a random draw of DRAWN_PER_MEASURED per measured one (an exhaustive run:
+    DRAWN_EXHAUSTIVE in all), since listing every combination would not end (CUDA's conv2d)."""
+    if schema.size() <= ENUMERATED_UP_TO:
+        others = [c for c in schema.candidates() if c != default and schema.validate(c, info) is None]
+        rng.shuffle(others)
+        return others
+    want = DRAWN_EXHAUSTIVE if limit is None else DRAWN_PER_MEASURED * limit
+    return schema.draw(rng, want, lambda c: c != default and schema.validate(c, info) is None)
+
+
 def tune(
     device: Any,
     workloads: list[tuple[Workload, str, str]],
@@ -496,9 +521,8 @@ def tune(
             schema = schemas[wl.kernel]
             sources = _sources_id(device, wl.kernel)
             default = schema.defaults()
-            valid = [c for c in schema.candidates() if schema.validate(c, info) is None]
-            others = [c for c in valid if c != default]
-            random.Random(f"{seed}-{wl.name}-{dtype}-{layout}").shuffle(others)
+            others = candidate_order(schema, info, default, random.Random(f"{seed}-{wl.name}-{dtype}-{layout}"),
+                                     limit)
             chosen = [default] + (others if limit is None else others[: limit - 1])
             serving = _serving_params(device, wl, size, dtype, layout, schema)
             if serving is not None and serving != default and serving not in chosen:
