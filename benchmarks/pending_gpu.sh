@@ -13,23 +13,27 @@ python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . > $OUT/
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $OUT/card.txt
 CARD=$(cat $OUT/card.txt); echo "card: $CARD"
 export HAL_CACHE_DIR=/tmp/hal-cache
-timeout 100 python3 benchmarks/check_cuda.py --only bn --progress --match "16x64|odd|C130|params|fused" --out $OUT/check-bn > $OUT/check-bn.txt 2>&1
+timeout 90 python3 benchmarks/check_cuda.py --only bn --progress --match "16x64|odd|C130|params|fused" --out $OUT/check-bn > $OUT/check-bn.txt 2>&1
 grep -v "^ok\|  ok" $OUT/check-bn.txt | tail -6
-timeout 140 python3 benchmarks/experiments/bn_breakdown.py --vary '{"BN_PIVOT_N": 0}' --out $OUT/bn-pivot \
+timeout 120 python3 benchmarks/experiments/bn_breakdown.py --vary '{"BN_PIVOT_N": 0}' --out $OUT/bn-pivot \
   > $OUT/bn-pivot.txt 2>&1
 tail -14 $OUT/bn-pivot.txt
+# hal tune on cuda:0 gets past conv2d and BatchNorm now that their candidates are drawn (session 45): a short run
+timeout 80 hal tune run --device cuda:0 --ops dwconv3x3,"bn train" --mode rapid --size small --dtype float16 \
+  --layout NHWC --budget 60s --seed 45 --out $OUT/tune-cuda.json > $OUT/tune-cuda.txt 2>&1
+tail -8 $OUT/tune-cuda.txt
 if [[ "$CARD" == *H200* ]]; then
-  timeout 70 python3 benchmarks/opencl_ops.py --device opencl:nvidia --dtypes int8,uint8 --only pool --out $OUT/ocl-int8 > $OUT/ocl-int8.txt 2>&1
+  timeout 60 python3 benchmarks/opencl_ops.py --device opencl:nvidia --dtypes int8,uint8 --only pool --out $OUT/ocl-int8 > $OUT/ocl-int8.txt 2>&1
   grep -v -i "warn\|lambda" $OUT/ocl-int8.txt | tail -14
-  timeout 100 python3 benchmarks/cuda_ops.py --dtype bfloat16 --no-torch-call --out $OUT/cuda-bf16 > $OUT/cuda-bf16.txt 2>&1
+  timeout 90 python3 benchmarks/cuda_ops.py --dtype bfloat16 --no-torch-call --out $OUT/cuda-bf16 > $OUT/cuda-bf16.txt 2>&1
   tail -22 $OUT/cuda-bf16.txt
-  timeout 70 python3 benchmarks/opencl_ops.py --device opencl:nvidia --dtypes bfloat16 --out $OUT/ocl-bf16 > $OUT/ocl-bf16.txt 2>&1
+  timeout 60 python3 benchmarks/opencl_ops.py --device opencl:nvidia --dtypes bfloat16 --out $OUT/ocl-bf16 > $OUT/ocl-bf16.txt 2>&1
   grep -v -i "warn\|lambda" $OUT/ocl-bf16.txt | tail -16
 else  # another card: the whole tree's correctness there instead, every dtype on both backends
-  timeout 190 hal conformance --device cuda:0,opencl:nvidia --dtype float32,float16,bfloat16,int8,uint8 --seed 44 > $OUT/conformance.txt 2>&1
+  timeout 150 hal conformance --device cuda:0,opencl:nvidia --dtype float32,float16,bfloat16,int8,uint8 --seed 44 > $OUT/conformance.txt 2>&1
   grep -E "FAIL|passed" $OUT/conformance.txt | tail -6
 fi
-HAL_TEST_DEVICES=opencl:nvidia HAL_TEST_EXAMPLES=8 timeout 100 python3 -m pytest -q -p no:cacheprovider \
+HAL_TEST_DEVICES=opencl:nvidia HAL_TEST_EXAMPLES=8 timeout 90 python3 -m pytest -q -p no:cacheprovider \
   tests/test_forced_params.py -k "nhwc16_path" > $OUT/pytest-nhwc16.txt 2>&1
 grep -E "passed|failed|^FAILED" $OUT/pytest-nhwc16.txt | tail -5
 cd $OUT && for d in check-bn bn-pivot ocl-int8 cuda-bf16 ocl-bf16; do [ -d $d ] && tar -czf $d.tar.gz $d && rm -rf $d; done; ls $OUT
