@@ -450,7 +450,8 @@ _SCHEMAS: dict[str, KernelSchema] = {
                   "a row's taps as a banded matrix, a warp per 16 x 32 output tile (1: conv2d_dw_tc_k3s1, a warp "
                   "a tile; 2: conv2d_dw_tc_persist_k3s1, persistent warps with the next tile's loads in flight; "
                   "session 20); opt-in: slower than the DW_ROWS strips on the H200, and an Inf or NaN input makes "
-                  "NaN of nearby outputs of its rows (the matrix's zeros times Inf)"),
+                  "NaN of nearby outputs of its rows (the matrix's zeros times Inf), so the tuner never offers it",
+                  untuned=(1, 2)),
             Param("GRP_TILED", (0, 1), 1,
                   "specs no other kernel takes (grouped but not depthwise, channel multipliers, strides, "
                   "dilations, other kernel sizes): 1 = the register-tiled direct kernel (conv2d_grp_k3s1, "

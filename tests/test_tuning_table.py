@@ -198,3 +198,12 @@ def test_cuda_batch_norm_pivot_zero_is_never_a_tuning_candidate():
 
     pivot = next(p for p in _SCHEMAS["batch_norm"].params if p.name == "BN_PIVOT_N")
     assert pivot.default == 4 and pivot.untuned == (0,)
+
+
+def test_cuda_depthwise_tensor_cores_are_never_a_tuning_candidate():
+    """CUDA's DW_TC 1 and 2 spread an Inf or NaN input to nearby outputs (PyTorch's depthwise does
+    not), which the tuner's random inputs cannot show: untuned, the default off."""
+    from hal.backends.cuda import _SCHEMAS
+
+    tc = next(p for p in _SCHEMAS["conv2d"].params if p.name == "DW_TC")
+    assert tc.default == 0 and tc.untuned == (1, 2)
