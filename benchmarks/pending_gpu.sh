@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU runs pending since session 43, one device call (session 44 wrote it; no machine started that day):
-#   run: bash benchmarks/pending_gpu.sh   (carry .device; results under $OUT, printed summary)
+#   run: bash benchmarks/pending_gpu.sh [core]   (carry .device; results under $OUT, printed summary)
 # On an H200 only: the OpenCL int8/uint8 pooling table as served (session 43's NHWC average, the int8 rows last
 # measured in session 24), bfloat16 on both backends (no H200 figure yet). On any card: the forced-path test that
 # session 43's H100 left unchecked; on another card, conformance in every dtype on both backends instead.
@@ -22,7 +22,10 @@ tail -14 $OUT/bn-pivot.txt
 timeout 80 hal tune run --device cuda:0 --ops dwconv3x3,"bn train" --mode rapid --size small --dtype float16 \
   --layout NHWC --budget 60s --seed 45 --out $OUT/tune-cuda.json > $OUT/tune-cuda.txt 2>&1
 tail -8 $OUT/tune-cuda.txt
-if [[ "$CARD" == *H200* ]]; then
+PART=${1:-all}  # "core": only the session-45 checks above and the forced-path test below (about 400 s at most)
+if [[ "$PART" == core ]]; then
+  :
+elif [[ "$CARD" == *H200* ]]; then
   timeout 60 python3 benchmarks/opencl_ops.py --device opencl:nvidia --dtypes int8,uint8 --only pool --out $OUT/ocl-int8 > $OUT/ocl-int8.txt 2>&1
   grep -v -i "warn\|lambda" $OUT/ocl-int8.txt | tail -14
   timeout 90 python3 benchmarks/cuda_ops.py --dtype bfloat16 --no-torch-call --out $OUT/cuda-bf16 > $OUT/cuda-bf16.txt 2>&1
