@@ -80,6 +80,30 @@ def test_batch_norm_no_cancellation(device, layout):
     assert r.ok, r.detail
 
 
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_batch_norm_outlier_first_values(device, layout):
+    """Every channel's first element at 1e3 among N(0.5, 2) values, so that a statistics pass
+    whose sums pivot on the first value of a run meets the outlier there (CUDA's shifted sums
+    did until session 45: M2 good to only about n (n + 1) eps / 2). The batch variance, read
+    through momentum 1 as the running variance, within 2e-5 of the float64 one; y as conformance
+    checks it."""
+    rng = np.random.default_rng(45)
+    shape = (2, 8, 24, 20) if SIMULATOR else (4, 8, 48, 40)
+    x64 = rng.standard_normal(shape) * 2.0 + 0.5
+    x64[0, :, 0, 0] = 1e3
+    x = x64.astype(np.float32)
+    c = shape[1]
+    rm, rv = np.zeros(c, np.float32), np.ones(c, np.float32)
+    ref_rm, ref_rv = rm.astype(np.float64), rv.astype(np.float64)
+    ref = reference.batch_norm(x.astype(np.float64), ref_rm, ref_rv, training=True, momentum=1.0)
+    with poison_outputs():
+        y = hal.batch_norm(hal.asarray(x, device=device, layout=layout), rm, rv, training=True, momentum=1.0)
+    r = compare("batch_norm", "float32", y.numpy(), ref, bn_scale(x, None, 1e-5, True))
+    assert r.ok, r.detail
+    err = np.abs(rv.astype(np.float64) - ref_rv) / ref_rv
+    assert err.max() < 2e-5, f"running variance off by {err.max():.3g} of itself"
+
+
 def test_batch_norm_running_tensors_on_device(device):
     """Running statistics held as device tensors are updated in place on the device."""
     x = random_input(2, (4, 3, 5, 6), "float32")
