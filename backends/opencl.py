@@ -452,6 +452,31 @@ def _strip_vec(params: Mapping[str, int], device: DeviceInfo) -> str | None:
     return None
 
 
+def program_source(file: str, defines: Mapping[str, int], read: Callable[[str], str] | None = None) -> str:
+    """The text one build of ``file`` compiles: the prelude, the quantized header for int8/uint8
+    builds, then the file, each behind a ``#line``; ``read`` (a file name -> its text) defaults to
+    the shipped kernels (tools/restamp_proof.py passes another revision's)."""
+    read = read or (lambda name: kernel_source(FOLDER, name))
+    source = read(PRELUDE)
+    if defines.get("DTYPE_INT8") or defines.get("DTYPE_UINT8"):
+        source += f'\n#line 1 "{QUANT_HEADER}"\n' + read(QUANT_HEADER)
+    return source + f'\n#line 1 "{file}"\n' + read(file)
+
+
+def _conv_algo(spec: Conv2dSpec, p: Mapping[str, int]) -> int:
+    """conv2d.cl's algorithm for ``spec``: ``ALGO``, or where it is 0 the implicit GEMM (2) for
+    reductions of at least 32 with at least 16 output channels a group, else direct (1)."""
+    kdim = spec.c_in // spec.groups * spec.kernel[0] * spec.kernel[1]
+    return p["ALGO"] or (2 if kdim >= 32 and spec.c_out // spec.groups >= 16 else 1)
+
+
+def _conv_build(algo: int, p: Mapping[str, int], base: dict[str, int]) -> tuple[dict[str, int], int]:
+    """The -D set and work-group size of a conv build of ``algo`` under parameters ``p``."""
+    if algo == 2:
+        return {**base, "CONV_ALGO": 2, "TILE": p["TILE"], "TK": p["TK"]}, _gemm_wg(p)
+    return {**base, "CONV_ALGO": 1, "WG": p["WG"], "VEC": p["VEC"]}, p["WG"]
+
+
 def ptx_maxnan_ok(info: DeviceInfo) -> bool:
     """Whether pool2d.cl may take its index-free max as inline PTX ``max.NaN.f32``
     (HAL_PTX_MAXNAN): NVIDIA's own OpenCL (which compiles ``__asm__``) on sm_80 or later,
@@ -1073,10 +1098,7 @@ class OpenCLBackend(Backend):
             program = rt.programs.get(key)
             if program is not None:
                 return program
-            source = kernel_source(FOLDER, PRELUDE)
-            if defines.get("DTYPE_INT8") or defines.get("DTYPE_UINT8"):
-                source += f'\n#line 1 "{QUANT_HEADER}"\n' + kernel_source(FOLDER, QUANT_HEADER)
-            source += f'\n#line 1 "{file}"\n' + kernel_source(FOLDER, file)
+            source = program_source(file, defines)
             # HAL_OPENCL_BUILD_OPTIONS: extra compiler options for every build (make test passes
             # -cl-opt-disable to PoCL, whose optimising builds are most of CI's time)
             options = [f"-D{k}={v}" for k, v in key[1]] + os.environ.get("HAL_OPENCL_BUILD_OPTIONS", "").split()
@@ -1311,7 +1333,7 @@ class OpenCLBackend(Backend):
         return kernel, tuple(scalars), (_round_up(self._pool2d_items(spec, p, mode, band), wg),), (wg,)
 
     def launch_signature(self, spec: object, params: Mapping[str, int]) -> Hashable | None:
-        """What a pooling, adaptive pooling or BatchNorm call would build and launch (file,
+        """What a pooling, adaptive pooling, BatchNorm or conv call would build and launch (file,
         kernel, -D set, work-items): the tuner measures parameter sets with one signature once
         (NHWC pooling ignores LOCAL_TILE, float32 and bfloat16 ignore HALF_RAW, adaptive
         pooling outside the pipe kernels ignores PIPE_GROUPS, ...). Before any build, so a
@@ -1328,6 +1350,11 @@ class OpenCLBackend(Backend):
                 p = self._params("batch_norm", params)
                 # the -D set holds WG and VEC, which fix every launch's geometry for a given spec
                 return ("batch_norm.cl", spec.training, tuple(sorted(self._batch_norm_defines(spec, p).items())))
+            if isinstance(spec, Conv2dSpec):
+                # the -D set and work-group fix the grid for a given spec (the GEMM ignores WG and VEC)
+                p = self._params("conv2d", params)
+                defines, local = _conv_build(_conv_algo(spec, p), p, self._base_defines(spec))
+                return ("conv2d.cl", "conv2d", tuple(sorted(defines.items())), local)
         except Exception:  # a set that cannot be planned is evaluated (and fails) as usual
             return None
         return None
@@ -1524,17 +1551,10 @@ class OpenCLBackend(Backend):
     def _launch_conv(self, file: str, entry: str, spec: Conv2dSpec, p: dict[str, int],
                      base: dict[str, int], args: list[Any]) -> None:
         """Shared by conv2d and qconv2d: pick direct or GEMM, build (shrinking what the driver refuses), launch."""
-        cig = spec.c_in // spec.groups
         cog = spec.c_out // spec.groups
-        kdim = cig * spec.kernel[0] * spec.kernel[1]
-        algo = p["ALGO"] or (2 if kdim >= 32 and cog >= 16 else 1)
+        algo = _conv_algo(spec, p)
         while True:
-            if algo == 2:
-                defines = {**base, "CONV_ALGO": 2, "TILE": p["TILE"], "TK": p["TK"]}
-                local = _gemm_wg(p)
-            else:
-                defines = {**base, "CONV_ALGO": 1, "WG": p["WG"], "VEC": p["VEC"]}
-                local = p["WG"]
+            defines, local = _conv_build(algo, p, base)
             try:
                 kernel = self._kernel(file, entry, defines, local)
                 break

@@ -52,8 +52,13 @@ def family_hash(folder: str, kernel: str) -> str:
     Tuning entries record it, so that editing one family's kernels stales that family's
     measured entries only; a shared header stales them all.
     """
+    return family_hash_in(kernel_dir(folder), kernel)
+
+
+def family_hash_in(directory: Path, kernel: str) -> str:
+    """``family_hash`` over the files of ``directory`` (another revision's kernel folder, say)."""
     digest = hashlib.sha256()
-    for path in sorted(kernel_dir(folder).iterdir()):
+    for path in sorted(directory.iterdir()):
         own = path.suffix in SOURCE_SUFFIXES and (
             path.stem in (kernel, f"q{kernel}") or path.stem.startswith((f"{kernel}_", f"q{kernel}_"))
         )
