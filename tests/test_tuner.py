@@ -588,3 +588,32 @@ def test_bfloat16_tunes_with_its_own_key_and_poison(monkeypatch, tmp_path):
     for entry in tuner.table_entries(hal.device("cpu"), outcomes, "tiny", "rapid"):
         assert entry["key"]["dtype"] == "bfloat16"
         assert np.dtype(entry["key"]["dtype"]) == BFLOAT16
+
+
+def test_the_first_check_corner_holds_nan_and_infinities():
+    """Float pooling and conv check inputs with specials hold NaN, +Inf and -Inf; BatchNorm's and
+    int8's do not (one NaN blinds a BatchNorm channel; integers have none)."""
+    import numpy as np
+
+    from hal.tuning import evaluate
+
+    for name, dtype, layout in (("maxpool3x3s2p1", "float16", "NHWC"), ("conv3x3 64->64", "float32", "NCHW"),
+                                ("avgpool3x3s2p1", "int8", "NCHW"), ("bn train", "float32", "NCHW")):
+        wl = next(w for w in workloads.select([name]))
+        spec = wl.spec_for(wl.shape("tiny"), dtype, layout)
+        x = evaluate.make_inputs(spec, np.random.default_rng(1), specials=True)["x"].astype(np.float64)
+        special = name in ("maxpool3x3s2p1", "conv3x3 64->64")
+        assert (np.isnan(x).any() and np.isposinf(x).any() and np.isneginf(x).any()) == special, name
+        assert np.isfinite(evaluate.make_inputs(spec, np.random.default_rng(1))["x"].astype(np.float64)).all()
+
+
+def test_a_candidate_that_loses_nan_or_infinities_is_rejected(monkeypatch, tmp_path):
+    """A candidate whose outputs turn NaN and infinities into numbers (as CUDA's DW_TC turned an
+    Inf input into NaN of finite outputs) passes random finite inputs; the first corner's specials
+    reject it."""
+    monkeypatch.setenv("HAL_TUNE_INJECT", "finite:2")
+    outcomes = tuner.tune(hal.device("cpu"), _plan(), mode="rapid", size="tiny", repeats=3, seed=1,
+                          journal_path=tmp_path / "j.jsonl")
+    (o,) = outcomes
+    assert [status for _, status, _ in o.rejected] == ["wrong"], o.rejected
+    assert "NaN" in o.rejected[0][2]

@@ -82,11 +82,20 @@ def _out_shape(spec: TunedSpec) -> tuple[int, int, int, int]:
     return spec.out_shape
 
 
-def make_inputs(spec: TunedSpec, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """Fresh random host inputs (never zeros) for ``spec``, in logical NCHW order.
+#: with ``specials``, the fraction of a float pooling or conv input set to NaN, +Inf and -Inf (at
+#: least one of each): a candidate must give them the oracle's NaN and infinities. Tensor-core
+#: depthwise (CUDA's DW_TC) made finite outputs NaN where an Inf met its banded matrix's zeros,
+#: which random finite inputs never show
+SPECIAL_FRACTION = 1e-3
+
+
+def make_inputs(spec: TunedSpec, rng: np.random.Generator, specials: bool = False) -> dict[str, np.ndarray]:
+    """Fresh random host inputs (never zeros) for ``spec``, in logical NCHW order; with
+    ``specials`` (float pooling and conv only) a few of x's values NaN, +Inf and -Inf.
 
     They depend on the spec's geometry and dtype, not on its layout: one set (and one
-    oracle) serves both layouts of a workload.
+    oracle) serves both layouts of a workload. BatchNorm takes no specials: one NaN makes
+    its whole channel NaN in training, which would blind the check to that channel.
     """
     dt = spec.dtype
     host: dict[str, np.ndarray] = {}
@@ -105,6 +114,11 @@ def make_inputs(spec: TunedSpec, rng: np.random.Generator) -> dict[str, np.ndarr
         host["x"] = rng.integers(info.min, info.max + 1, spec.in_shape).astype(dt)
     else:
         host["x"] = rng.standard_normal(spec.in_shape, dtype=np.float32).astype(dt)
+    if specials and is_float(dt) and not isinstance(spec, BatchNormSpec):
+        flat = host["x"].reshape(-1)  # a view: the writes land in host["x"]
+        count = max(3, int(flat.size * SPECIAL_FRACTION))
+        where = rng.choice(flat.size, min(count, flat.size), replace=False)
+        flat[where] = np.resize(np.array([np.nan, np.inf, -np.inf], dtype=np.float32), where.size).astype(dt)
     return host
 
 

@@ -87,7 +87,7 @@ class Task:
     repeats: int
     seed: int
     validate: bool = True
-    fault: str = ""  # test-only: "wrong", "hang", "crash", "over-limit" or "poison"
+    fault: str = ""  # test-only: "wrong", "hang", "crash", "over-limit", "poison" or "finite"
 
 
 #: assumed where a device does not report its last-level cache
@@ -133,7 +133,8 @@ def _checked_problem(
     if oracle_key not in cache:
         for old in [k for k in cache if k[0] == "oracle" and k[1:3] != oracle_key[1:3]]:
             del cache[old]
-        host = evaluate.make_inputs(spec, np.random.default_rng([task.seed, index]))
+        # the first corner's float inputs hold NaN and infinities (evaluate.SPECIAL_FRACTION)
+        host = evaluate.make_inputs(spec, np.random.default_rng([task.seed, index]), specials=index == 0)
         cache[oracle_key] = (host, evaluate.oracle(evaluate.Problem(spec, host, {})))
     if problem_key not in cache:
         for old in [k for k in cache if k[0] == "problem" and k[1:4] != problem_key[1:4]]:
@@ -169,6 +170,8 @@ def _evaluate(backend: Any, task: Task, oracle_cache: dict[Any, Any]) -> dict[st
                 got, damaged = evaluate.read_outputs(backend, problem, outs, high=high)
                 if task.fault == "wrong":
                     got["y"] = got["y"] + 1
+                if task.fault == "finite":  # as a kernel that turns NaN or infinities into numbers
+                    got["y"] = np.nan_to_num(got["y"], nan=0.0, posinf=0.0, neginf=0.0)
                 if damaged:
                     return {"status": "wrong", "detail": f"shape {check_shape}: {damaged}"}
                 result = evaluate.check(problem, got, want)
@@ -470,7 +473,8 @@ def _sources_id(device: Any, kernel: str) -> str:
 
 def parse_faults() -> dict[int, str]:
     """Test-only fault injection: ``HAL_TUNE_INJECT="wrong:1,hang:3,crash:5,poison:7"`` (candidate
-    ordinals; poison: an error that leaves the worker's device unusable, as a faulting launch does)."""
+    ordinals; poison: an error that leaves the worker's device unusable, as a faulting launch does;
+    finite: NaN and infinities in the output replaced by 0)."""
     faults = {}
     for item in os.environ.get("HAL_TUNE_INJECT", "").split(","):
         if ":" in item:
