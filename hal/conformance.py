@@ -231,6 +231,10 @@ class Case:
     weight_shape: tuple[int, int, int, int] | None = None
     bias: bool = False
     nan: bool = False
+    #: this fraction of x set to NaN, +Inf and -Inf in turn (at least one of each): NaN and the
+    #: infinities must come out where the oracle has them (a kernel that multiplies an Inf by a
+    #: structural zero, as CUDA's opt-in tensor-core depthwise does, makes NaN of finite outputs)
+    specials: float = 0.0
     big_mean: bool = False
     quick: bool = True
     #: quantized conv only: QLinearConv (int8/uint8 out) rather than ConvInteger (int32 out)
@@ -254,18 +258,26 @@ CASES: tuple[Case, ...] = (
                                                          "divisor_override": 5}, quick=False),
     Case("avg_pool2d", "5x5/3 pad3 valid ceil", (1, 6, 19, 21), {"kernel_size": 5, "stride": 3,
                                                                "padding": 3, "ceil_mode": True}, quick=False),
+    Case("avg_pool2d", "3x3/2 pad1 C16 NaN and inf", (2, 16, 9, 11), {"kernel_size": 3, "stride": 2, "padding": 1},
+         specials=0.02),
     Case("adaptive_avg_pool2d", "global", (3, 37, 7, 7), {"output_size": 1}),
+    Case("adaptive_avg_pool2d", "global NaN and inf", (3, 37, 7, 7), {"output_size": 1}, specials=0.003),
     Case("adaptive_avg_pool2d", "5x3 from 13x11", (2, 4, 13, 11), {"output_size": (5, 3)}),
     Case("adaptive_max_pool2d", "4x6 indices NaN", (2, 5, 9, 14), {"output_size": (4, 6), "return_indices": True},
          nan=True),
     Case("conv2d", "3x3 pad1 bias", (2, 7, 11, 13), {"padding": 1}, weight_shape=(9, 7, 3, 3), bias=True),
     Case("conv2d", "3x3/2 same", (1, 5, 12, 9), {"stride": 2, "padding": "same"}, weight_shape=(6, 5, 3, 3)),
+    Case("conv2d", "3x3 pad1 NaN and inf", (2, 7, 11, 13), {"padding": 1}, weight_shape=(9, 7, 3, 3), bias=True,
+         specials=0.005),
     Case("conv2d", "depthwise 3x3", (2, 12, 10, 11), {"padding": 1, "groups": 12}, weight_shape=(12, 1, 3, 3),
          bias=True),
+    Case("conv2d", "depthwise 3x3 NaN and inf", (2, 12, 10, 11), {"padding": 1, "groups": 12},
+         weight_shape=(12, 1, 3, 3), bias=True, specials=0.01),
     Case("conv2d", "grouped dil2 5x3", (1, 6, 14, 12), {"padding": (2, 1), "dilation": 2, "groups": 3},
          weight_shape=(9, 2, 5, 3), quick=False),
     Case("conv2d", "1x1", (3, 17, 5, 6), {}, weight_shape=(10, 17, 1, 1), bias=True, quick=False),
     Case("batch_norm", "inference", (2, 6, 7, 9), {"training": False}),
+    Case("batch_norm", "inference NaN and inf", (2, 6, 7, 9), {"training": False}, specials=0.02),
     Case("batch_norm", "training", (3, 5, 6, 7), {"training": True, "momentum": 0.2}),
     Case("batch_norm", "training mean 1e4", (4, 3, 8, 9), {"training": True}, big_mean=True),
 )
@@ -295,6 +307,10 @@ def _inputs(case: Case, rng: np.random.Generator, dtype: np.dtype) -> dict[str, 
     if case.nan:
         mask = rng.random(case.shape) < 0.05
         x[mask] = np.nan
+    if case.specials:
+        flat = x.reshape(-1)  # a view
+        where = rng.choice(flat.size, max(3, int(flat.size * case.specials)), replace=False)
+        flat[where] = np.resize([np.nan, np.inf, -np.inf], where.size)
     arrays = {"x": x.astype(dtype)}
     if case.weight_shape is not None:
         arrays["weight"] = rng.standard_normal(case.weight_shape).astype(dtype)
@@ -322,7 +338,8 @@ def run_case(case: Case, dev: Device, dtype: str, layout: str, rng: np.random.Ge
         with poison_outputs():
             xt = asarray(x, device=dev, layout=layout_arg(layout))
             result = _run_op(case, xt, arrays, dev)
-        checks = _check(case, dt, x, arrays, result)
+        with np.errstate(invalid="ignore", over="ignore"):  # the oracle of NaN and infinities: inf - inf is NaN
+            checks = _check(case, dt, x, arrays, result)
     except Exception as exc:  # a crash is a failure of this case, not of the run
         checks = [Comparison(False, float("inf"), f"{type(exc).__name__}: {exc}")]
     ok = all(c.ok for c in checks)
