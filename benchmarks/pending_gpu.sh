@@ -5,7 +5,8 @@
 # measured in session 24), bfloat16 on both backends (no H200 figure yet). On any card: the forced-path test that
 # session 43's H100 left unchecked; on another card, conformance in every dtype on both backends instead.
 # First, on any card (session 45): BatchNorm's CUDA checks with the shifted sums re-centred (BN_PIVOT_N 4, the
-# new default), and the training calls timed against BN_PIVOT_N 0 in one run (a ratio, on whatever card came).
+# new default), the training calls timed against BN_PIVOT_N 0 in one run (a ratio, on whatever card came), a short
+# hal tune on cuda:0 (drawn candidates, NaN and infinities in its checks), float conformance on both backends.
 # Delete a line once its figures are in docs/performance.md.
 set -u
 source .device/setup.sh > $OUT/setup.txt 2>&1
@@ -22,7 +23,10 @@ tail -14 $OUT/bn-pivot.txt
 timeout 80 hal tune run --device cuda:0 --ops dwconv3x3,"bn train" --mode rapid --size small --dtype float16 \
   --layout NHWC --budget 60s --seed 45 --out $OUT/tune-cuda.json > $OUT/tune-cuda.txt 2>&1
 tail -8 $OUT/tune-cuda.txt
-PART=${1:-all}  # "core": only the session-45 checks above and the forced-path test below (about 400 s at most)
+# the conformance cases with NaN and infinities (session 45) on NVIDIA's two backends, float dtypes
+timeout 100 hal conformance --device cuda:0,opencl:nvidia --dtype float32,float16 --seed 45 > $OUT/conf-float.txt 2>&1
+grep -E "FAIL|passed" $OUT/conf-float.txt | tail -6
+PART=${1:-all}  # "core": only the session-45 checks above and the forced-path test below (about 480 s at most)
 if [[ "$PART" == core ]]; then
   :
 elif [[ "$CARD" == *H200* ]]; then
