@@ -53,13 +53,18 @@ def test_wrong_hanging_and_crashing_candidates_are_rejected(monkeypatch, tmp_pat
     assert o.default_ms is not None and o.best_ms is not None
 
 
+def _tuned_with(monkeypatch, tmp_path, inject: str):
+    """The one outcome of a rapid CPU run of _plan() with HAL_TUNE_INJECT=inject."""
+    monkeypatch.setenv("HAL_TUNE_INJECT", inject)
+    (o,) = tuner.tune(hal.device("cpu"), _plan(), mode="rapid", size="tiny", repeats=3, seed=1,
+                      journal_path=tmp_path / "j.jsonl")
+    return o
+
+
 def test_a_candidate_that_breaks_the_device_costs_only_itself(monkeypatch, tmp_path):
     """A launch that faults can leave the context unusable (on the H200, NVIDIA's OpenCL then
     failed every later candidate with OUT_OF_RESOURCES): the worker is restarted after it."""
-    monkeypatch.setenv("HAL_TUNE_INJECT", "poison:2")
-    outcomes = tuner.tune(hal.device("cpu"), _plan(), mode="rapid", size="tiny", repeats=3, seed=1,
-                          journal_path=tmp_path / "j.jsonl")
-    (o,) = outcomes
+    o = _tuned_with(monkeypatch, tmp_path, "poison:2")
     assert [status for _, status, _ in o.rejected] == ["error"], o.rejected
     assert "OUT_OF_RESOURCES" in o.rejected[0][2]
     assert o.default_ms is not None and o.best_ms is not None
@@ -611,9 +616,6 @@ def test_a_candidate_that_loses_nan_or_infinities_is_rejected(monkeypatch, tmp_p
     """A candidate whose outputs turn NaN and infinities into numbers (as CUDA's DW_TC turned an
     Inf input into NaN of finite outputs) passes random finite inputs; the first corner's specials
     reject it."""
-    monkeypatch.setenv("HAL_TUNE_INJECT", "finite:2")
-    outcomes = tuner.tune(hal.device("cpu"), _plan(), mode="rapid", size="tiny", repeats=3, seed=1,
-                          journal_path=tmp_path / "j.jsonl")
-    (o,) = outcomes
+    o = _tuned_with(monkeypatch, tmp_path, "finite:2")
     assert [status for _, status, _ in o.rejected] == ["wrong"], o.rejected
     assert "NaN" in o.rejected[0][2]
