@@ -300,6 +300,13 @@ class CaseResult:
     skipped: str = ""
 
 
+def add_specials(x: np.ndarray, fraction: float, rng: np.random.Generator) -> None:
+    """Set ``fraction`` of ``x`` (at least three values, at most all) to NaN, +Inf and -Inf in turn, in place."""
+    flat = x.reshape(-1)  # a view of a contiguous array: the writes land in x
+    where = rng.choice(flat.size, min(flat.size, max(3, int(flat.size * fraction))), replace=False)
+    flat[where] = np.resize(np.array([np.nan, np.inf, -np.inf]), where.size)
+
+
 def _inputs(case: Case, rng: np.random.Generator, dtype: np.dtype) -> dict[str, np.ndarray]:
     x = rng.standard_normal(case.shape)
     if case.big_mean:
@@ -308,9 +315,7 @@ def _inputs(case: Case, rng: np.random.Generator, dtype: np.dtype) -> dict[str, 
         mask = rng.random(case.shape) < 0.05
         x[mask] = np.nan
     if case.specials:
-        flat = x.reshape(-1)  # a view
-        where = rng.choice(flat.size, max(3, int(flat.size * case.specials)), replace=False)
-        flat[where] = np.resize([np.nan, np.inf, -np.inf], where.size)
+        add_specials(x, case.specials, rng)
     arrays = {"x": x.astype(dtype)}
     if case.weight_shape is not None:
         arrays["weight"] = rng.standard_normal(case.weight_shape).astype(dtype)

@@ -17,7 +17,7 @@ import numpy as np
 
 from hal import reference
 from hal.backends.base import Backend, Buffer
-from hal.conformance import Comparison, compare, compare_indices, conv_scale
+from hal.conformance import Comparison, add_specials, compare, compare_indices, conv_scale
 from hal.dtypes import is_float
 from hal.spec import AdaptivePool2dSpec, BatchNormSpec, Conv2dSpec, Pool2dSpec
 from hal.tuning.workloads import TunedSpec
@@ -115,10 +115,7 @@ def make_inputs(spec: TunedSpec, rng: np.random.Generator, specials: bool = Fals
     else:
         host["x"] = rng.standard_normal(spec.in_shape, dtype=np.float32).astype(dt)
     if specials and is_float(dt) and not isinstance(spec, BatchNormSpec):
-        flat = host["x"].reshape(-1)  # a view: the writes land in host["x"]
-        count = max(3, int(flat.size * SPECIAL_FRACTION))
-        where = rng.choice(flat.size, min(count, flat.size), replace=False)
-        flat[where] = np.resize(np.array([np.nan, np.inf, -np.inf], dtype=np.float32), where.size).astype(dt)
+        add_specials(host["x"], SPECIAL_FRACTION, rng)
     return host
 
 

@@ -80,16 +80,14 @@ class KernelSchema:
         """How many combinations ``candidates`` would enumerate (before ``canonical``'s merging)."""
         return math.prod(len([v for v in p.values if v not in p.untuned]) for p in self.params)
 
-    def draw(
-        self, rng: random.Random, count: int, accept: Callable[[dict[str, int]], bool], attempts: int | None = None
-    ) -> list[dict[str, int]]:
+    def draw(self, rng: random.Random, count: int, accept: Callable[[dict[str, int]], bool]) -> list[dict[str, int]]:
         """Up to ``count`` distinct candidates (canonical where the schema merges them), each a uniform
-        random pick among every parameter's tuned values, kept where ``accept`` says so; at most
-        ``attempts`` draws (64 per wanted one by default). For spaces too large to enumerate: CUDA's
-        conv2d has about 3e19 combinations, its batch_norm 5e6 (15 s and gigabytes as a list)."""
+        random pick among every parameter's tuned values, kept where ``accept`` says so; at most 64
+        draws per wanted one. For spaces too large to enumerate: CUDA's conv2d has about 3e19
+        combinations, its batch_norm 5e6 (15 s and gigabytes as a list)."""
         tuned = [(p.name, [v for v in p.values if v not in p.untuned]) for p in self.params]
         found: dict[tuple[tuple[str, int], ...], dict[str, int]] = {}
-        for _ in range(64 * count if attempts is None else attempts):
+        for _ in range(64 * count):
             if len(found) >= count:
                 break
             combo = {name: rng.choice(values) for name, values in tuned}
