@@ -257,6 +257,12 @@ class Backend(ABC):
         """
         return None
 
+    def built_signature(self, spec: object, params: Mapping[str, int]) -> Hashable | None:
+        """Optional: as ``launch_signature``, with build options replaced by what they build (the
+        compiled kernels' code), so that sets whose options differ only where a kernel never looks
+        compare equal; may compile (into the backend's build cache). None (the default): unknown."""
+        return None
+
     def capture(self, launch: Callable[[], None]) -> Callable[[], None] | None:
         """Optional: capture what ``launch()`` enqueues into a device-side graph.
 

@@ -37,6 +37,7 @@ from typing import Any, ClassVar, cast
 import numpy as np
 
 from hal import cache, resources
+from hal.backends.cubin import kernel_digest
 from hal.backends.base import Backend, BackendProbe, Buffer, DeviceInfo, fixed_plane_ok
 from hal.dtypes import FLOAT_DTYPES, is_bfloat16, transferable
 from hal.errors import HalError, KernelCompileError, OutOfMemory, UnsupportedOperation
@@ -1259,6 +1260,30 @@ class CudaBackend(Backend):
         except Exception:  # a set that cannot be planned is evaluated (and fails) as usual
             return None
         return plan or None
+
+    def built_signature(self, spec: object, params: Mapping[str, int]) -> Hashable | None:
+        """The launch plan of ``spec`` under ``params`` with each launch's -D set replaced by a digest
+        of its kernel's compiled code (``cubin.kernel_digest``): builds what is not in the cubin
+        cache. The -D set holds every code-changing parameter of the family, most of which a given
+        kernel never reads (CUDA's conv2d: about 20), so plans that differ only there often run the
+        same code; this signature says so. None where a build or the plan fails (the evaluation
+        reports it)."""
+        family = _SPEC_FAMILIES.get(type(spec))
+        if family is None:
+            return None
+        try:
+            plan = self._plan_for(spec, {**_SCHEMAS[family].defaults(), **params})
+            digests = {}
+            for launch in plan:
+                key = (launch.file, launch.defines)
+                if key not in digests:
+                    digests[key] = build_cubin(launch.file, dict(launch.defines), self._arch)
+            return tuple(
+                (kernel_digest(digests[(launch.file, launch.defines)], launch.kernel), launch.kernel, launch.fmt,
+                 launch.grid, launch.block, launch.shared, launch.args, launch.pdl, launch.cooperative)
+                for launch in plan) or None
+        except Exception:  # optional, as launch_signature: a set that cannot be built is evaluated as usual
+            return None
 
     def _plan_for(self, spec: object, params: Mapping[str, int]) -> tuple[Launch, ...]:
         if isinstance(spec, Pool2dSpec):

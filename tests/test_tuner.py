@@ -465,6 +465,37 @@ def test_same_launch_plan_is_measured_once(monkeypatch):
     assert len({c["W_BLOCK"] for c in calls}) == len(calls) == outcome.tried  # one run per distinct W_BLOCK
 
 
+def test_same_built_kernel_is_measured_once(monkeypatch):
+    """Sets whose launch plans differ (CUDA: every code-changing parameter is in the -D set) but
+    whose built signatures are equal (the compiled kernels' code) are measured once; spares past
+    the prebuilt ones are built in batches before they are checked (faked here on the CPU)."""
+    dev = hal.device("cpu")
+    calls, prebuilds = [], []
+    real_run = tuner.Worker.run
+
+    def counting_run(self, task, timeout):
+        if not isinstance(task, list):
+            calls.append(dict(task.params))
+        return real_run(self, task, timeout)
+
+    monkeypatch.setattr(tuner.Worker, "run", counting_run)
+    monkeypatch.setattr(dev.backend, "launch_signature", lambda spec, params: tuple(sorted(params.items())),
+                        raising=False)
+    monkeypatch.setattr(dev.backend, "built_signature", lambda spec, params: ("w", params.get("W_BLOCK")),
+                        raising=False)
+    monkeypatch.setattr(dev.backend, "prebuild", lambda specs, sets: prebuilds.append(len(sets)) or 0,
+                        raising=False)
+    # the CPU's pool2d space has 9 sets (3 W_BLOCKs): 3 chosen (seed 2: two of one W_BLOCK), 6 spares,
+    # built 3 at a time as the queue reaches them
+    monkeypatch.setitem(tuner.MODES, "rapid", 3)
+    monkeypatch.setattr(tuner, "PREBUILD_BATCH", 3)
+    (outcome,) = tuner.tune(dev, _plan(), mode="rapid", size="tiny", repeats=3, seed=2)
+    assert outcome.same_kernel > 0
+    assert len({c["W_BLOCK"] for c in calls}) == len(calls) == outcome.tried == 3  # distinct W_BLOCKs
+    assert prebuilds[0] == 3 and prebuilds[1] == 3, prebuilds  # the chosen sets, then spares in batches
+    assert sum(prebuilds) <= 9, prebuilds  # none built twice
+
+
 def test_opencl_launch_signature_names_the_kernel_that_runs():
     """OpenCL's launch_signature (the tuner's same-kernel skip): parameters a call ignores
     give one signature (NHWC pooling ignores LOCAL_TILE, float32 ignores HALF_RAW), those it

@@ -55,6 +55,8 @@ ENUMERATED_UP_TO = 200_000
 DRAWN_EXHAUSTIVE = 1024
 #: drawn candidates per measured one (spares for sets over a kernel limit or launching an earlier set's kernel)
 DRAWN_PER_MEASURED = 8
+#: spares built together (in parallel, where the backend can) when the queue reaches one not built yet
+PREBUILD_BATCH = 8
 #: seconds one candidate may take (build, three checks, timing) before it is cut off
 CANDIDATE_TIMEOUT = float(os.environ.get("HAL_TUNE_TIMEOUT", "120"))
 
@@ -543,9 +545,13 @@ def tune(
             outcome = Outcome(wl.name, wl.kernel, dtype, layout, None, None, None, False, 0)
             # candidates over a per-kernel limit do not count: spares from the same shuffled
             # order take their places, so a mode always measures its number of launchable sets
-            spares = iter([c for c in others if c not in chosen])
+            spare_list = [c for c in others if c not in chosen]
+            taken = 0  # spares queued so far (spare_list[:taken])
             queue = list(chosen)
             signatures: set[Any] = set()
+            # None until the default's built signature says whether the backend has them at all
+            built_signatures: set[Any] | None = None
+            prebuilt = {_key(c) for c in chosen}
             timing_spec = _timing_spec(wl, size, dtype, layout)
             i = 0
             while i < len(queue):
@@ -560,11 +566,25 @@ def tune(
                 if signature is not None:
                     if signature in signatures:
                         outcome.same_kernel += 1
-                        spare = next(spares, None)
-                        if spare is not None:
-                            queue.append(spare)
+                        taken = _queue_spare(queue, spare_list, taken)
                         continue
                     signatures.add(signature)
+                # the same check on the compiled code: -D sets that differ only in macros the launched
+                # kernels never read (CUDA: every code-changing parameter of the family is a -D)
+                if built_signatures is not None or i == 1:
+                    if _key(params) not in prebuilt:  # a spare: build it and the next few in parallel
+                        batch = [params, *spare_list[taken:taken + PREBUILD_BATCH - 1]]
+                        _prebuild(device, wl, size, dtype, layout, batch)
+                        prebuilt.update(_key(c) for c in batch)
+                    built = _built_signature(device, timing_spec, params)
+                    if i == 1:
+                        built_signatures = None if built is None else set()
+                    if built is not None and built_signatures is not None:
+                        if built in built_signatures:
+                            outcome.same_kernel += 1
+                            taken = _queue_spare(queue, spare_list, taken)
+                            continue
+                        built_signatures.add(built)
                 cid = _cid(wl, dtype, layout, size, params, sources)
                 if journal and cid in journal.done:
                     result = journal.done[cid]
@@ -581,9 +601,7 @@ def tune(
                         journal.end(cid, result)
                 if result["status"] == "over-limit":
                     outcome.over_limit.append((params, result.get("detail", "")))
-                    spare = next(spares, None)
-                    if spare is not None:
-                        queue.append(spare)
+                    taken = _queue_spare(queue, spare_list, taken)
                     continue
                 results.append((params, result))
                 outcome.tried += 1
@@ -659,6 +677,28 @@ def _launch_signature(device: Any, spec: Any, params: dict[str, int]) -> Any:
     try:
         return device.backend.launch_signature(spec, params)
     except Exception:  # optional and informative: never let it stop a run
+        return None
+
+
+def _queue_spare(queue: list[dict[str, int]], spares: list[dict[str, int]], taken: int) -> int:
+    """Queue the next spare, if any is left; returns how many are taken."""
+    if taken < len(spares):
+        queue.append(spares[taken])
+        return taken + 1
+    return taken
+
+
+def _key(params: dict[str, int]) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted(params.items()))
+
+
+def _built_signature(device: Any, spec: Any, params: dict[str, int]) -> Any:
+    """The backend's built signature of ``params`` at ``spec`` (may compile), or None (unknown: evaluate)."""
+    if spec is None:
+        return None
+    try:
+        return device.backend.built_signature(spec, params)
+    except Exception:  # as _launch_signature
         return None
 
 

@@ -1,0 +1,117 @@
+"""The digest of one kernel's compiled code (backends/cubin.py) and CUDA's built signature, the
+tuner's check that two -D sets build the same kernel, on cubins nvcc builds here (no GPU needed)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hal.backends import cubin
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (builds cubins, runs nothing)")
+
+_TWO_KERNELS = r"""
+extern "C" __global__ void scale(float* y, const float* x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] * SCALE;
+}
+extern "C" __global__ void shift(float* y, const float* x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] + SHIFT;
+}
+"""
+
+
+def _nvcc(source: Path, out: Path, options: list[str], include: Path | None = None) -> bytes:
+    cmd = ["nvcc", "-cubin", "-arch=sm_90", *options, "-o", str(out), str(source)]
+    if include is not None:
+        cmd.insert(1, f"-I{include}")
+    subprocess.run(cmd, check=True, capture_output=True)
+    return out.read_bytes()
+
+
+def test_a_macro_only_one_kernel_reads_changes_only_that_kernels_digest(tmp_path):
+    src = tmp_path / "two.cu"
+    src.write_text(_TWO_KERNELS)
+    a = _nvcc(src, tmp_path / "a.cubin", ["-DSCALE=2.0f", "-DSHIFT=1.0f"])
+    b = _nvcc(src, tmp_path / "b.cubin", ["-DSCALE=2.0f", "-DSHIFT=3.0f"])
+    assert a != b  # the whole cubin differs: no key for "the same kernel"
+    assert cubin.kernels(a) == cubin.kernels(b) == ["scale", "shift"]
+    assert cubin.kernel_digest(a, "scale") == cubin.kernel_digest(b, "scale")
+    assert cubin.kernel_digest(a, "shift") != cubin.kernel_digest(b, "shift")
+    assert cubin.kernel_digest(a, "scale") != cubin.kernel_digest(a, "shift")
+
+
+def test_register_count_and_launch_bounds_reach_the_digest(tmp_path):
+    """Only the register budget differs (__launch_bounds__'s minimum blocks): the code and the
+    register count the module's attribute table records for the kernel both count."""
+    src = tmp_path / "bounds.cu"
+    src.write_text(r"""
+extern "C" __global__ void __launch_bounds__(256, MINB) chain(float* y, const float* x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float acc[24];
+    #pragma unroll
+    for (int k = 0; k < 24; ++k) acc[k] = x[(i + k * 977) % n];
+    float s = 0.f;
+    #pragma unroll
+    for (int k = 0; k < 24; ++k) s += acc[k] * acc[(k * 7) % 24];
+    if (i < n) y[i] = s;
+}
+""")
+    lo = _nvcc(src, tmp_path / "lo.cubin", ["-DMINB=1"])
+    hi = _nvcc(src, tmp_path / "hi.cubin", ["-DMINB=8"])
+    same = _nvcc(src, tmp_path / "same.cubin", ["-DMINB=1"])
+    assert cubin.kernel_digest(lo, "chain") == cubin.kernel_digest(same, "chain")
+    assert cubin.kernel_digest(lo, "chain") != cubin.kernel_digest(hi, "chain")
+
+
+def test_bad_input_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="ELF64"):
+        cubin.kernel_digest(b"not a cubin at all, no ELF header" * 4, "k")
+    src = tmp_path / "two.cu"
+    src.write_text(_TWO_KERNELS)
+    a = _nvcc(src, tmp_path / "a.cubin", ["-DSCALE=2.0f", "-DSHIFT=1.0f"])
+    with pytest.raises(ValueError, match="no kernel 'absent'"):
+        cubin.kernel_digest(a, "absent")
+
+
+@pytest.fixture()
+def planner(monkeypatch, tmp_path):
+    """tools/cuda_emu's H200 planning backend, its builds made by nvcc here (PyCUDA's compile is
+    nvcc with these options; PyCUDA needs a GPU to import here)."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import cuda_emu
+    finally:
+        sys.path.pop(0)
+    from hal.backends import cuda
+
+    def nvcc_build(file, defines, arch):
+        name = "_".join(f"{k}{v}" for k, v in sorted(defines.items()))
+        return _nvcc(ROOT / "kernels_cu" / file, tmp_path / f"{name}.cubin",
+                     cuda.CudaBackend.compile_options(defines), ROOT / "kernels_cu")
+
+    monkeypatch.setattr(cuda, "build_cubin", nvcc_build)
+    return cuda_emu.h200_backend()
+
+
+def test_cuda_built_signature_tells_the_same_kernel_from_another(planner):
+    """BatchNorm training (float32 NHWC): BN_INFER_OCC shapes only the inference kernels' code, so
+    its sets launch the same compiled kernels though their -D sets (launch signatures) differ;
+    BN_PIVOT_N changes the statistics kernels' code."""
+    from hal.tuning import workloads
+
+    (wl,) = [w for w in workloads.select(["batch_norm"]) if w.name == "bn train"]
+    spec = wl.spec_for(wl.shape("tiny"), "float32", "NHWC")
+    base, other_infer, no_pivot = {}, {"BN_INFER_OCC": 1024}, {"BN_PIVOT_N": 0}
+    assert planner.launch_signature(spec, base) != planner.launch_signature(spec, other_infer)
+    built = planner.built_signature(spec, base)
+    assert built is not None
+    assert planner.built_signature(spec, other_infer) == built
+    assert planner.built_signature(spec, no_pivot) != built
