@@ -3,6 +3,7 @@ tuner's check that two -D sets build the same kernel, on cubins nvcc builds here
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 import sys
@@ -81,8 +82,14 @@ def test_bad_input_is_a_clear_error(tmp_path):
         cubin.kernel_digest(a, "absent")
 
 
+@pytest.fixture(scope="module")
+def cubins(tmp_path_factory):
+    """One folder of builds for the module's tests (several build the same -D sets)."""
+    return tmp_path_factory.mktemp("cubins")
+
+
 @pytest.fixture()
-def planner(monkeypatch, tmp_path):
+def planner(monkeypatch, cubins):
     """tools/cuda_emu's H200 planning backend, its builds made by nvcc here (PyCUDA's compile is
     nvcc with these options; PyCUDA needs a GPU to import here)."""
     sys.path.insert(0, str(ROOT / "tools"))
@@ -93,12 +100,16 @@ def planner(monkeypatch, tmp_path):
     from hal.backends import cuda
 
     def nvcc_build(file, defines, arch):
-        name = "_".join(f"{k}{v}" for k, v in sorted(defines.items()))
-        return _nvcc(ROOT / "kernels_cu" / file, tmp_path / f"{name}.cubin",
+        name = file + "_" + "_".join(f"{k}{v}" for k, v in sorted(defines.items()))
+        if (cubins / f"{name}.cubin").is_file():
+            return (cubins / f"{name}.cubin").read_bytes()
+        return _nvcc(ROOT / "kernels_cu" / file, cubins / f"{name}.cubin",
                      cuda.CudaBackend.compile_options(defines), ROOT / "kernels_cu")
 
     monkeypatch.setattr(cuda, "build_cubin", nvcc_build)
-    return cuda_emu.h200_backend()
+    backend = cuda_emu.h200_backend()
+    monkeypatch.setattr(backend, "prebuild", lambda specs, sets: 0)  # its parallel builds need PyCUDA
+    return backend
 
 
 def test_cuda_built_signature_tells_the_same_kernel_from_another(planner):
@@ -115,3 +126,28 @@ def test_cuda_built_signature_tells_the_same_kernel_from_another(planner):
     assert built is not None
     assert planner.built_signature(spec, other_infer) == built
     assert planner.built_signature(spec, no_pivot) != built
+
+
+def test_the_tuners_screen_finds_the_parameters_a_cuda_workload_uses(planner):
+    """BatchNorm training (float32 NHWC) screened as ``hal tune`` screens CUDA's drawn spaces: the
+    inference kernels' parameters change nothing there, the statistics kernels' do."""
+    import types
+
+    from hal.tuning import tuner, workloads
+
+    (wl,) = [w for w in workloads.select(["batch_norm"]) if w.name == "bn train"]
+    full = planner.schemas()["batch_norm"]
+    assert full.size() > tuner.ENUMERATED_UP_TO  # drawn, so screened
+    # three of its parameters, two values each (four builds of batch_norm.cu): the test's time, not the
+    # screen's reach
+    other = {"BN_INFER_OCC": 1024, "BN_INFER_EARLY": 1, "BN_STATS_SUMS": 0}
+    schema = dataclasses.replace(full, constraints=(), params=tuple(
+        dataclasses.replace(p, values=(p.default, other[p.name]), untuned=()) for p in full.params if p.name in other))
+    device = types.SimpleNamespace(backend=planner, info=planner.info)
+    screen = tuner.screen_parameters(device, wl, "tiny", "float32", "NHWC", schema, schema.defaults())
+    assert screen is not None
+    assert {"BN_INFER_OCC", "BN_INFER_EARLY"}.isdisjoint(screen.relevant), screen.relevant
+    assert screen.relevant == {"BN_STATS_SUMS"}, screen.relevant
+    signatures = {planner.built_signature(wl.spec_for(wl.shape("tiny"), "float32", "NHWC"), v)
+                  for v in screen.variants}
+    assert len(signatures) == len(screen.variants)  # one variant per distinct kernel

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -494,6 +495,38 @@ def test_same_built_kernel_is_measured_once(monkeypatch):
     assert len({c["W_BLOCK"] for c in calls}) == len(calls) == outcome.tried == 3  # distinct W_BLOCKs
     assert prebuilds[0] == 3 and prebuilds[1] == 3, prebuilds  # the chosen sets, then spares in batches
     assert sum(prebuilds) <= 9, prebuilds  # none built twice
+
+
+def test_drawn_spaces_are_screened_one_parameter_at_a_time(monkeypatch):
+    """A space too large to enumerate is screened first: each parameter's other values from the
+    default, by built signature; the parameters that change nothing are held at their defaults in
+    most draws, and the distinct one-parameter variants come first (the CPU's 9-set pool2d space,
+    drawn here as CUDA's conv2d is, with a fake built signature that only W_BLOCK changes)."""
+    dev = hal.device("cpu")
+    monkeypatch.setattr(tuner, "ENUMERATED_UP_TO", 0)
+    monkeypatch.setattr(dev.backend, "built_signature", lambda spec, params: ("w", params["W_BLOCK"]), raising=False)
+    schema = dev.backend.schemas()["pool2d"]
+    default = schema.defaults()
+    ((wl, dtype, layout),) = _plan()
+    screen = tuner.screen_parameters(dev, wl, "tiny", dtype, layout, schema, default)
+    assert screen is not None and screen.relevant == {"W_BLOCK"}
+    others = sorted(w for w in (1, 2, 4) if w != default["W_BLOCK"])
+    assert sorted(v["W_BLOCK"] for v in screen.variants) == others
+    assert all(v["C_BLOCK"] == default["C_BLOCK"] for v in screen.variants)
+    order = tuner.candidate_order(schema, dev.info, default, random.Random(1), 2, screen)
+    assert sorted(c["W_BLOCK"] for c in order[:2]) == others and all(c in screen.variants for c in order[:2])
+    keys = [tuple(sorted(c.items())) for c in order]
+    assert default not in order and len(keys) == len(set(keys))
+    # every draw keeps C_BLOCK at its default where only W_BLOCK may vary
+    focused = schema.draw(random.Random(3), 3, lambda c: True, vary={"W_BLOCK"})
+    assert {c["C_BLOCK"] for c in focused} == {default["C_BLOCK"]}
+    (outcome,) = tuner.tune(dev, _plan(), mode="rapid", size="tiny", repeats=3, seed=2)
+    assert outcome.screened == (1, 2)
+    assert outcome.tried == 3  # the default and the two W_BLOCK variants: every other set repeats one
+    # an enumerated space is not screened
+    monkeypatch.setattr(tuner, "ENUMERATED_UP_TO", 200_000)
+    (outcome,) = tuner.tune(dev, _plan(), mode="rapid", size="tiny", repeats=3, seed=2)
+    assert outcome.screened is None
 
 
 def test_opencl_launch_signature_names_the_kernel_that_runs():

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -80,12 +80,17 @@ class KernelSchema:
         """How many combinations ``candidates`` would enumerate (before ``canonical``'s merging)."""
         return math.prod(len([v for v in p.values if v not in p.untuned]) for p in self.params)
 
-    def draw(self, rng: random.Random, count: int, accept: Callable[[dict[str, int]], bool]) -> list[dict[str, int]]:
+    def draw(
+        self, rng: random.Random, count: int, accept: Callable[[dict[str, int]], bool],
+        vary: Collection[str] | None = None,
+    ) -> list[dict[str, int]]:
         """Up to ``count`` distinct candidates (canonical where the schema merges them), each a uniform
-        random pick among every parameter's tuned values, kept where ``accept`` says so; at most 64
-        draws per wanted one. For spaces too large to enumerate: CUDA's conv2d has about 3e19
-        combinations, its batch_norm 5e6 (15 s and gigabytes as a list)."""
-        tuned = [(p.name, [v for v in p.values if v not in p.untuned]) for p in self.params]
+        random pick among every parameter's tuned values (only those named in ``vary``, where given:
+        the others keep their defaults), kept where ``accept`` says so; at most 64 draws per wanted
+        one. For spaces too large to enumerate: CUDA's conv2d has about 3e19 combinations, its
+        batch_norm 5e6 (15 s and gigabytes as a list)."""
+        tuned = [(p.name, [v for v in p.values if v not in p.untuned] if vary is None or p.name in vary
+                  else [p.default]) for p in self.params]
         found: dict[tuple[tuple[str, int], ...], dict[str, int]] = {}
         for _ in range(64 * count):
             if len(found) >= count:

@@ -450,6 +450,9 @@ class Outcome:
     #: candidates whose launch plan equals an earlier candidate's (the backend's
     #: launch_signature): the same kernels under another name, skipped and replaced by spares
     same_kernel: int = 0
+    #: a drawn space's screen (screen_parameters): (parameters that change the workload's kernels
+    #: at the default, parameters in all); None where the space was enumerated or not screened
+    screened: tuple[int, int] | None = None
     #: False when the budget ran out before every planned candidate was evaluated
     finished: bool = True
     #: what the tables serve today (shipped or user entry), when it differs from the default,
@@ -487,19 +490,89 @@ def parse_faults() -> dict[int, str]:
     return faults
 
 
+@dataclass
+class Screen:
+    """A drawn space's parameters tried one at a time from the default, at the workload's timing
+    shape: those whose values change what a call launches or builds there (``relevant``), and one
+    set per distinct change (``variants``)."""
+
+    relevant: frozenset[str]
+    variants: list[dict[str, int]]
+
+
 def candidate_order(
-    schema: KernelSchema, info: DeviceInfo, default: dict[str, int], rng: random.Random, limit: int | None
+    schema: KernelSchema, info: DeviceInfo, default: dict[str, int], rng: random.Random, limit: int | None,
+    screen: Screen | None = None,
 ) -> list[dict[str, int]]:
     """The valid candidates other than ``default``, in the order the tuner measures them (those past
     ``limit - 1`` are spares): all of them shuffled where the schema has at most ENUMERATED_UP_TO
     combinations; else a random draw of DRAWN_PER_MEASURED per measured one (an exhaustive run:
-    DRAWN_EXHAUSTIVE in all), since listing every combination would not end (CUDA's conv2d)."""
+    DRAWN_EXHAUSTIVE in all), since listing every combination would not end (CUDA's conv2d).
+    With a ``screen``, a drawn order starts with its variants (shuffled), then takes three draws
+    that vary only its relevant parameters to one that varies every parameter: most of a large
+    space's parameters do nothing at a given workload (CUDA's conv2d: the other kernels' tiles)."""
     if schema.size() <= ENUMERATED_UP_TO:
         others = [c for c in schema.candidates() if c != default and schema.validate(c, info) is None]
         rng.shuffle(others)
         return others
     want = DRAWN_EXHAUSTIVE if limit is None else DRAWN_PER_MEASURED * limit
-    return schema.draw(rng, want, lambda c: c != default and schema.validate(c, info) is None)
+
+    def accept(c: dict[str, int]) -> bool:
+        return c != default and schema.validate(c, info) is None
+
+    if screen is None:
+        return schema.draw(rng, want, accept)
+    near = list(screen.variants)
+    rng.shuffle(near)
+    focused = schema.draw(rng, want * 3 // 4, accept, vary=screen.relevant)
+    broad = schema.draw(rng, want - len(focused), accept)
+    mixed = []
+    for i, c in enumerate(focused):  # three focused draws, then a broad one
+        mixed.append(c)
+        if i % 3 == 2 and i // 3 < len(broad):
+            mixed.append(broad[i // 3])
+    mixed.extend(broad[len(focused) // 3:])
+    order: dict[tuple[tuple[str, int], ...], dict[str, int]] = {}
+    for c in [*near, *mixed]:
+        order.setdefault(_key(c), c)
+    return list(order.values())
+
+
+def screen_parameters(
+    device: Any, wl: Workload, size: str, dtype: str, layout: str, schema: KernelSchema, default: dict[str, int]
+) -> Screen | None:
+    """Each parameter's other tuned values, one at a time from ``default``, compared by the backend's
+    built signature (else its launch signature) at the timing shape; None where the backend has
+    neither. Builds every variant first (in parallel, where the backend can)."""
+    spec = _timing_spec(wl, size, dtype, layout)
+    if spec is None:
+        return None
+    singles: list[tuple[str, dict[str, int]]] = []
+    for p in schema.params:
+        for v in p.values:
+            if v == default[p.name] or v in p.untuned:
+                continue
+            c = {**default, p.name: v}
+            c = schema.canonical(c) if schema.canonical is not None else c
+            if c != default and schema.validate(c, device.info) is None:
+                singles.append((p.name, c))
+    _prebuild(device, wl, size, dtype, layout, [default, *(c for _, c in singles)])
+    sign = _built_signature
+    base = sign(device, spec, default)
+    if base is None:
+        sign = _launch_signature
+        base = sign(device, spec, default)
+    if base is None:
+        return None
+    seen, relevant, variants = {base}, set(), []
+    for name, c in singles:
+        signature = sign(device, spec, c)
+        if signature != base:  # None (unknown) counts as a change
+            relevant.add(name)
+        if signature is None or signature not in seen:
+            seen.add(signature)
+            variants.append(c)
+    return Screen(frozenset(relevant), variants)
 
 
 def tune(
@@ -529,8 +602,11 @@ def tune(
             schema = schemas[wl.kernel]
             sources = _sources_id(device, wl.kernel)
             default = schema.defaults()
+            screen = None
+            if schema.size() > ENUMERATED_UP_TO and (deadline is None or time.monotonic() < deadline):
+                screen = screen_parameters(device, wl, size, dtype, layout, schema, default)
             others = candidate_order(schema, info, default, random.Random(f"{seed}-{wl.name}-{dtype}-{layout}"),
-                                     limit)
+                                     limit, screen)
             chosen = [default] + (others if limit is None else others[: limit - 1])
             serving = _serving_params(device, wl, size, dtype, layout, schema)
             if serving is not None and serving != default and serving not in chosen:
@@ -543,6 +619,8 @@ def tune(
                 _prebuild(device, wl, size, dtype, layout, chosen)
             results: list[tuple[dict[str, int], dict[str, Any]]] = []
             outcome = Outcome(wl.name, wl.kernel, dtype, layout, None, None, None, False, 0)
+            if screen is not None:
+                outcome.screened = (len(screen.relevant), len(schema.params))
             # candidates over a per-kernel limit do not count: spares from the same shuffled
             # order take their places, so a mode always measures its number of launchable sets
             spare_list = [c for c in others if c not in chosen]
