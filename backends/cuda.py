@@ -37,8 +37,8 @@ from typing import Any, ClassVar, cast
 import numpy as np
 
 from hal import cache, resources
-from hal.backends.cubin import kernel_digest
 from hal.backends.base import Backend, BackendProbe, Buffer, DeviceInfo, fixed_plane_ok
+from hal.backends.cubin import kernel_digest
 from hal.dtypes import FLOAT_DTYPES, is_bfloat16, transferable
 from hal.errors import HalError, KernelCompileError, OutOfMemory, UnsupportedOperation
 from hal.quant import QUANT_DTYPES
