@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU runs pending since session 43, one device call (session 44 wrote it; no machine started that day):
 #   run: bash benchmarks/pending_gpu.sh core, then bash benchmarks/pending_gpu.sh rest (two calls of at most about
-#   480 s and 210 s; "all", the default, is both in one call, up to about 690 s: past one call's 600 s if every step
+#   560 s and 210 s; "all", the default, is both in one call, up to about 770 s: past one call's 600 s if every step
 #   runs to its limit). Carry .device; results under $OUT, a summary printed. "core": the session-45 checks and the
 #   forced-path test; "rest": the H200 figures (another card: conformance in every dtype).
 # On an H200 only: the OpenCL int8/uint8 pooling table as served (session 43's NHWC average, the int8 rows last
@@ -17,22 +17,22 @@ python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . > $OUT/
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $OUT/card.txt
 CARD=$(cat $OUT/card.txt); echo "card: $CARD"
 export HAL_CACHE_DIR=/tmp/hal-cache
-PART=${1:-all}
+PART=${1:-all}  # all, core, rest, or short (core without the BN_PIVOT_N timing and the forced-path test: ~350 s)
 if [[ "$PART" != rest ]]; then
 timeout 90 python3 benchmarks/check_cuda.py --only bn --progress --match "16x64|odd|C130|params|fused" --out $OUT/check-bn > $OUT/check-bn.txt 2>&1
 grep -v "^ok\|  ok" $OUT/check-bn.txt | tail -6
-timeout 120 python3 benchmarks/experiments/bn_breakdown.py --vary '{"BN_PIVOT_N": 0}' --out $OUT/bn-pivot \
-  > $OUT/bn-pivot.txt 2>&1
-tail -14 $OUT/bn-pivot.txt
-# hal tune on cuda:0 gets past conv2d and BatchNorm now that their candidates are drawn (session 45): a short run
-timeout 80 hal tune run --device cuda:0 --ops dwconv3x3,"bn train" --mode rapid --size small --dtype float16 \
-  --layout NHWC --budget 60s --seed 45 --out $OUT/tune-cuda.json > $OUT/tune-cuda.txt 2>&1
-tail -8 $OUT/tune-cuda.txt
+[[ "$PART" != short ]] && timeout 120 python3 benchmarks/experiments/bn_breakdown.py --vary '{"BN_PIVOT_N": 0}' \
+  --out $OUT/bn-pivot > $OUT/bn-pivot.txt 2>&1 && tail -14 $OUT/bn-pivot.txt
+# hal tune on cuda:0 gets past conv2d and BatchNorm now that their candidates are drawn (session 45), screened
+# and measured once per compiled kernel (session 46): a short run (the screen builds conv2d.cu ~35 times)
+timeout 150 hal tune run --device cuda:0 --ops dwconv3x3,"bn train" --mode rapid --size small --dtype float16 \
+  --layout NHWC --budget 120s --seed 45 --out $OUT/tune-cuda.json > $OUT/tune-cuda.txt 2>&1
+tail -12 $OUT/tune-cuda.txt
 # the conformance cases with NaN and infinities (session 45) on NVIDIA's two backends, float dtypes
 timeout 100 hal conformance --device cuda:0,opencl:nvidia --dtype float32,float16 --seed 45 > $OUT/conf-float.txt 2>&1
 grep -E "FAIL|passed" $OUT/conf-float.txt | tail -6
 fi
-if [[ "$PART" == core ]]; then  # only the session-45 checks above and the forced-path test below
+if [[ "$PART" == core || "$PART" == short ]]; then  # only the checks above (and, core, the forced-path test)
   :
 elif [[ "$CARD" == *H200* ]]; then
   timeout 60 python3 benchmarks/opencl_ops.py --device opencl:nvidia --dtypes int8,uint8 --only pool --out $OUT/ocl-int8 > $OUT/ocl-int8.txt 2>&1
@@ -45,7 +45,7 @@ else  # another card: the whole tree's correctness there instead, every dtype on
   timeout 150 hal conformance --device cuda:0,opencl:nvidia --dtype float32,float16,bfloat16,int8,uint8 --seed 44 > $OUT/conformance.txt 2>&1
   grep -E "FAIL|passed" $OUT/conformance.txt | tail -6
 fi
-if [[ "$PART" != rest ]]; then
+if [[ "$PART" != rest && "$PART" != short ]]; then
   HAL_TEST_DEVICES=opencl:nvidia HAL_TEST_EXAMPLES=8 timeout 90 python3 -m pytest -q -p no:cacheprovider \
     tests/test_forced_params.py -k "nhwc16_path" > $OUT/pytest-nhwc16.txt 2>&1
   grep -E "passed|failed|^FAILED" $OUT/pytest-nhwc16.txt | tail -5

@@ -312,6 +312,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if same:
         console.print(f"{same} candidates launched exactly what an earlier candidate did (parameters that do not "
                       "apply to the workload) and were replaced by spares")
+    for o in outcomes:
+        if o.screened is not None:
+            console.print(f"{o.workload} {o.dtype} {o.layout}: {o.screened[0]} of {o.screened[1]} parameters change "
+                          "its kernels at the default (screened one at a time; 3 of 4 draws vary only those)")
     over = sum(len(o.over_limit) for o in outcomes)
     if over:
         console.print(f"{over} candidates were over a compiled kernel's own launch limit and were replaced by spares "
