@@ -445,11 +445,8 @@ def test_merge_drop_stale_leaves_out_entries_no_re_tune_replaced(tmp_path, capsy
     assert len(json.loads(out.read_text())["entries"]) == 2
 
 
-def test_same_launch_plan_is_measured_once(monkeypatch):
-    """Two parameter sets whose launch signatures are equal are one kernel: the second is
-    skipped and a spare measured in its place (CUDA's launch plans; faked here on the CPU)."""
-    dev = hal.device("cpu")
-    calls = []
+def _count_evaluations(monkeypatch, calls: list) -> None:
+    """Record each candidate evaluation's parameters in ``calls`` (not the re-timing of the top few)."""
     real_run = tuner.Worker.run
 
     def counting_run(self, task, timeout):
@@ -458,6 +455,14 @@ def test_same_launch_plan_is_measured_once(monkeypatch):
         return real_run(self, task, timeout)
 
     monkeypatch.setattr(tuner.Worker, "run", counting_run)
+
+
+def test_same_launch_plan_is_measured_once(monkeypatch):
+    """Two parameter sets whose launch signatures are equal are one kernel: the second is
+    skipped and a spare measured in its place (CUDA's launch plans; faked here on the CPU)."""
+    dev = hal.device("cpu")
+    calls = []
+    _count_evaluations(monkeypatch, calls)
     # only W_BLOCK reaches the "kernel": every C_BLOCK variant of one W_BLOCK is the same launch
     monkeypatch.setattr(dev.backend, "launch_signature", lambda spec, params: ("w", params.get("W_BLOCK")),
                         raising=False)
@@ -472,14 +477,7 @@ def test_same_built_kernel_is_measured_once(monkeypatch):
     the prebuilt ones are built in batches before they are checked (faked here on the CPU)."""
     dev = hal.device("cpu")
     calls, prebuilds = [], []
-    real_run = tuner.Worker.run
-
-    def counting_run(self, task, timeout):
-        if not isinstance(task, list):
-            calls.append(dict(task.params))
-        return real_run(self, task, timeout)
-
-    monkeypatch.setattr(tuner.Worker, "run", counting_run)
+    _count_evaluations(monkeypatch, calls)
     monkeypatch.setattr(dev.backend, "launch_signature", lambda spec, params: tuple(sorted(params.items())),
                         raising=False)
     monkeypatch.setattr(dev.backend, "built_signature", lambda spec, params: ("w", params.get("W_BLOCK")),
