@@ -72,6 +72,26 @@ extern "C" __global__ void __launch_bounds__(256, MINB) chain(float* y, const fl
     assert cubin.kernel_digest(lo, "chain") != cubin.kernel_digest(hi, "chain")
 
 
+def test_module_constants_count_for_every_kernel(tmp_path):
+    """A __constant__ table belongs to no one kernel: a change to it changes every kernel's digest
+    (never two kernels called the same when one's data differ); a device function's change only
+    the digest of the kernel that calls it."""
+    src = tmp_path / "module.cu"
+    src.write_text(r"""
+__constant__ float table[4] = {1.f, 2.f, 3.f, TV};
+__device__ __noinline__ float helper(float v) { return v * HV + 1.f; }
+extern "C" __global__ void a(float* y, const float* x) { int i = threadIdx.x; y[i] = helper(x[i]) + table[i & 3]; }
+extern "C" __global__ void b(float* y, const float* x) { int i = threadIdx.x; y[i] = x[i] * 2.f; }
+""")
+    base = _nvcc(src, tmp_path / "base.cubin", ["-DTV=1.f", "-DHV=2.f"])
+    helper = _nvcc(src, tmp_path / "helper.cubin", ["-DTV=1.f", "-DHV=5.f"])
+    table = _nvcc(src, tmp_path / "table.cubin", ["-DTV=9.f", "-DHV=2.f"])
+    assert cubin.kernel_digest(base, "a") != cubin.kernel_digest(helper, "a")
+    assert cubin.kernel_digest(base, "b") == cubin.kernel_digest(helper, "b")
+    assert cubin.kernel_digest(base, "a") != cubin.kernel_digest(table, "a")
+    assert cubin.kernel_digest(base, "b") != cubin.kernel_digest(table, "b")
+
+
 def test_bad_input_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="ELF64"):
         cubin.kernel_digest(b"not a cubin at all, no ELF header" * 4, "k")
