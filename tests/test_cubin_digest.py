@@ -148,6 +148,20 @@ def test_cuda_built_signature_tells_the_same_kernel_from_another(planner):
     assert planner.built_signature(spec, no_pivot) != built
 
 
+def test_cuda_built_signature_is_unknown_where_a_build_fails(planner, monkeypatch):
+    """A set whose build fails has no built signature (the tuner then evaluates it, and the evaluation
+    reports the compiler's error) rather than an exception out of the tuner's loop."""
+    from hal.backends import cuda
+    from hal.tuning import workloads
+
+    def failing_build(file, defines, arch):
+        raise RuntimeError("nvcc: error")
+
+    monkeypatch.setattr(cuda, "build_cubin", failing_build)
+    (wl,) = [w for w in workloads.select(["batch_norm"]) if w.name == "bn train"]
+    assert planner.built_signature(wl.spec_for(wl.shape("tiny"), "float32", "NHWC"), {}) is None
+
+
 def test_the_tuners_screen_finds_the_parameters_a_cuda_workload_uses(planner):
     """BatchNorm training (float32 NHWC) screened as ``hal tune`` screens CUDA's drawn spaces: the
     inference kernels' parameters change nothing there, the statistics kernels' do."""
