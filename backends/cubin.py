@@ -44,9 +44,8 @@ def _sections(cubin: bytes) -> list[_Section]:
     out = []
     for name, typ, flags, _addr, offset, size, _link, info, align, entsize in headers:
         end = cubin.index(b"\0", names_at + name)
-        body = b"" if typ == _SHT_NOBITS else cubin[offset:offset + size]
-        if typ == _SHT_NOBITS:  # no bytes in the file: its size is what it reserves
-            body = size.to_bytes(8, "little")
+        # a NOBITS section (shared memory) has no bytes in the file: its size is what it reserves
+        body = size.to_bytes(8, "little") if typ == _SHT_NOBITS else cubin[offset:offset + size]
         out.append(_Section(cubin[names_at + name:end].decode(), typ, flags, info, align, entsize, body))
     return out
 
@@ -69,7 +68,11 @@ def _symbols(sections: list[_Section]) -> list[str]:
 
 def kernels(cubin: bytes) -> list[str]:
     """The kernels (entry points: a code section and a parameter bank each) of ``cubin``."""
-    names = {s.name for s in _sections(cubin)}
+    return _kernels_in(_sections(cubin))
+
+
+def _kernels_in(sections: list[_Section]) -> list[str]:
+    names = {s.name for s in sections}
     return sorted(n[len(".text."):] for n in names
                   if n.startswith(".text.") and f".nv.constant0.{n[len('.text.'):]}" in names)
 
@@ -84,7 +87,7 @@ def kernel_digest(cubin: bytes, kernel: str) -> str:
     Raises ValueError where ``cubin`` is no ELF64 cubin or has no kernel ``kernel``.
     """
     sections = _sections(cubin)
-    entries = kernels(cubin)
+    entries = _kernels_in(sections)
     if kernel not in entries:
         raise ValueError(f"the cubin has no kernel {kernel!r} (it has {len(entries)})")
     others = [f".{e}" for e in entries if e != kernel]

@@ -1273,13 +1273,13 @@ class CudaBackend(Backend):
             return None
         try:
             plan = self._plan_for(spec, {**_SCHEMAS[family].defaults(), **params})
-            digests = {}
+            cubins = {}
             for launch in plan:
                 key = (launch.file, launch.defines)
-                if key not in digests:
-                    digests[key] = build_cubin(launch.file, dict(launch.defines), self._arch)
+                if key not in cubins:
+                    cubins[key] = build_cubin(launch.file, dict(launch.defines), self._arch)
             return tuple(
-                (kernel_digest(digests[(launch.file, launch.defines)], launch.kernel), launch.kernel, launch.fmt,
+                (kernel_digest(cubins[(launch.file, launch.defines)], launch.kernel), launch.kernel, launch.fmt,
                  launch.grid, launch.block, launch.shared, launch.args, launch.pdl, launch.cooperative)
                 for launch in plan) or None
         except Exception:  # optional, as launch_signature: a set that cannot be built is evaluated as usual

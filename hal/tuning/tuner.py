@@ -623,14 +623,15 @@ def tune(
                 outcome.screened = (len(screen.relevant), len(schema.params))
             # candidates over a per-kernel limit do not count: spares from the same shuffled
             # order take their places, so a mode always measures its number of launchable sets
-            spare_list = [c for c in others if c not in chosen]
+            prebuilt = {_key(c) for c in chosen}
+            spare_list = [c for c in others if _key(c) not in prebuilt]
             taken = 0  # spares queued so far (spare_list[:taken])
             queue = list(chosen)
             signatures: set[Any] = set()
-            # None until the default's built signature says whether the backend has them at all
-            built_signatures: set[Any] | None = None
-            prebuilt = {_key(c) for c in chosen}
             timing_spec = _timing_spec(wl, size, dtype, layout)
+            # None where the backend has no built signatures (the default's tells)
+            built_signatures: set[Any] | None = (
+                set() if _built_signature(device, timing_spec, default) is not None else None)
             i = 0
             while i < len(queue):
                 params = queue[i]
@@ -649,15 +650,13 @@ def tune(
                     signatures.add(signature)
                 # the same check on the compiled code: -D sets that differ only in macros the launched
                 # kernels never read (CUDA: every code-changing parameter of the family is a -D)
-                if built_signatures is not None or i == 1:
+                if built_signatures is not None:
                     if _key(params) not in prebuilt:  # a spare: build it and the next few in parallel
                         batch = [params, *spare_list[taken:taken + PREBUILD_BATCH - 1]]
                         _prebuild(device, wl, size, dtype, layout, batch)
                         prebuilt.update(_key(c) for c in batch)
                     built = _built_signature(device, timing_spec, params)
-                    if i == 1:
-                        built_signatures = None if built is None else set()
-                    if built is not None and built_signatures is not None:
+                    if built is not None:
                         if built in built_signatures:
                             outcome.same_kernel += 1
                             taken = _queue_spare(queue, spare_list, taken)
