@@ -641,27 +641,19 @@ def tune(
                     break
                 # a set that launches exactly what an earlier one did is the same kernel: a spare
                 # takes its place, so a mode measures its number of distinct kernels
-                signature = _launch_signature(device, timing_spec, params)
-                if signature is not None:
-                    if signature in signatures:
-                        outcome.same_kernel += 1
-                        taken = _queue_spare(queue, spare_list, taken)
-                        continue
-                    signatures.add(signature)
+                repeat = _seen_before(_launch_signature(device, timing_spec, params), signatures)
                 # the same check on the compiled code: -D sets that differ only in macros the launched
                 # kernels never read (CUDA: every code-changing parameter of the family is a -D)
-                if built_signatures is not None:
+                if not repeat and built_signatures is not None:
                     if _key(params) not in prebuilt:  # a spare: build it and the next few in parallel
                         batch = [params, *spare_list[taken:taken + PREBUILD_BATCH - 1]]
                         _prebuild(device, wl, size, dtype, layout, batch)
                         prebuilt.update(_key(c) for c in batch)
-                    built = _built_signature(device, timing_spec, params)
-                    if built is not None:
-                        if built in built_signatures:
-                            outcome.same_kernel += 1
-                            taken = _queue_spare(queue, spare_list, taken)
-                            continue
-                        built_signatures.add(built)
+                    repeat = _seen_before(_built_signature(device, timing_spec, params), built_signatures)
+                if repeat:
+                    outcome.same_kernel += 1
+                    taken = _queue_spare(queue, spare_list, taken)
+                    continue
                 cid = _cid(wl, dtype, layout, size, params, sources)
                 if journal and cid in journal.done:
                     result = journal.done[cid]
@@ -763,6 +755,16 @@ def _queue_spare(queue: list[dict[str, int]], spares: list[dict[str, int]], take
         queue.append(spares[taken])
         return taken + 1
     return taken
+
+
+def _seen_before(signature: Any, seen: set[Any]) -> bool:
+    """Whether ``signature`` is in ``seen`` (None, unknown, never is); records it."""
+    if signature is None:
+        return False
+    if signature in seen:
+        return True
+    seen.add(signature)
+    return False
 
 
 def _key(params: dict[str, int]) -> tuple[tuple[str, int], ...]:
